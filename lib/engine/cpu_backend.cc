@@ -1,0 +1,305 @@
+// The forward pass. Rows of all segments are stacked so every projection and FFN is one matrix
+// product; the mixers then run per segment over their own state.
+#include "lib/engine/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/gated_retention.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/rms_norm.h"
+
+namespace yoco {
+namespace {
+
+template <typename T>
+T* Sized(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(std::shared_ptr<const Model> model, CpuBackendOptions options)
+    : model_(std::move(model)),
+      config_(model_->config()),
+      weights_(model_->weights()),
+      self_rope_(config_.self_head_dim(), config_.rope_theta),
+      cross_rope_(config_.cross_head_dim(), config_.rope_theta) {
+  cpu::SetBlasThreads(options.blas_threads);
+}
+
+absl::Status CpuBackend::Validate(absl::Span<const ForwardSegment> segments) const {
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const ForwardSegment& seg = segments[s];
+    if (seg.state == nullptr) return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": no state"));
+    if (seg.tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": no tokens"));
+    for (size_t t = 0; t < s; ++t) {
+      if (segments[t].state == seg.state) {
+        return absl::InvalidArgumentError(absl::StrCat("segments ", t, " and ", s, " share a state"));
+      }
+    }
+    if (absl::Status st = seg.state->CheckShape(config_); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": ", st.message()));
+    }
+    for (int32_t tok : seg.tokens) {
+      if (tok < 0 || tok >= config_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("token id ", tok, " is outside the vocabulary [0, ",
+                                                       config_.vocab_size, ")"));
+      }
+    }
+    const int64_t end = seg.state->position + static_cast<int64_t>(seg.tokens.size());
+    if (config_.max_seq_len > 0 && end > config_.max_seq_len) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence of ", end, " tokens exceeds max_seq_len ",
+                                                     config_.max_seq_len));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
+                                 std::vector<float>* logits) {
+  if (absl::Status st = Validate(segments); !st.ok()) return st;
+  const int64_t D = config_.dim;
+  const int64_t V = config_.vocab_size;
+
+  rows_.clear();
+  out_rows_.clear();
+  segment_begin_.clear();
+  int64_t max_position = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const ForwardSegment& seg = segments[s];
+    segment_begin_.push_back(static_cast<int64_t>(rows_.size()));
+    const int64_t t_count = static_cast<int64_t>(seg.tokens.size());
+    for (int64_t t = 0; t < t_count; ++t) {
+      const bool wants = seg.logits == LogitsMode::kAll || (seg.logits == LogitsMode::kLast && t == t_count - 1);
+      if (wants) out_rows_.push_back(static_cast<int64_t>(rows_.size()));
+      rows_.push_back({static_cast<int>(s), seg.state->position + t});
+    }
+    max_position = std::max(max_position, seg.state->position + t_count);
+  }
+  self_rope_.Reserve(max_position);
+  cross_rope_.Reserve(max_position);
+  const int64_t R = static_cast<int64_t>(rows_.size());
+
+  // Embedding, scaled by sqrt(dim) in fp32 as the reference.
+  float* h = Sized(h_, R * D);
+  const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(D)));
+  for (int64_t r = 0; r < R; ++r) {
+    const ForwardSegment& seg = segments[rows_[r].segment];
+    const int32_t tok = seg.tokens[rows_[r].position - seg.state->position];
+    const float* e = weights_.embed.data + int64_t{tok} * D;
+    for (int64_t i = 0; i < D; ++i) h[r * D + i] = e[i] * embed_scale;
+  }
+
+  for (int l = 0; l < config_.n_self_layers(); ++l) SelfLayer(l, segments);
+  AppendSharedKv(segments);
+
+  const int64_t Q = static_cast<int64_t>(out_rows_.size());
+  logits->resize(Q * V);
+  if (Q == 0) return absl::OkStatus();
+  float* hx = Sized(hx_, Q * D);
+  for (int64_t i = 0; i < Q; ++i) std::memcpy(hx + i * D, h_.data() + out_rows_[i] * D, D * sizeof(float));
+  for (int l = 0; l < config_.n_cross_layers(); ++l) CrossLayer(l, segments);
+
+  float* a = Sized(a_, Q * D);
+  cpu::RmsNorm(hx, Q, D, D, weights_.final_norm, static_cast<float>(config_.norm_eps), a);
+  cpu::Linear(a, Q, D, weights_.output.data, V, logits->data());
+  return absl::OkStatus();
+}
+
+void CpuBackend::SelfLayer(int layer, absl::Span<const ForwardSegment> segments) {
+  const SelfLayerWeights& w = weights_.self_layers[layer];
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int64_t D = config_.dim;
+  float* a = Sized(a_, R * D);
+  cpu::RmsNorm(h_.data(), R, D, D, w.mixer_norm, static_cast<float>(config_.norm_eps), a);
+  if (config_.self_attention() == SelfAttentionKind::kGatedRetention) {
+    GatedRetentionMixer(layer, segments);
+  } else {
+    SlidingWindowMixer(layer, segments);
+  }
+  Ffn(w.ffn, w.ffn_norm, h_.data(), R);
+}
+
+void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment> segments) {
+  const SelfLayerWeights& w = weights_.self_layers[layer];
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int64_t D = config_.dim;
+  const int Hs = config_.n_self_heads;
+  const int ds = config_.self_head_dim();
+  const float* a = a_.data();
+  float* q = Sized(q_, R * D);
+  float* k = Sized(k_, R * D);
+  float* v = Sized(v_, R * D);
+  float* g = Sized(g_, R * D);
+  float* gt = Sized(gt_, R * Hs);
+  float* o = Sized(o_, R * D);
+  cpu::Linear(a, R, D, w.q.data, D, q);
+  cpu::Linear(a, R, D, w.k.data, D, k);
+  cpu::Linear(a, R, D, w.v.data, D, v);
+  cpu::Linear(a, R, D, w.g.data, D, g);
+  cpu::Linear(a, R, D, w.gt.data, Hs, gt);
+
+  const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t p = rows_[r].position;
+    cpu::ApplyRope(q + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
+    cpu::ApplyRope(k + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
+    for (int64_t i = 0; i < D; ++i) k[r * D + i] *= key_scale;
+    for (int hh = 0; hh < Hs; ++hh) gt[r * Hs + hh] = cpu::LogSigmoid(gt[r * Hs + hh]) / 16.0f;
+  }
+
+  float* scratch = Sized(scratch_, cpu::GatedRetentionScratchFloats(cpu::kRetentionChunk, ds));
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const int64_t r0 = segment_begin_[s];
+    const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
+    float* state = segments[s].state->self_states[layer].data();
+    for (int hh = 0; hh < Hs; ++hh) {
+      float* S = state + int64_t{hh} * ds * ds;
+      const int64_t off = r0 * D + int64_t{hh} * ds;
+      if (T == 1) {  // decode: the recurrent form
+        cpu::GatedRetentionStep(ds, q + off, k + off, v + off, gt[r0 * Hs + hh], S, o + off);
+      } else {
+        cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S,
+                                     o + off, D, cpu::kRetentionChunk, scratch);
+      }
+    }
+  }
+  // Per-head RMSNorm without weight, then the swish gate on g, then out_proj into the residual.
+  cpu::RmsNorm(o, R * Hs, ds, ds, nullptr, static_cast<float>(config_.norm_eps), o);
+  cpu::SiluMul(g, o, R * D);
+  cpu::Linear(g, R, D, w.out.data, D, h_.data(), /*accumulate=*/true);
+}
+
+void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> segments) {
+  const SelfLayerWeights& w = weights_.self_layers[layer];
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int64_t D = config_.dim;
+  const int Hs = config_.n_self_heads;
+  const int ds = config_.self_head_dim();
+  const int64_t W = *config_.sliding_window;
+  const float* a = a_.data();
+  float* q = Sized(q_, R * D);
+  float* k = Sized(k_, R * D);
+  float* v = Sized(v_, R * D);
+  float* o = Sized(o_, R * D);
+  cpu::Linear(a, R, D, w.q.data, D, q);
+  cpu::Linear(a, R, D, w.k.data, D, k);
+  cpu::Linear(a, R, D, w.v.data, D, v);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t p = rows_[r].position;
+    cpu::ApplyRope(q + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
+    cpu::ApplyRope(k + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
+
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const int64_t r0 = segment_begin_[s];
+    const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
+    const int64_t p0 = segments[s].state->position;
+    float* ring_k = segments[s].state->self_states[layer].data();
+    float* ring_v = ring_k + W * D;
+    // Contiguous keys: the cached rows a query of this call can still see (positions
+    // [p0 − cached, p0)), then the new rows.
+    const int64_t cached = std::min<int64_t>(p0, W - 1);
+    const int64_t n = cached + T;
+    float* wk = Sized(window_k_, n * D);
+    float* wv = Sized(window_v_, n * D);
+    for (int64_t i = 0; i < cached; ++i) {
+      const int64_t slot = (p0 - cached + i) % W;
+      std::memcpy(wk + i * D, ring_k + slot * D, D * sizeof(float));
+      std::memcpy(wv + i * D, ring_v + slot * D, D * sizeof(float));
+    }
+    std::memcpy(wk + cached * D, k + r0 * D, T * D * sizeof(float));
+    std::memcpy(wv + cached * D, v + r0 * D, T * D * sizeof(float));
+    float* scores = Sized(scratch_, n);
+    for (int64_t t = 0; t < T; ++t) {
+      // The query at p0 + t sees W keys including itself: buffer rows [last − W + 1, last].
+      const int64_t last = cached + t;
+      const int64_t first = std::max<int64_t>(0, last - W + 1);
+      for (int hh = 0; hh < Hs; ++hh) {
+        const int64_t off = int64_t{hh} * ds;
+        cpu::AttendOneQuery(q + (r0 + t) * D + off, ds, wk + first * D + off, wv + first * D + off,
+                            last - first + 1, D, scale, scores, o + (r0 + t) * D + off);
+      }
+    }
+    for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t) {
+      const int64_t slot = (p0 + t) % W;
+      std::memcpy(ring_k + slot * D, k + (r0 + t) * D, D * sizeof(float));
+      std::memcpy(ring_v + slot * D, v + (r0 + t) * D, D * sizeof(float));
+    }
+  }
+  cpu::Linear(o, R, D, w.out.data, D, h_.data(), /*accumulate=*/true);
+}
+
+void CpuBackend::Ffn(const FfnWeights& w, const float* norm, float* h, int64_t rows) {
+  const int64_t D = config_.dim;
+  const int64_t F = config_.hidden_dim;
+  float* a = Sized(a_, rows * D);
+  float* u = Sized(ffn_u_, rows * F);
+  float* z = Sized(ffn_z_, rows * F);
+  cpu::RmsNorm(h, rows, D, D, norm, static_cast<float>(config_.norm_eps), a);
+  cpu::Linear(a, rows, D, w.fc1.data, F, u);
+  cpu::Linear(a, rows, D, w.gate.data, F, z);
+  cpu::SiluMul(u, z, rows * F);
+  cpu::Linear(u, rows, F, w.fc2.data, D, h, /*accumulate=*/true);
+}
+
+void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int64_t D = config_.dim;
+  const int64_t KV = config_.kv_dim();
+  float* a = Sized(a_, R * D);
+  float* kk = Sized(kv_k_, R * KV);
+  float* vv = Sized(kv_v_, R * KV);
+  cpu::RmsNorm(h_.data(), R, D, D, weights_.kv_norm, static_cast<float>(config_.norm_eps), a);
+  cpu::Linear(a, R, D, weights_.kv_k.data, KV, kk);
+  cpu::Linear(a, R, D, weights_.kv_v.data, KV, vv);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t p = rows_[r].position;
+    cpu::ApplyRope(kk + r * KV, config_.n_attn_kv_heads, config_.cross_head_dim(), cross_rope_.cos(p),
+                   cross_rope_.sin(p));
+  }
+  for (size_t s = 0; s < segments.size(); ++s) {
+    SequenceState* st = segments[s].state;
+    const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
+    const int64_t r0 = segment_begin_[s];
+    st->shared_k.insert(st->shared_k.end(), kk + r0 * KV, kk + (r0 + T) * KV);
+    st->shared_v.insert(st->shared_v.end(), vv + r0 * KV, vv + (r0 + T) * KV);
+    st->position += T;
+  }
+}
+
+void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments) {
+  const CrossLayerWeights& w = weights_.cross_layers[layer];
+  const int64_t Q = static_cast<int64_t>(out_rows_.size());
+  const int64_t D = config_.dim;
+  const int Ha = config_.n_attn_heads;
+  const int da = config_.cross_head_dim();
+  float* a = Sized(a_, Q * D);
+  float* q = Sized(q_, Q * D);
+  float* o = Sized(o_, Q * D);
+  cpu::RmsNorm(hx_.data(), Q, D, D, w.mixer_norm, static_cast<float>(config_.norm_eps), a);
+  cpu::Linear(a, Q, D, w.q.data, D, q);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(da)));
+  int64_t max_keys = 0;
+  for (int64_t i = 0; i < Q; ++i) max_keys = std::max(max_keys, rows_[out_rows_[i]].position + 1);
+  float* scores = Sized(scratch_, max_keys);
+  for (int64_t i = 0; i < Q; ++i) {
+    const Row& row = rows_[out_rows_[i]];
+    const SequenceState& st = *segments[row.segment].state;
+    cpu::ApplyRope(q + i * D, Ha, da, cross_rope_.cos(row.position), cross_rope_.sin(row.position));
+    // Causal, aligned bottom-right: the query at position p sees shared K/V rows [0, p].
+    cpu::AttendGqa(q + i * D, Ha, config_.n_attn_kv_heads, da, st.shared_k.data(), st.shared_v.data(),
+                   row.position + 1, scale, scores, o + i * D);
+  }
+  cpu::Linear(o, Q, D, w.out.data, D, hx_.data(), /*accumulate=*/true);
+  Ffn(w.ffn, w.ffn_norm, hx_.data(), Q);
+}
+
+}  // namespace yoco

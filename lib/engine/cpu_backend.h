@@ -1,0 +1,65 @@
+// CpuBackend: the exact YOCO forward pass on the CPU (fp32 activations and states, BLAS for
+// matrix products). One instance per thread: it owns reusable scratch buffers.
+#ifndef YOCO_LIB_ENGINE_CPU_BACKEND_H_
+#define YOCO_LIB_ENGINE_CPU_BACKEND_H_
+
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/rope.h"
+#include "lib/engine/backend.h"
+
+namespace yoco {
+
+struct CpuBackendOptions {
+  int blas_threads = 0;  // 0: the BLAS library's default
+};
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(std::shared_ptr<const Model> model, CpuBackendOptions options = {});
+
+  const Model& model() const override { return *model_; }
+  absl::Status Forward(absl::Span<const ForwardSegment> segments,
+                       std::vector<float>* logits) override;
+
+ private:
+  // Per-row bookkeeping of one Forward call.
+  struct Row {
+    int segment;
+    int64_t position;
+  };
+
+  absl::Status Validate(absl::Span<const ForwardSegment> segments) const;
+  void SelfLayer(int layer, absl::Span<const ForwardSegment> segments);
+  void GatedRetentionMixer(int layer, absl::Span<const ForwardSegment> segments);
+  void SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> segments);
+  void Ffn(const FfnWeights& w, const float* norm, float* h, int64_t rows);
+  void AppendSharedKv(absl::Span<const ForwardSegment> segments);
+  void CrossLayer(int layer, absl::Span<const ForwardSegment> segments);
+
+  std::shared_ptr<const Model> model_;
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  cpu::RopeTable self_rope_;   // head dim ds
+  cpu::RopeTable cross_rope_;  // head dim da
+
+  // Scratch, grown on demand and reused across calls.
+  std::vector<Row> rows_;              // [R] every input row
+  std::vector<int64_t> out_rows_;      // [Q] input row index of each logits row
+  std::vector<int64_t> segment_begin_; // [segments] first row of each segment
+  std::vector<float> h_;               // [R, D] residual stream of the self-decoder
+  std::vector<float> a_;               // [R, D] normed input
+  std::vector<float> q_, k_, v_, g_;   // [R, D] projections
+  std::vector<float> gt_;              // [R, Hs] decay logits, then log-decay
+  std::vector<float> o_;               // [R, D] mixer output
+  std::vector<float> ffn_u_, ffn_z_;   // [R, F]
+  std::vector<float> kv_k_, kv_v_;     // [R, kv_dim]
+  std::vector<float> hx_;              // [Q, D] residual stream of the cross-decoder
+  std::vector<float> window_k_, window_v_;  // SWA: cached + new rows of one segment
+  std::vector<float> scratch_;         // kernel scratch
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_ENGINE_CPU_BACKEND_H_

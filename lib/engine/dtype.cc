@@ -1,0 +1,67 @@
+// Element type names and conversions.
+#include "lib/engine/dtype.h"
+
+#include <cmath>
+
+namespace yoco {
+
+std::optional<DType> DTypeFromName(std::string_view name) {
+  if (name == "F32") return DType::kF32;
+  if (name == "BF16") return DType::kBF16;
+  if (name == "F16") return DType::kF16;
+  return std::nullopt;
+}
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+  }
+  return "?";
+}
+
+int DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+float F16ToFloat(uint16_t h) {
+  const int sign = (h >> 15) & 1;
+  const int exponent = (h >> 10) & 0x1F;
+  const int mantissa = h & 0x3FF;
+  float value;
+  if (exponent == 0) {
+    value = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
+  } else if (exponent == 31) {
+    value = mantissa ? std::nanf("") : INFINITY;
+  } else {
+    value = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  }
+  return sign ? -value : value;
+}
+
+void ConvertToFloat(DType dtype, const void* src, int64_t count, float* dst) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(count) * 4);
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t b;
+        std::memcpy(&b, bytes + 2 * i, 2);
+        dst[i] = Bf16ToFloat(b);
+      }
+      return;
+    case DType::kF16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t b;
+        std::memcpy(&b, bytes + 2 * i, 2);
+        dst[i] = F16ToFloat(b);
+      }
+      return;
+  }
+}
+
+}  // namespace yoco

@@ -1,0 +1,97 @@
+// Generation loop; the position passed to the sampler is the new token's absolute index.
+#include "lib/engine/generation.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "lib/status/status_macros.h"
+
+namespace yoco {
+namespace {
+
+absl::Status CheckPrompt(const Backend& backend, absl::Span<const int32_t> prompt,
+                         const SamplingParams& sampling) {
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  return sampling.Validate(backend.model().config().vocab_size);
+}
+
+}  // namespace
+
+absl::StatusOr<Generation> Generation::Start(Backend& backend, absl::Span<const int32_t> prompt,
+                                             SamplingParams sampling) {
+  RETURN_IF_ERROR(CheckPrompt(backend, prompt, sampling));
+  Generation gen(SequenceState::Create(backend.model().config()), prompt.back(), std::move(sampling));
+  if (prompt.size() > 1) {
+    ForwardSegment seg{&gen.state_, prompt.subspan(0, prompt.size() - 1), LogitsMode::kNone};
+    RETURN_IF_ERROR(backend.Forward({&seg, 1}, &gen.logits_));
+  }
+  return gen;
+}
+
+absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<const int32_t> prompt,
+                                               SamplingParams sampling, int32_t* first_token) {
+  RETURN_IF_ERROR(CheckPrompt(backend, prompt, sampling));
+  Generation gen(SequenceState::Create(backend.model().config()), -1, std::move(sampling));
+  ForwardSegment seg{&gen.state_, prompt, LogitsMode::kLast};
+  RETURN_IF_ERROR(backend.Forward({&seg, 1}, &gen.logits_));
+  gen.pending_ = gen.sampler_.Sample(gen.sampling_, gen.logits_, gen.state_.position);
+  *first_token = gen.pending_;
+  return gen;
+}
+
+absl::StatusOr<Generation> Generation::FromBundle(StateBundle bundle) {
+  if (bundle.pending_token < 0) {
+    return absl::FailedPreconditionError("state bundle has no pending token to continue from");
+  }
+  return Generation(std::move(bundle.state), bundle.pending_token, std::move(bundle.sampling));
+}
+
+StateBundle Generation::ToBundle(uint64_t model_fingerprint) const {
+  return StateBundle{model_fingerprint, state_, pending_, sampling_};
+}
+
+absl::StatusOr<int32_t> Generation::Next(Backend& backend) {
+  Generation* self = this;
+  std::vector<int32_t> tokens;
+  RETURN_IF_ERROR(NextBatch(backend, {&self, 1}, &tokens));
+  return tokens[0];
+}
+
+absl::Status Generation::NextBatch(Backend& backend, absl::Span<Generation* const> generations,
+                                   std::vector<int32_t>* tokens) {
+  std::vector<ForwardSegment> segments;
+  segments.reserve(generations.size());
+  for (Generation* g : generations) {
+    segments.push_back({&g->state_, {&g->pending_, 1}, LogitsMode::kLast});
+  }
+  tokens->clear();
+  if (generations.empty()) return absl::OkStatus();
+  // The first generation's buffer holds the batch's logits; rows come back in segment order.
+  std::vector<float>& logits = generations[0]->logits_;
+  RETURN_IF_ERROR(backend.Forward(segments, &logits));
+  const int64_t V = backend.model().config().vocab_size;
+  for (size_t i = 0; i < generations.size(); ++i) {
+    Generation* g = generations[i];
+    absl::Span<const float> row(logits.data() + i * V, V);
+    g->pending_ = g->sampler_.Sample(g->sampling_, row, g->state_.position);
+    tokens->push_back(g->pending_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> Generate(Backend& backend, absl::Span<const int32_t> prompt,
+                                              const GenerateOptions& options) {
+  if (options.max_new_tokens < 0) return absl::InvalidArgumentError("max_new_tokens must be >= 0");
+  ASSIGN_OR_RETURN(Generation gen, Generation::Start(backend, prompt, options.sampling));
+  std::vector<int32_t> out;
+  const auto& stops = options.sampling.stop_token_ids;
+  while (static_cast<int>(out.size()) < options.max_new_tokens) {
+    ASSIGN_OR_RETURN(int32_t tok, gen.Next(backend));
+    out.push_back(tok);
+    if (std::find(stops.begin(), stops.end(), tok) != stops.end()) break;
+    if (options.stop_at_eos && tok == kEosId) break;
+  }
+  return out;
+}
+
+}  // namespace yoco

@@ -1,0 +1,70 @@
+// Generation: one sequence being generated, token by token, on a Backend. Holds the sequence
+// state, the sampled-but-not-yet-fed token and the sampling parameters, i.e. exactly what a
+// StateBundle carries, so a generation can stop on one machine and continue on another.
+#ifndef YOCO_LIB_ENGINE_GENERATION_H_
+#define YOCO_LIB_ENGINE_GENERATION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "lib/engine/backend.h"
+#include "lib/engine/sampler.h"
+#include "lib/engine/state_bundle.h"
+
+namespace yoco {
+
+class Generation {
+ public:
+  // The reference loop's start: prefill all but the last prompt token; the last one becomes
+  // the pending input of the first decode step. REQUIRES: a non-empty prompt.
+  static absl::StatusOr<Generation> Start(Backend& backend, absl::Span<const int32_t> prompt,
+                                          SamplingParams sampling);
+
+  // The disaggregated start: prefill the whole prompt with the cross-decoder run for its last
+  // position only (early exit), and sample the first new token from those logits. The result is
+  // what a prefill worker ships. Gives the same tokens as Start + Next.
+  static absl::StatusOr<Generation> Prefill(Backend& backend, absl::Span<const int32_t> prompt,
+                                            SamplingParams sampling, int32_t* first_token);
+
+  static absl::StatusOr<Generation> FromBundle(StateBundle bundle);
+  StateBundle ToBundle(uint64_t model_fingerprint) const;
+
+  // Feeds the pending token, samples the next one, and makes it pending.
+  absl::StatusOr<int32_t> Next(Backend& backend);
+
+  // One decode step for many generations at once (one batched forward pass); tokens[i] is the
+  // token sampled for generations[i].
+  static absl::Status NextBatch(Backend& backend, absl::Span<Generation* const> generations,
+                                std::vector<int32_t>* tokens);
+
+  const SequenceState& state() const { return state_; }
+  int32_t pending_token() const { return pending_; }
+  const SamplingParams& sampling() const { return sampling_; }
+
+ private:
+  Generation(SequenceState state, int32_t pending, SamplingParams sampling)
+      : state_(std::move(state)), pending_(pending), sampling_(std::move(sampling)) {}
+
+  SequenceState state_;
+  int32_t pending_;
+  SamplingParams sampling_;
+  Sampler sampler_;
+  std::vector<float> logits_;
+};
+
+struct GenerateOptions {
+  int max_new_tokens = 16;
+  SamplingParams sampling;
+  bool stop_at_eos = false;  // also stop after emitting EOS (id 2)
+};
+
+// The whole loop of `yoco generate`: Start, then Next until max_new_tokens or a stop token (which
+// is included in the result).
+absl::StatusOr<std::vector<int32_t>> Generate(Backend& backend, absl::Span<const int32_t> prompt,
+                                              const GenerateOptions& options);
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_ENGINE_GENERATION_H_

@@ -1,0 +1,170 @@
+// Binding checkpoint tensors to the model's layers.
+#include "lib/engine/model_weights.h"
+
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/checksum/crc32c.h"
+#include "lib/status/status_macros.h"
+
+namespace yoco {
+namespace {
+
+// FNV-1a style 64-bit mixing; the fingerprint needs identity, not secrecy.
+class Hasher {
+ public:
+  void Add(const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h_ ^= p[i];
+      h_ *= 0x100000001b3ull;
+    }
+  }
+  void Add(const std::string& s) {
+    Add(s.data(), s.size());
+    Add("\0", 1);
+  }
+  void Add(uint64_t v) { Add(&v, sizeof v); }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> ModelWeights::ExpectedTensors(
+    const ModelConfig& c) {
+  const int64_t D = c.dim, F = c.hidden_dim, V = c.vocab_size;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> t;
+  t.push_back({"embed_tokens.weight", {V, D}});
+  t.push_back({"output_projection.weight", {V, D}});
+  auto ffn = [&](const std::string& p) {
+    t.push_back({p + "ffn.fc1.weight", {F, D}});
+    t.push_back({p + "ffn.gate.weight", {F, D}});
+    t.push_back({p + "ffn.fc2.weight", {D, F}});
+  };
+  for (int i = 0; i < c.n_self_layers(); ++i) {
+    const std::string p = absl::StrCat("self_decoder.layers.", i, ".");
+    t.push_back({p + "mixer.q_proj.weight", {D, D}});
+    t.push_back({p + "mixer.k_proj.weight", {D, D}});
+    t.push_back({p + "mixer.v_proj.weight", {D, D}});
+    if (c.self_attention() == SelfAttentionKind::kGatedRetention) {
+      t.push_back({p + "mixer.g_proj.weight", {D, D}});
+      t.push_back({p + "mixer.gt_proj.weight", {c.n_self_heads, D}});
+    }
+    t.push_back({p + "mixer.out_proj.weight", {D, D}});
+    t.push_back({p + "mixer_layer_norm.weight", {D}});
+    ffn(p);
+    t.push_back({p + "final_layer_norm.weight", {D}});
+  }
+  t.push_back({"cross_decoder.k_proj.weight", {c.kv_dim(), D}});
+  t.push_back({"cross_decoder.v_proj.weight", {c.kv_dim(), D}});
+  t.push_back({"cross_decoder.kv_layer_norm.weight", {D}});
+  for (int j = 0; j < c.n_cross_layers(); ++j) {
+    const std::string p = absl::StrCat("cross_decoder.layers.", j, ".");
+    t.push_back({p + "mixer.q_proj.weight", {D, D}});
+    t.push_back({p + "mixer.out_proj.weight", {D, D}});
+    t.push_back({p + "mixer_layer_norm.weight", {D}});
+    ffn(p);
+    t.push_back({p + "final_layer_norm.weight", {D}});
+  }
+  t.push_back({"layer_norm.weight", {D}});
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const ModelConfig& config,
+                                                                           Checkpoint checkpoint) {
+  std::unique_ptr<ModelWeights> w(new ModelWeights());
+  w->checkpoint_ = std::move(checkpoint);
+  const auto& tensors = w->checkpoint_.tensors();
+  const auto expected = ExpectedTensors(config);
+
+  std::set<std::string> expected_names;
+  for (const auto& [name, shape] : expected) expected_names.insert(name);
+  for (const auto& [name, view] : tensors) {
+    if (!expected_names.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint has unexpected tensor '", name, "' (not part of this config's model)"));
+    }
+  }
+
+  Hasher hasher;
+  hasher.Add(config.ToJson());
+  std::map<std::string, const float*> bound;
+  for (const auto& [name, shape] : expected) {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint is missing tensor '", name, "' ", ShapeString(shape)));
+    }
+    const TensorView& view = it->second;
+    if (view.shape != shape) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ", ShapeString(view.shape),
+                                                     ", expected ", ShapeString(shape)));
+    }
+    const int64_t n = view.num_elements();
+    hasher.Add(name);
+    hasher.Add(std::string(DTypeName(view.dtype)));
+    hasher.Add(static_cast<uint64_t>(Crc32c(view.data, static_cast<size_t>(n) * DTypeSize(view.dtype))));
+    const bool aligned = reinterpret_cast<uintptr_t>(view.data) % alignof(float) == 0;
+    if (view.dtype == DType::kF32 && aligned) {
+      bound[name] = reinterpret_cast<const float*>(view.data);
+    } else {
+      std::unique_ptr<float[]> copy(new float[n]);
+      ConvertToFloat(view.dtype, view.data, n, copy.get());
+      bound[name] = copy.get();
+      w->converted_.push_back(std::move(copy));
+    }
+  }
+  w->fingerprint_ = hasher.value();
+
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return Matrix{bound.at(name), rows, cols};
+  };
+  const int64_t D = config.dim, F = config.hidden_dim, V = config.vocab_size;
+  auto ffn = [&](const std::string& p) {
+    return FfnWeights{matrix(p + "ffn.fc1.weight", F, D), matrix(p + "ffn.gate.weight", F, D),
+                      matrix(p + "ffn.fc2.weight", D, F)};
+  };
+  w->embed = matrix("embed_tokens.weight", V, D);
+  w->output = matrix("output_projection.weight", V, D);
+  for (int i = 0; i < config.n_self_layers(); ++i) {
+    const std::string p = absl::StrCat("self_decoder.layers.", i, ".");
+    SelfLayerWeights l;
+    l.mixer_norm = bound.at(p + "mixer_layer_norm.weight");
+    l.q = matrix(p + "mixer.q_proj.weight", D, D);
+    l.k = matrix(p + "mixer.k_proj.weight", D, D);
+    l.v = matrix(p + "mixer.v_proj.weight", D, D);
+    if (config.self_attention() == SelfAttentionKind::kGatedRetention) {
+      l.g = matrix(p + "mixer.g_proj.weight", D, D);
+      l.gt = matrix(p + "mixer.gt_proj.weight", config.n_self_heads, D);
+    }
+    l.out = matrix(p + "mixer.out_proj.weight", D, D);
+    l.ffn_norm = bound.at(p + "final_layer_norm.weight");
+    l.ffn = ffn(p);
+    w->self_layers.push_back(l);
+  }
+  w->kv_norm = bound.at("cross_decoder.kv_layer_norm.weight");
+  w->kv_k = matrix("cross_decoder.k_proj.weight", config.kv_dim(), D);
+  w->kv_v = matrix("cross_decoder.v_proj.weight", config.kv_dim(), D);
+  for (int j = 0; j < config.n_cross_layers(); ++j) {
+    const std::string p = absl::StrCat("cross_decoder.layers.", j, ".");
+    CrossLayerWeights l;
+    l.mixer_norm = bound.at(p + "mixer_layer_norm.weight");
+    l.q = matrix(p + "mixer.q_proj.weight", D, D);
+    l.out = matrix(p + "mixer.out_proj.weight", D, D);
+    l.ffn_norm = bound.at(p + "final_layer_norm.weight");
+    l.ffn = ffn(p);
+    w->cross_layers.push_back(l);
+  }
+  w->final_norm = bound.at("layer_norm.weight");
+  return w;
+}
+
+}  // namespace yoco

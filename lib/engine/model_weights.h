@@ -1,0 +1,83 @@
+// ModelWeights: every parameter of a YOCO model, bound by the reference's state-dict names
+// and checked against the config's shapes, as fp32 matrices the kernels read directly.
+#ifndef YOCO_LIB_ENGINE_MODEL_WEIGHTS_H_
+#define YOCO_LIB_ENGINE_MODEL_WEIGHTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/engine/model_config.h"
+#include "lib/engine/safetensors.h"
+
+namespace yoco {
+
+// A row-major fp32 matrix [rows, cols]; a Linear layer's weight [out, in] (y = x Wᵀ).
+struct Matrix {
+  const float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+struct FfnWeights {
+  Matrix fc1;   // [F, D], the SiLU branch
+  Matrix gate;  // [F, D], the linear branch
+  Matrix fc2;   // [D, F]
+};
+
+struct SelfLayerWeights {
+  const float* mixer_norm = nullptr;  // [D]
+  Matrix q, k, v;                     // [D, D]
+  Matrix g;                           // [D, D], gRet only (output gate)
+  Matrix gt;                          // [Hs, D], gRet only (decay logits)
+  Matrix out;                         // [D, D]
+  const float* ffn_norm = nullptr;    // [D]
+  FfnWeights ffn;
+};
+
+struct CrossLayerWeights {
+  const float* mixer_norm = nullptr;  // [D]
+  Matrix q;                           // [D, D]
+  Matrix out;                         // [D, D]
+  const float* ffn_norm = nullptr;    // [D]
+  FfnWeights ffn;
+};
+
+class ModelWeights {
+ public:
+  // Binds every tensor the config calls for. Missing, unexpected and mis-shaped tensors are
+  // INVALID_ARGUMENT errors naming the tensor. F32 tensors are used in place (the mapping stays
+  // alive with this object); BF16/F16 are converted to fp32 once.
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> FromCheckpoint(const ModelConfig& config,
+                                                                     Checkpoint checkpoint);
+
+  // The reference's state-dict names with their [shape], in registration order.
+  static std::vector<std::pair<std::string, std::vector<int64_t>>> ExpectedTensors(
+      const ModelConfig& config);
+
+  Matrix embed;                         // [V, D]
+  Matrix output;                        // [V, D]
+  std::vector<SelfLayerWeights> self_layers;
+  const float* kv_norm = nullptr;       // [D]
+  Matrix kv_k;                          // [Hkv*da, D]
+  Matrix kv_v;                          // [Hkv*da, D]
+  std::vector<CrossLayerWeights> cross_layers;
+  const float* final_norm = nullptr;    // [D]
+
+  // 64-bit identity of config + every tensor's name, dtype, shape and bytes; bundles and
+  // snapshots carry it so state from another model is refused.
+  uint64_t fingerprint() const { return fingerprint_; }
+
+ private:
+  ModelWeights() = default;
+
+  Checkpoint checkpoint_;
+  std::vector<std::unique_ptr<float[]>> converted_;  // fp32 copies of non-F32 tensors
+  uint64_t fingerprint_ = 0;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_ENGINE_MODEL_WEIGHTS_H_

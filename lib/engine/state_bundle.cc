@@ -1,0 +1,152 @@
+// State bundle encoding. The checksum is verified before any field is trusted, so a flipped
+// byte anywhere is reported as corruption rather than as a misleading field error.
+#include "lib/engine/state_bundle.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "lib/checksum/crc32c.h"
+
+namespace yoco {
+namespace {
+
+constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'B', 'N', 'D', 'L'};
+constexpr size_t kFixedHeaderBytes = 8 + 4 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 4 + 8 + 4;
+constexpr uint32_t kMaxStopTokens = 1024;
+
+class Writer {
+ public:
+  explicit Writer(std::string* out) : out_(out) {}
+  template <typename T>
+  void Put(T v) {
+    out_->append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void PutFloats(const std::vector<float>& v) {
+    out_->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  }
+
+ private:
+  std::string* out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(absl::string_view in) : in_(in) {}
+  template <typename T>
+  T Get() {
+    T v;
+    std::memcpy(&v, in_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  void GetFloats(std::vector<float>* v, size_t n) {
+    v->resize(n);
+    std::memcpy(v->data(), in_.data() + pos_, n * sizeof(float));
+    pos_ += n * sizeof(float);
+  }
+
+ private:
+  absl::string_view in_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string SerializeStateBundle(const StateBundle& b) {
+  std::string out;
+  size_t payload = b.state.shared_k.size() + b.state.shared_v.size();
+  for (const auto& s : b.state.self_states) payload += s.size();
+  out.reserve(kFixedHeaderBytes + 4 * b.sampling.stop_token_ids.size() + 4 * payload + 4);
+  Writer w(&out);
+  out.append(kMagic, sizeof kMagic);
+  w.Put<uint32_t>(StateBundle::kVersion);
+  w.Put<uint32_t>(0);
+  w.Put<uint64_t>(b.model_fingerprint);
+  const uint64_t state_floats = b.state.self_states.empty() ? 0 : b.state.self_states[0].size();
+  const uint32_t kv_dim =
+      b.state.position > 0 ? static_cast<uint32_t>(b.state.shared_k.size() / b.state.position) : 0;
+  w.Put<uint32_t>(static_cast<uint32_t>(b.state.self_states.size()));
+  w.Put<uint64_t>(state_floats);
+  w.Put<uint32_t>(kv_dim);
+  w.Put<uint32_t>(0);  // kv dtype f32
+  w.Put<uint64_t>(static_cast<uint64_t>(b.state.position));
+  w.Put<int32_t>(b.pending_token);
+  w.Put<float>(b.sampling.temperature);
+  w.Put<int32_t>(b.sampling.top_k);
+  w.Put<float>(b.sampling.top_p);
+  w.Put<uint64_t>(b.sampling.seed);
+  w.Put<uint32_t>(static_cast<uint32_t>(b.sampling.stop_token_ids.size()));
+  for (int32_t id : b.sampling.stop_token_ids) w.Put<int32_t>(id);
+  w.PutFloats(b.state.shared_k);
+  w.PutFloats(b.state.shared_v);
+  for (const auto& s : b.state.self_states) w.PutFloats(s);
+  w.Put<uint32_t>(Crc32c(out.data(), out.size()));
+  return out;
+}
+
+absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const ModelConfig& config,
+                                             uint64_t fingerprint) {
+  if (bytes.size() < kFixedHeaderBytes + 4) {
+    return absl::DataLossError(absl::StrCat("state bundle: ", bytes.size(), " bytes is too short (truncated)"));
+  }
+  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    return absl::InvalidArgumentError("state bundle: bad magic (not a state bundle)");
+  }
+  Reader r(bytes.substr(sizeof kMagic));
+  const uint32_t version = r.Get<uint32_t>();
+  if (version != StateBundle::kVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("state bundle: version ", version, " is not supported (this build reads ",
+                                                      StateBundle::kVersion, ")"));
+  }
+  uint32_t stored_crc;
+  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
+  if (Crc32c(bytes.data(), bytes.size() - 4) != stored_crc) {
+    return absl::DataLossError("state bundle: checksum mismatch (corrupt or truncated)");
+  }
+  StateBundle b;
+  r.Get<uint32_t>();  // flags
+  b.model_fingerprint = r.Get<uint64_t>();
+  if (b.model_fingerprint != fingerprint) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state bundle: made by model ", absl::Hex(b.model_fingerprint), ", this is model ",
+                     absl::Hex(fingerprint)));
+  }
+  const uint32_t n_layers = r.Get<uint32_t>();
+  const uint64_t state_floats = r.Get<uint64_t>();
+  const uint32_t kv_dim = r.Get<uint32_t>();
+  const uint32_t kv_dtype = r.Get<uint32_t>();
+  const uint64_t position = r.Get<uint64_t>();
+  if (n_layers != static_cast<uint32_t>(config.n_self_layers()) ||
+      state_floats != static_cast<uint64_t>(config.self_state_floats()) ||
+      (position > 0 && kv_dim != static_cast<uint32_t>(config.kv_dim())) || kv_dtype != 0) {
+    return absl::InvalidArgumentError("state bundle: state shapes do not match this model");
+  }
+  b.pending_token = r.Get<int32_t>();
+  b.sampling.temperature = r.Get<float>();
+  b.sampling.top_k = r.Get<int32_t>();
+  b.sampling.top_p = r.Get<float>();
+  b.sampling.seed = r.Get<uint64_t>();
+  const uint32_t n_stop = r.Get<uint32_t>();
+  if (n_stop > kMaxStopTokens) return absl::InvalidArgumentError("state bundle: too many stop tokens");
+  const uint64_t kv_floats = position * static_cast<uint64_t>(config.kv_dim());
+  const uint64_t expected = kFixedHeaderBytes + 4ull * n_stop + 4ull * (2 * kv_floats + n_layers * state_floats) + 4;
+  if (position > (uint64_t{1} << 40) || bytes.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("state bundle: ", bytes.size(), " bytes, expected ", expected,
+                                                   " for position ", position));
+  }
+  for (uint32_t i = 0; i < n_stop; ++i) b.sampling.stop_token_ids.push_back(r.Get<int32_t>());
+  if (b.pending_token < -1 || b.pending_token >= config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("state bundle: pending token ", b.pending_token, " out of range"));
+  }
+  if (absl::Status st = b.sampling.Validate(config.vocab_size); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("state bundle: ", st.message()));
+  }
+  b.state.position = static_cast<int64_t>(position);
+  r.GetFloats(&b.state.shared_k, kv_floats);
+  r.GetFloats(&b.state.shared_v, kv_floats);
+  b.state.self_states.resize(n_layers);
+  for (auto& s : b.state.self_states) r.GetFloats(&s, state_floats);
+  return b;
+}
+
+}  // namespace yoco

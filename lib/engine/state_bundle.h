@@ -1,0 +1,49 @@
+// StateBundle: a sequence's whole decoding state after prefill (or at any later point), as
+// shipped from prefill to decode workers and stored as snapshots. Restoring it and continuing
+// gives exactly the tokens of an uninterrupted run.
+//
+// Serialised form (little-endian), version 1:
+//   "YOCOBNDL"  u32 version  u32 flags(0)  u64 model_fingerprint
+//   u32 n_self_layers  u64 self_state_floats  u32 kv_dim
+//   u32 kv_dtype (0 = f32)  u64 position  i32 pending_token
+//   f32 temperature  i32 top_k  f32 top_p  u64 seed  u32 n_stop  i32 stop[n_stop]
+//   f32 shared_k[position * kv_dim]  f32 shared_v[position * kv_dim]
+//   f32 self_state[n_self_layers][self_state_floats]
+//   u32 crc32c of every byte before it
+#ifndef YOCO_LIB_ENGINE_STATE_BUNDLE_H_
+#define YOCO_LIB_ENGINE_STATE_BUNDLE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "lib/engine/model_config.h"
+#include "lib/engine/sampler.h"
+#include "lib/engine/sequence_state.h"
+
+namespace yoco {
+
+struct StateBundle {
+  static constexpr uint32_t kVersion = 1;
+
+  uint64_t model_fingerprint = 0;
+  SequenceState state;
+  int32_t pending_token = -1;  // sampled but not yet fed: the next decode step's input; -1: none
+  SamplingParams sampling;
+
+  bool operator==(const StateBundle&) const = default;
+};
+
+std::string SerializeStateBundle(const StateBundle& bundle);
+
+// Parses and verifies a bundle for the model with `config` and `fingerprint`:
+//   DATA_LOSS            truncated or checksum mismatch (corrupt),
+//   INVALID_ARGUMENT     not a bundle, or shapes that do not fit `config`,
+//   FAILED_PRECONDITION  made by another model (fingerprint) or an unsupported version.
+absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const ModelConfig& config,
+                                             uint64_t fingerprint);
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_ENGINE_STATE_BUNDLE_H_

@@ -1,0 +1,110 @@
+// Sub-command implementations: parse flags, call the engine, report.
+#include "tools/yoco/commands.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/engine/cpu_backend.h"
+#include "lib/engine/generation.h"
+#include "lib/engine/model.h"
+#include "lib/engine/npy.h"
+#include "lib/engine/random_model.h"
+#include "lib/status/status_macros.h"
+#include "tools/yoco/command_line.h"
+
+namespace yoco {
+namespace {
+
+absl::StatusOr<std::unique_ptr<CpuBackend>> LoadBackend(const CommandLine& cl) {
+  ASSIGN_OR_RETURN(std::string dir, cl.String("model"));
+  ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
+  if (threads < 0 || threads > 1024) return absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(dir));
+  return std::make_unique<CpuBackend>(std::move(model), CpuBackendOptions{static_cast<int>(threads)});
+}
+
+absl::StatusOr<std::vector<int32_t>> ReadTokens(const CommandLine& cl, const ModelConfig& config) {
+  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, cl.IntList("tokens"));
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= config.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tokens: id ", t, " is outside the vocabulary [0, ", config.vocab_size, ")"));
+    }
+  }
+  return tokens;
+}
+
+}  // namespace
+
+absl::Status RunInitModel(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "seed", "out", "dtype"}));
+  ASSIGN_OR_RETURN(std::string params, cl.String("params"));
+  ASSIGN_OR_RETURN(std::string out, cl.String("out"));
+  ASSIGN_OR_RETURN(int64_t seed, cl.Int("seed", std::nullopt));
+  if (seed < 0) return absl::InvalidArgumentError("--seed must be >= 0");
+  RandomModelOptions options;
+  options.seed = static_cast<uint64_t>(seed);
+  const std::string dtype = cl.Has("dtype") ? *cl.String("dtype") : "f32";
+  if (dtype == "f32") {
+    options.dtype = DType::kF32;
+  } else if (dtype == "bf16") {
+    options.dtype = DType::kBF16;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype must be f32 or bf16, got '", dtype, "'"));
+  }
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(params));
+  return WriteRandomModel(config, options, out);
+}
+
+absl::Status RunLogits(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"model", "tokens", "out", "threads"}));
+  ASSIGN_OR_RETURN(std::string out, cl.String("out"));
+  ASSIGN_OR_RETURN(auto backend, LoadBackend(cl));
+  const ModelConfig& config = backend->model().config();
+  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, ReadTokens(cl, config));
+  SequenceState state = SequenceState::Create(config);
+  ForwardSegment seg{&state, tokens, LogitsMode::kAll};
+  std::vector<float> logits;
+  RETURN_IF_ERROR(backend->Forward({&seg, 1}, &logits));
+  return WriteNpy(out, {static_cast<int64_t>(tokens.size()), config.vocab_size}, logits.data());
+}
+
+absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out) {
+  ASSIGN_OR_RETURN(CommandLine cl,
+                   CommandLine::Parse(args,
+                                      {"model", "tokens", "max-new-tokens", "temperature", "top-k",
+                                       "top-p", "seed", "stop-tokens", "threads"},
+                                      {"stop-at-eos"}));
+  ASSIGN_OR_RETURN(int64_t max_new, cl.Int("max-new-tokens", std::nullopt));
+  if (max_new < 0 || max_new > (1 << 24)) {
+    return absl::InvalidArgumentError("--max-new-tokens must be in [0, 16777216]");
+  }
+  GenerateOptions options;
+  options.max_new_tokens = static_cast<int>(max_new);
+  options.stop_at_eos = cl.Has("stop-at-eos");
+  ASSIGN_OR_RETURN(double temperature, cl.Double("temperature", 0.0));
+  ASSIGN_OR_RETURN(int64_t top_k, cl.Int("top-k", 0));
+  ASSIGN_OR_RETURN(double top_p, cl.Double("top-p", 1.0));
+  ASSIGN_OR_RETURN(int64_t seed, cl.Int("seed", 0));
+  if (top_k < 0 || top_k > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError("--top-k must be >= 0");
+  }
+  if (seed < 0) return absl::InvalidArgumentError("--seed must be >= 0");
+  options.sampling.temperature = static_cast<float>(temperature);
+  options.sampling.top_k = static_cast<int32_t>(top_k);
+  options.sampling.top_p = static_cast<float>(top_p);
+  options.sampling.seed = static_cast<uint64_t>(seed);
+  if (cl.Has("stop-tokens")) {
+    ASSIGN_OR_RETURN(options.sampling.stop_token_ids, cl.IntList("stop-tokens"));
+  }
+  ASSIGN_OR_RETURN(auto backend, LoadBackend(cl));
+  const ModelConfig& config = backend->model().config();
+  RETURN_IF_ERROR(options.sampling.Validate(config.vocab_size));
+  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, ReadTokens(cl, config));
+  ASSIGN_OR_RETURN(std::vector<int32_t> generated, Generate(*backend, tokens, options));
+  out << absl::StrJoin(generated, ",") << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace yoco

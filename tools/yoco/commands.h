@@ -1,0 +1,23 @@
+// The `yoco` tool's sub-commands. Each returns the error to print (one line) or OK.
+#ifndef YOCO_TOOLS_YOCO_COMMANDS_H_
+#define YOCO_TOOLS_YOCO_COMMANDS_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace yoco {
+
+// yoco init-model --params P.json --seed S --out DIR [--dtype f32|bf16]
+absl::Status RunInitModel(const std::vector<std::string>& args);
+// yoco logits --model DIR --tokens 0,17,5 --out F.npy [--threads T]
+absl::Status RunLogits(const std::vector<std::string>& args);
+// yoco generate --model DIR --tokens ... --max-new-tokens N [--temperature --top-k --top-p
+//   --seed --stop-tokens --stop-at-eos --threads]; prints the new ids on one line of `out`.
+absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out);
+
+}  // namespace yoco
+
+#endif  // YOCO_TOOLS_YOCO_COMMANDS_H_

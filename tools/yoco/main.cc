@@ -1,0 +1,47 @@
+// yoco: run a YOCO model from the command line (make a random model, score a sequence,
+// generate tokens).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tools/yoco/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: yoco <command> [flags]\n"
+    "  init-model --params P.json --seed S --out DIR [--dtype f32|bf16]\n"
+    "  logits     --model DIR --tokens 0,17,5 --out F.npy [--threads T]\n"
+    "  generate   --model DIR --tokens 0,17,5 --max-new-tokens N [--temperature T]\n"
+    "             [--top-k K] [--top-p P] [--seed S] [--stop-tokens 2,..] [--stop-at-eos]\n"
+    "             [--threads T]\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  absl::Status status;
+  if (command == "init-model") {
+    status = yoco::RunInitModel(args);
+  } else if (command == "logits") {
+    status = yoco::RunLogits(args);
+  } else if (command == "generate") {
+    status = yoco::RunGenerate(args, std::cout);
+  } else if (command == "help" || command == "--help" || command == "-h") {
+    std::cout << kUsage;
+    return 0;
+  } else {
+    std::cerr << "yoco: unknown command '" << command << "'\n" << kUsage;
+    return 2;
+  }
+  if (!status.ok()) {
+    std::cerr << "yoco " << command << ": " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
