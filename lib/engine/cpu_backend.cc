@@ -12,6 +12,7 @@
 #include "kernels/cpu/gated_retention.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/sliding_window_attention.h"
 
 namespace yoco {
 namespace {
@@ -182,7 +183,6 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
   const int64_t D = config_.dim;
   const int Hs = config_.n_self_heads;
   const int ds = config_.self_head_dim();
-  const int64_t W = *config_.sliding_window;
   const float* a = a_.data();
   float* q = Sized(q_, R * D);
   float* k = Sized(k_, R * D);
@@ -196,43 +196,14 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
     cpu::ApplyRope(q + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
     cpu::ApplyRope(k + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
   }
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
-
+  const cpu::SlidingWindowShape shape{Hs, ds, *config_.sliding_window};
   for (size_t s = 0; s < segments.size(); ++s) {
-    const int64_t r0 = segment_begin_[s];
-    const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
-    const int64_t p0 = segments[s].state->position;
-    float* ring_k = segments[s].state->self_states[layer].data();
-    float* ring_v = ring_k + W * D;
-    // Contiguous keys: the cached rows a query of this call can still see (positions
-    // [p0 − cached, p0)), then the new rows.
-    const int64_t cached = std::min<int64_t>(p0, W - 1);
-    const int64_t n = cached + T;
-    float* wk = Sized(window_k_, n * D);
-    float* wv = Sized(window_v_, n * D);
-    for (int64_t i = 0; i < cached; ++i) {
-      const int64_t slot = (p0 - cached + i) % W;
-      std::memcpy(wk + i * D, ring_k + slot * D, D * sizeof(float));
-      std::memcpy(wv + i * D, ring_v + slot * D, D * sizeof(float));
-    }
-    std::memcpy(wk + cached * D, k + r0 * D, T * D * sizeof(float));
-    std::memcpy(wv + cached * D, v + r0 * D, T * D * sizeof(float));
-    float* scores = Sized(scratch_, n);
-    for (int64_t t = 0; t < T; ++t) {
-      // The query at p0 + t sees W keys including itself: buffer rows [last − W + 1, last].
-      const int64_t last = cached + t;
-      const int64_t first = std::max<int64_t>(0, last - W + 1);
-      for (int hh = 0; hh < Hs; ++hh) {
-        const int64_t off = int64_t{hh} * ds;
-        cpu::AttendOneQuery(q + (r0 + t) * D + off, ds, wk + first * D + off, wv + first * D + off,
-                            last - first + 1, D, scale, scores, o + (r0 + t) * D + off);
-      }
-    }
-    for (int64_t t = std::max<int64_t>(0, T - W); t < T; ++t) {
-      const int64_t slot = (p0 + t) % W;
-      std::memcpy(ring_k + slot * D, k + (r0 + t) * D, D * sizeof(float));
-      std::memcpy(ring_v + slot * D, v + (r0 + t) * D, D * sizeof(float));
-    }
+    const int64_t off = segment_begin_[s] * D;
+    SequenceState* st = segments[s].state;
+    float* ring_k = st->self_states[layer].data();
+    float* ring_v = ring_k + shape.window * D;
+    cpu::SlidingWindowAttention(shape, st->position, static_cast<int64_t>(segments[s].tokens.size()),
+                                q + off, k + off, v + off, ring_k, ring_v, o + off, &scratch_);
   }
   cpu::Linear(o, R, D, w.out.data, D, h_.data(), /*accumulate=*/true);
 }

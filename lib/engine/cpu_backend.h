@@ -56,7 +56,6 @@ class CpuBackend : public Backend {
   std::vector<float> ffn_u_, ffn_z_;   // [R, F]
   std::vector<float> kv_k_, kv_v_;     // [R, kv_dim]
   std::vector<float> hx_;              // [Q, D] residual stream of the cross-decoder
-  std::vector<float> window_k_, window_v_;  // SWA: cached + new rows of one segment
   std::vector<float> scratch_;         // kernel scratch
 };
 

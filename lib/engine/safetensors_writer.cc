@@ -1,7 +1,10 @@
 // safetensors encoding.
 #include "lib/engine/safetensors_writer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -33,10 +36,19 @@ std::string EncodeSafetensors(std::vector<TensorToWrite> tensors) {
 
 absl::Status WriteSafetensors(const std::string& path, std::vector<TensorToWrite> tensors) {
   const std::string bytes = EncodeSafetensors(std::move(tensors));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) return absl::DataLossError(absl::StrCat("short write to ", path));
+  // Write a sibling file and rename it over `path`: a reader that has the old file mapped keeps
+  // its pages, and nobody ever sees a half-written checkpoint.
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) return absl::DataLossError(absl::StrCat("short write to ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
   return absl::OkStatus();
 }
 

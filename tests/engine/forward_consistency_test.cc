@@ -1,0 +1,206 @@
+// The forward pass agrees with itself across its forms: prefill then decode gives the logits
+// of the full forward pass at every position; resumed prefill, batched decode and mixed
+// batches give what separate calls give; bad input changes nothing.
+#include <gtest/gtest.h>
+
+#include "lib/engine/cpu_backend.h"
+#include "lib/engine/generation.h"
+#include "tests/engine/test_models.h"
+
+namespace yoco {
+namespace {
+
+using testing::MakeModel;
+using testing::RandomTokens;
+using testing::SmallConfig;
+
+double MaxAbsDiff(const float* a, const float* b, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+double MaxAbs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+class ForwardConsistencyTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    const bool swa = GetParam();
+    model_ = MakeModel(SmallConfig(swa ? std::optional<int>(16) : std::nullopt), swa ? 7 : 8,
+                       swa ? "consistency_swa" : "consistency_gret");
+    ASSERT_NE(model_, nullptr);
+    backend_ = std::make_unique<CpuBackend>(model_);
+    V_ = model_->config().vocab_size;
+  }
+
+  std::vector<float> FullLogits(const std::vector<int32_t>& tokens) {
+    SequenceState state = SequenceState::Create(model_->config());
+    ForwardSegment seg{&state, tokens, LogitsMode::kAll};
+    std::vector<float> logits;
+    EXPECT_TRUE(backend_->Forward({&seg, 1}, &logits).ok());
+    return logits;
+  }
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<CpuBackend> backend_;
+  int64_t V_ = 0;
+};
+
+TEST_P(ForwardConsistencyTest, PrefillThenDecodeEqualsFullForwardAtEveryPosition) {
+  const auto tokens = RandomTokens(300, static_cast<int>(V_), 1);  // longer than one 256 chunk
+  const std::vector<float> full = FullLogits(tokens);
+  const double tol = 1e-4 * MaxAbs(full);
+  for (int64_t split : {0, 1, 150, 257, 299}) {
+    SequenceState state = SequenceState::Create(model_->config());
+    std::vector<float> logits;
+    if (split > 0) {
+      ForwardSegment seg{&state, absl::MakeConstSpan(tokens).subspan(0, split), LogitsMode::kLast};
+      ASSERT_TRUE(backend_->Forward({&seg, 1}, &logits).ok());
+      EXPECT_LE(MaxAbsDiff(logits.data(), full.data() + (split - 1) * V_, V_), tol) << "prefill to " << split;
+    }
+    for (int64_t t = split; t < static_cast<int64_t>(tokens.size()); ++t) {
+      ForwardSegment seg{&state, {&tokens[t], 1}, LogitsMode::kLast};
+      ASSERT_TRUE(backend_->Forward({&seg, 1}, &logits).ok());
+      ASSERT_LE(MaxAbsDiff(logits.data(), full.data() + t * V_, V_), tol) << "split " << split << " position " << t;
+    }
+    EXPECT_EQ(state.position, 300);
+  }
+}
+
+TEST_P(ForwardConsistencyTest, ResumedPrefillEqualsOnePass) {
+  const auto tokens = RandomTokens(280, static_cast<int>(V_), 2);
+  const std::vector<float> full = FullLogits(tokens);
+  SequenceState state = SequenceState::Create(model_->config());
+  std::vector<float> pieces, logits;
+  for (auto [begin, n] : {std::pair<int, int>{0, 100}, {100, 3}, {103, 177}}) {
+    ForwardSegment seg{&state, absl::MakeConstSpan(tokens).subspan(begin, n), LogitsMode::kAll};
+    ASSERT_TRUE(backend_->Forward({&seg, 1}, &logits).ok());
+    pieces.insert(pieces.end(), logits.begin(), logits.end());
+  }
+  ASSERT_EQ(pieces.size(), full.size());
+  EXPECT_LE(MaxAbsDiff(pieces.data(), full.data(), full.size()), 1e-4 * MaxAbs(full));
+}
+
+TEST_P(ForwardConsistencyTest, BatchedDecodeEqualsSeparateDecode) {
+  // Three sequences at different positions, decoded together and one by one.
+  SamplingParams sampling;
+  sampling.temperature = 0.8f;
+  sampling.top_k = 20;
+  std::vector<Generation> batch, alone;
+  for (int i = 0; i < 3; ++i) {
+    const auto prompt = RandomTokens(20 + 70 * i, static_cast<int>(V_), 10 + i);
+    sampling.seed = 100 + i;
+    auto a = Generation::Start(*backend_, prompt, sampling);
+    auto b = Generation::Start(*backend_, prompt, sampling);
+    ASSERT_TRUE(a.ok() && b.ok());
+    batch.push_back(std::move(*a));
+    alone.push_back(std::move(*b));
+  }
+  std::vector<Generation*> ptrs = {&batch[0], &batch[1], &batch[2]};
+  for (int step = 0; step < 12; ++step) {
+    std::vector<int32_t> batched;
+    ASSERT_TRUE(Generation::NextBatch(*backend_, ptrs, &batched).ok());
+    for (int i = 0; i < 3; ++i) {
+      auto tok = alone[i].Next(*backend_);
+      ASSERT_TRUE(tok.ok());
+      EXPECT_EQ(batched[i], *tok) << "sequence " << i << " step " << step;
+    }
+  }
+}
+
+TEST_P(ForwardConsistencyTest, MixedPrefillAndDecodeBatchEqualsSeparateCalls) {
+  const auto a_tokens = RandomTokens(40, static_cast<int>(V_), 3);
+  const auto b_tokens = RandomTokens(90, static_cast<int>(V_), 4);
+  SequenceState a1 = SequenceState::Create(model_->config()), a2 = a1, b1 = a1, b2 = a1;
+  std::vector<float> logits;
+  ForwardSegment a_pre{&a1, absl::MakeConstSpan(a_tokens).subspan(0, 39), LogitsMode::kNone};
+  ASSERT_TRUE(backend_->Forward({&a_pre, 1}, &logits).ok());
+  a2 = a1;
+  // One call: a's decode step and b's whole prefill with all its logits.
+  ForwardSegment mixed[] = {{&a1, absl::MakeConstSpan(a_tokens).subspan(39, 1), LogitsMode::kLast},
+                            {&b1, b_tokens, LogitsMode::kAll}};
+  std::vector<float> together;
+  ASSERT_TRUE(backend_->Forward(mixed, &together).ok());
+  ASSERT_EQ(together.size(), static_cast<size_t>((1 + 90) * V_));
+  ForwardSegment a_step{&a2, absl::MakeConstSpan(a_tokens).subspan(39, 1), LogitsMode::kLast};
+  ASSERT_TRUE(backend_->Forward({&a_step, 1}, &logits).ok());
+  EXPECT_LE(MaxAbsDiff(together.data(), logits.data(), V_), 1e-5);
+  ForwardSegment b_all{&b2, b_tokens, LogitsMode::kAll};
+  ASSERT_TRUE(backend_->Forward({&b_all, 1}, &logits).ok());
+  EXPECT_LE(MaxAbsDiff(together.data() + V_, logits.data(), 90 * V_), 1e-5);
+  EXPECT_EQ(a1.position, a2.position);
+  EXPECT_EQ(b1.position, b2.position);
+}
+
+TEST_P(ForwardConsistencyTest, EarlyExitPrefillGivesTheReferenceLoopsTokens) {
+  const auto prompt = RandomTokens(270, static_cast<int>(V_), 5);
+  for (float temperature : {0.0f, 1.0f}) {
+    SamplingParams sampling;
+    sampling.temperature = temperature;
+    sampling.top_p = 0.9f;
+    sampling.seed = 42;
+    GenerateOptions options{10, sampling, false};
+    auto reference = Generate(*backend_, prompt, options);
+    ASSERT_TRUE(reference.ok());
+    int32_t first = -1;
+    auto gen = Generation::Prefill(*backend_, prompt, sampling, &first);
+    ASSERT_TRUE(gen.ok());
+    std::vector<int32_t> tokens = {first};
+    while (tokens.size() < 10) tokens.push_back(*gen->Next(*backend_));
+    EXPECT_EQ(tokens, *reference) << "temperature " << temperature;
+  }
+}
+
+TEST_P(ForwardConsistencyTest, BadInputIsRefusedAndChangesNothing) {
+  SequenceState state = SequenceState::Create(model_->config());
+  const auto tokens = RandomTokens(10, static_cast<int>(V_), 6);
+  std::vector<float> logits;
+  ForwardSegment ok{&state, tokens, LogitsMode::kNone};
+  ASSERT_TRUE(backend_->Forward({&ok, 1}, &logits).ok());
+  const SequenceState before = state;
+
+  const int32_t bad_ids[] = {5, static_cast<int32_t>(V_)};
+  ForwardSegment bad{&state, bad_ids, LogitsMode::kLast};
+  EXPECT_EQ(backend_->Forward({&bad, 1}, &logits).code(), absl::StatusCode::kInvalidArgument);
+  const int32_t negative[] = {-1};
+  ForwardSegment neg{&state, negative, LogitsMode::kLast};
+  EXPECT_EQ(backend_->Forward({&neg, 1}, &logits).code(), absl::StatusCode::kInvalidArgument);
+  ForwardSegment empty{&state, {}, LogitsMode::kLast};
+  EXPECT_EQ(backend_->Forward({&empty, 1}, &logits).code(), absl::StatusCode::kInvalidArgument);
+  ForwardSegment twice[] = {{&state, tokens, LogitsMode::kNone}, {&state, tokens, LogitsMode::kNone}};
+  EXPECT_EQ(backend_->Forward(twice, &logits).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(state == before);
+
+  SequenceState wrong = state;
+  wrong.shared_k.pop_back();
+  ForwardSegment mis{&wrong, tokens, LogitsMode::kNone};
+  EXPECT_EQ(backend_->Forward({&mis, 1}, &logits).code(), absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(Generation::Start(*backend_, {}, SamplingParams{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(SelfAttention, ForwardConsistencyTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "SlidingWindow" : "GatedRetention"; });
+
+TEST(ForwardLimitsTest, MaxSeqLenIsEnforced) {
+  ModelConfig config = SmallConfig();
+  config.max_seq_len = 32;
+  auto model = MakeModel(config, 9, "max_seq_len");
+  ASSERT_NE(model, nullptr);
+  CpuBackend backend(model);
+  SequenceState state = SequenceState::Create(config);
+  const auto tokens = RandomTokens(33, config.vocab_size, 7);
+  std::vector<float> logits;
+  ForwardSegment too_long{&state, tokens, LogitsMode::kLast};
+  EXPECT_EQ(backend.Forward({&too_long, 1}, &logits).code(), absl::StatusCode::kInvalidArgument);
+  ForwardSegment fits{&state, absl::MakeConstSpan(tokens).subspan(0, 32), LogitsMode::kLast};
+  EXPECT_TRUE(backend.Forward({&fits, 1}, &logits).ok());
+}
+
+}  // namespace
+}  // namespace yoco

@@ -1,0 +1,118 @@
+// State bundles: exact round trip, identical continuation after save/restore mid-generation,
+// and refusal of corrupt, truncated, foreign and mismatched bundles.
+#include "lib/engine/state_bundle.h"
+
+#include <gtest/gtest.h>
+
+#include "lib/engine/cpu_backend.h"
+#include "lib/engine/generation.h"
+#include "tests/engine/test_models.h"
+
+namespace yoco {
+namespace {
+
+using testing::MakeModel;
+using testing::RandomTokens;
+using testing::SmallConfig;
+
+class StateBundleTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    const bool swa = GetParam();
+    model_ = MakeModel(SmallConfig(swa ? std::optional<int>(16) : std::nullopt), 21,
+                       swa ? "bundle_swa" : "bundle_gret");
+    ASSERT_NE(model_, nullptr);
+    backend_ = std::make_unique<CpuBackend>(model_);
+  }
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<CpuBackend> backend_;
+};
+
+TEST_P(StateBundleTest, SaveMidGenerationRestoreContinueGivesIdenticalTokens) {
+  const auto prompt = RandomTokens(60, model_->config().vocab_size, 1);
+  for (float temperature : {0.0f, 0.9f}) {
+    SamplingParams sampling;
+    sampling.temperature = temperature;
+    sampling.top_k = 30;
+    sampling.seed = 7;
+    sampling.stop_token_ids = {3};
+    auto uninterrupted = Generation::Start(*backend_, prompt, sampling);
+    ASSERT_TRUE(uninterrupted.ok());
+    std::vector<int32_t> want;
+    for (int i = 0; i < 30; ++i) want.push_back(*uninterrupted->Next(*backend_));
+
+    auto first = Generation::Start(*backend_, prompt, sampling);
+    ASSERT_TRUE(first.ok());
+    std::vector<int32_t> got;
+    for (int i = 0; i < 11; ++i) got.push_back(*first->Next(*backend_));
+    const std::string bytes = SerializeStateBundle(first->ToBundle(model_->fingerprint()));
+    first = absl::UnknownError("discarded");  // nothing of the first run survives but the bytes
+
+    // A fresh backend, as on another worker.
+    CpuBackend other(model_);
+    auto bundle = ParseStateBundle(bytes, model_->config(), model_->fingerprint());
+    ASSERT_TRUE(bundle.ok()) << bundle.status();
+    auto resumed = Generation::FromBundle(std::move(*bundle));
+    ASSERT_TRUE(resumed.ok());
+    while (got.size() < want.size()) got.push_back(*resumed->Next(other));
+    EXPECT_EQ(got, want) << "temperature " << temperature;
+  }
+}
+
+TEST_P(StateBundleTest, RoundTripIsExact) {
+  int32_t first = -1;
+  SamplingParams sampling;
+  sampling.temperature = 0.5f;
+  sampling.top_p = 0.8f;
+  sampling.seed = 99;
+  sampling.stop_token_ids = {2, 5};
+  auto gen = Generation::Prefill(*backend_, RandomTokens(40, model_->config().vocab_size, 2), sampling, &first);
+  ASSERT_TRUE(gen.ok());
+  const StateBundle original = gen->ToBundle(model_->fingerprint());
+  auto parsed = ParseStateBundle(SerializeStateBundle(original), model_->config(), model_->fingerprint());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(*parsed == original);
+  EXPECT_EQ(parsed->pending_token, first);
+  EXPECT_EQ(parsed->state.position, 40);
+}
+
+TEST_P(StateBundleTest, CorruptTruncatedAndForeignBundlesAreRefused) {
+  auto gen = Generation::Start(*backend_, RandomTokens(30, model_->config().vocab_size, 3), SamplingParams{});
+  ASSERT_TRUE(gen.ok());
+  const std::string good = SerializeStateBundle(gen->ToBundle(model_->fingerprint()));
+  const ModelConfig& config = model_->config();
+  const uint64_t fp = model_->fingerprint();
+  ASSERT_TRUE(ParseStateBundle(good, config, fp).ok());
+
+  // Any single flipped byte after the magic and version is caught by the checksum.
+  for (size_t i : {size_t{20}, size_t{60}, good.size() / 2, good.size() - 10, good.size() - 1}) {
+    std::string bad = good;
+    bad[i] ^= 0x40;
+    EXPECT_EQ(ParseStateBundle(bad, config, fp).status().code(), absl::StatusCode::kDataLoss) << "byte " << i;
+  }
+  EXPECT_EQ(ParseStateBundle(good.substr(0, good.size() - 1), config, fp).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParseStateBundle(good.substr(0, 20), config, fp).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParseStateBundle("", config, fp).status().code(), absl::StatusCode::kDataLoss);
+
+  std::string not_bundle = good;
+  not_bundle[0] = 'X';
+  EXPECT_EQ(ParseStateBundle(not_bundle, config, fp).status().code(), absl::StatusCode::kInvalidArgument);
+  std::string future = good;
+  future[8] = 9;  // version 9
+  EXPECT_EQ(ParseStateBundle(future, config, fp).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  // Made by another model: refused by fingerprint even though the shapes fit.
+  EXPECT_EQ(ParseStateBundle(good, config, fp + 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  // A model of another shape with the same fingerprint (impossible in practice) is still refused.
+  ModelConfig wider = config;
+  wider.n_attn_kv_heads = 4;
+  EXPECT_EQ(ParseStateBundle(good, wider, fp).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(SelfAttention, StateBundleTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "SlidingWindow" : "GatedRetention"; });
+
+}  // namespace
+}  // namespace yoco

@@ -1,0 +1,30 @@
+# Runs `yoco generate` and `yoco logits` on the golden gRet model and compares with the
+# reference's tokens (generate.json) and the logits file's shape.
+file(READ ${GOLDEN}/tokens.json tokens)
+string(REGEX REPLACE "[][ \n]" "" tokens "${tokens}")
+execute_process(COMMAND ${YOCO} generate --model ${GOLDEN} --tokens ${tokens} --max-new-tokens 24
+                OUTPUT_VARIABLE got RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "yoco generate failed: ${rc}")
+endif()
+file(READ ${GOLDEN}/generate.json generate)
+string(JSON n LENGTH "${generate}" new_tokens)
+math(EXPR last "${n} - 1")
+set(want "")
+foreach(i RANGE ${last})
+  string(JSON t GET "${generate}" new_tokens ${i})
+  list(APPEND want ${t})
+endforeach()
+string(REPLACE ";" "," want "${want}")
+string(STRIP "${got}" got)
+if(NOT got STREQUAL want)
+  message(FATAL_ERROR "tokens differ:\n got  ${got}\n want ${want}")
+endif()
+execute_process(COMMAND ${YOCO} logits --model ${GOLDEN} --tokens ${tokens} --out ${OUT}/golden_logits.npy
+                RESULT_VARIABLE rc)
+file(SIZE ${OUT}/golden_logits.npy size)
+# 300 x 512 float32 plus a 128-byte header, the same size as the reference's logits_full.npy.
+file(SIZE ${GOLDEN}/logits_full.npy want_size)
+if(NOT rc EQUAL 0 OR NOT size EQUAL want_size)
+  message(FATAL_ERROR "yoco logits: rc ${rc}, ${size} bytes (want ${want_size})")
+endif()
