@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_format.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
 #include "lib/engine/npy.h"
@@ -32,7 +33,7 @@ void ExpectClose(const std::vector<float>& got, const NpyArray& want, const std:
     max_ref = std::max(max_ref, static_cast<double>(std::fabs(want.data[i])));
   }
   EXPECT_LE(max_err, 1e-4 * max_ref) << what << ": max abs error " << max_err << ", max |ref| " << max_ref;
-  ::testing::Test::RecordProperty(what + "_max_abs_error", std::to_string(max_err));
+  ::testing::Test::RecordProperty(what + "_max_abs_error", absl::StrFormat("%.3e", max_err));
 }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {
