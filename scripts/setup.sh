@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libabsl-dev          # absl::Status, StatusOr, Span, strings
   nlohmann-json3-dev   # params.json, safetensors headers
-  libopenblas-dev      # sgemm for the CPU backend
+  libdnnl-dev          # oneDNN sgemm for the CPU backend
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
 )

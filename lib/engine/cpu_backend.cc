@@ -11,6 +11,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gated_retention.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/sliding_window_attention.h"
 
@@ -31,7 +32,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, CpuBackendOptions opt
       weights_(model_->weights()),
       self_rope_(config_.self_head_dim(), config_.rope_theta),
       cross_rope_(config_.cross_head_dim(), config_.rope_theta) {
-  cpu::SetBlasThreads(options.blas_threads);
+  cpu::SetKernelThreads(options.threads);
 }
 
 absl::Status CpuBackend::Validate(absl::Span<const ForwardSegment> segments) const {
@@ -93,8 +94,8 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
   for (int64_t r = 0; r < R; ++r) {
     const ForwardSegment& seg = segments[rows_[r].segment];
     const int32_t tok = seg.tokens[rows_[r].position - seg.state->position];
-    const float* e = weights_.embed.data + int64_t{tok} * D;
-    for (int64_t i = 0; i < D; ++i) h[r * D + i] = e[i] * embed_scale;
+    weights_.embed.RowToFloat(tok, h + r * D);
+    for (int64_t i = 0; i < D; ++i) h[r * D + i] *= embed_scale;
   }
 
   for (int l = 0; l < config_.n_self_layers(); ++l) SelfLayer(l, segments);
@@ -109,7 +110,7 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
 
   float* a = Sized(a_, Q * D);
   cpu::RmsNorm(hx, Q, D, D, weights_.final_norm, static_cast<float>(config_.norm_eps), a);
-  cpu::Linear(a, Q, D, weights_.output.data, V, logits->data());
+  cpu::Linear(a, Q, weights_.output, logits->data(), false, &wide_);
   return absl::OkStatus();
 }
 
@@ -140,11 +141,11 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   float* g = Sized(g_, R * D);
   float* gt = Sized(gt_, R * Hs);
   float* o = Sized(o_, R * D);
-  cpu::Linear(a, R, D, w.q.data, D, q);
-  cpu::Linear(a, R, D, w.k.data, D, k);
-  cpu::Linear(a, R, D, w.v.data, D, v);
-  cpu::Linear(a, R, D, w.g.data, D, g);
-  cpu::Linear(a, R, D, w.gt.data, Hs, gt);
+  cpu::Linear(a, R, w.q, q, false, &wide_);
+  cpu::Linear(a, R, w.k, k, false, &wide_);
+  cpu::Linear(a, R, w.v, v, false, &wide_);
+  cpu::Linear(a, R, w.g, g, false, &wide_);
+  cpu::Linear(a, R, w.gt, gt, false, &wide_);
 
   const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
   for (int64_t r = 0; r < R; ++r) {
@@ -174,7 +175,7 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   // Per-head RMSNorm without weight, then the swish gate on g, then out_proj into the residual.
   cpu::RmsNorm(o, R * Hs, ds, ds, nullptr, static_cast<float>(config_.norm_eps), o);
   cpu::SiluMul(g, o, R * D);
-  cpu::Linear(g, R, D, w.out.data, D, h_.data(), /*accumulate=*/true);
+  cpu::Linear(g, R, w.out, h_.data(), /*accumulate=*/true, &wide_);
 }
 
 void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> segments) {
@@ -188,9 +189,9 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
   float* k = Sized(k_, R * D);
   float* v = Sized(v_, R * D);
   float* o = Sized(o_, R * D);
-  cpu::Linear(a, R, D, w.q.data, D, q);
-  cpu::Linear(a, R, D, w.k.data, D, k);
-  cpu::Linear(a, R, D, w.v.data, D, v);
+  cpu::Linear(a, R, w.q, q, false, &wide_);
+  cpu::Linear(a, R, w.k, k, false, &wide_);
+  cpu::Linear(a, R, w.v, v, false, &wide_);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
     cpu::ApplyRope(q + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
@@ -205,7 +206,7 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
     cpu::SlidingWindowAttention(shape, st->position, static_cast<int64_t>(segments[s].tokens.size()),
                                 q + off, k + off, v + off, ring_k, ring_v, o + off, &scratch_);
   }
-  cpu::Linear(o, R, D, w.out.data, D, h_.data(), /*accumulate=*/true);
+  cpu::Linear(o, R, w.out, h_.data(), /*accumulate=*/true, &wide_);
 }
 
 void CpuBackend::Ffn(const FfnWeights& w, const float* norm, float* h, int64_t rows) {
@@ -215,10 +216,10 @@ void CpuBackend::Ffn(const FfnWeights& w, const float* norm, float* h, int64_t r
   float* u = Sized(ffn_u_, rows * F);
   float* z = Sized(ffn_z_, rows * F);
   cpu::RmsNorm(h, rows, D, D, norm, static_cast<float>(config_.norm_eps), a);
-  cpu::Linear(a, rows, D, w.fc1.data, F, u);
-  cpu::Linear(a, rows, D, w.gate.data, F, z);
+  cpu::Linear(a, rows, w.fc1, u, false, &wide_);
+  cpu::Linear(a, rows, w.gate, z, false, &wide_);
   cpu::SiluMul(u, z, rows * F);
-  cpu::Linear(u, rows, F, w.fc2.data, D, h, /*accumulate=*/true);
+  cpu::Linear(u, rows, w.fc2, h, /*accumulate=*/true, &wide_);
 }
 
 void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
@@ -229,8 +230,8 @@ void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
   float* kk = Sized(kv_k_, R * KV);
   float* vv = Sized(kv_v_, R * KV);
   cpu::RmsNorm(h_.data(), R, D, D, weights_.kv_norm, static_cast<float>(config_.norm_eps), a);
-  cpu::Linear(a, R, D, weights_.kv_k.data, KV, kk);
-  cpu::Linear(a, R, D, weights_.kv_v.data, KV, vv);
+  cpu::Linear(a, R, weights_.kv_k, kk, false, &wide_);
+  cpu::Linear(a, R, weights_.kv_v, vv, false, &wide_);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
     cpu::ApplyRope(kk + r * KV, config_.n_attn_kv_heads, config_.cross_head_dim(), cross_rope_.cos(p),
@@ -256,7 +257,7 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   float* q = Sized(q_, Q * D);
   float* o = Sized(o_, Q * D);
   cpu::RmsNorm(hx_.data(), Q, D, D, w.mixer_norm, static_cast<float>(config_.norm_eps), a);
-  cpu::Linear(a, Q, D, w.q.data, D, q);
+  cpu::Linear(a, Q, w.q, q, false, &wide_);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(da)));
   int64_t max_keys = 0;
   for (int64_t i = 0; i < Q; ++i) max_keys = std::max(max_keys, rows_[out_rows_[i]].position + 1);
@@ -269,7 +270,7 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
     cpu::AttendGqa(q + i * D, Ha, config_.n_attn_kv_heads, da, st.shared_k.data(), st.shared_v.data(),
                    row.position + 1, scale, scores, o + i * D);
   }
-  cpu::Linear(o, Q, D, w.out.data, D, hx_.data(), /*accumulate=*/true);
+  cpu::Linear(o, Q, w.out, hx_.data(), /*accumulate=*/true, &wide_);
   Ffn(w.ffn, w.ffn_norm, hx_.data(), Q);
 }
 

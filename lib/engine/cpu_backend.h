@@ -12,7 +12,7 @@
 namespace yoco {
 
 struct CpuBackendOptions {
-  int blas_threads = 0;  // 0: the BLAS library's default
+  int threads = 0;  // kernel threads (process-wide); 0: one per core
 };
 
 class CpuBackend : public Backend {
@@ -57,6 +57,7 @@ class CpuBackend : public Backend {
   std::vector<float> kv_k_, kv_v_;     // [R, kv_dim]
   std::vector<float> hx_;              // [Q, D] residual stream of the cross-decoder
   std::vector<float> scratch_;         // kernel scratch
+  std::vector<float> wide_;            // bf16 weight blocks widened for sgemm
 };
 
 }  // namespace yoco

@@ -64,4 +64,18 @@ void ConvertToFloat(DType dtype, const void* src, int64_t count, float* dst) {
   }
 }
 
+void ConvertToBf16(DType dtype, const void* src, int64_t count, uint16_t* dst) {
+  if (dtype == DType::kBF16) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * 2);
+    return;
+  }
+  float buffer[1024];
+  const int64_t elem = DTypeSize(dtype);
+  for (int64_t i = 0; i < count; i += 1024) {
+    const int64_t n = count - i < 1024 ? count - i : 1024;
+    ConvertToFloat(dtype, static_cast<const uint8_t*>(src) + i * elem, n, buffer);
+    for (int64_t j = 0; j < n; ++j) dst[i + j] = FloatToBf16(buffer[j]);
+  }
+}
+
 }  // namespace yoco

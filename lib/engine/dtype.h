@@ -34,8 +34,10 @@ inline uint16_t FloatToBf16(float f) {
 
 float F16ToFloat(uint16_t bits);
 
-// Converts `count` elements of `dtype` at `src` (any alignment) to fp32.
+// Converts `count` elements of `dtype` at `src` (any alignment) to fp32 / to bf16 (rounded to
+// nearest even).
 void ConvertToFloat(DType dtype, const void* src, int64_t count, float* dst);
+void ConvertToBf16(DType dtype, const void* src, int64_t count, uint16_t* dst);
 
 }  // namespace yoco
 

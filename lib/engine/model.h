@@ -16,7 +16,8 @@ class Model {
  public:
   // Loads DIR/params.json and DIR/model.safetensors (or a sharded checkpoint). Every defect is
   // an error naming the file, tensor or field.
-  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& dir);
+  static absl::StatusOr<std::shared_ptr<const Model>> Load(
+      const std::string& dir, WeightFormat format = WeightFormat::kAsStored);
 
   Model(ModelConfig config, std::unique_ptr<ModelWeights> weights)
       : config_(std::move(config)), weights_(std::move(weights)) {}

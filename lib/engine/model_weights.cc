@@ -80,7 +80,9 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ModelWeights::Expected
 }
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const ModelConfig& config,
-                                                                           Checkpoint checkpoint) {
+                                                                           Checkpoint checkpoint,
+                                                                           WeightFormat format) {
+  using cpu::WeightType;
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->checkpoint_ = std::move(checkpoint);
   const auto& tensors = w->checkpoint_.tensors();
@@ -97,7 +99,11 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const
 
   Hasher hasher;
   hasher.Add(config.ToJson());
-  std::map<std::string, const float*> bound;
+  struct Bound {
+    const void* data;
+    WeightType type;
+  };
+  std::map<std::string, Bound> bound;
   for (const auto& [name, shape] : expected) {
     auto it = tensors.find(name);
     if (it == tensors.end()) {
@@ -112,21 +118,36 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const
     hasher.Add(name);
     hasher.Add(std::string(DTypeName(view.dtype)));
     hasher.Add(static_cast<uint64_t>(Crc32c(view.data, static_cast<size_t>(n) * DTypeSize(view.dtype))));
-    const bool aligned = reinterpret_cast<uintptr_t>(view.data) % alignof(float) == 0;
-    if (view.dtype == DType::kF32 && aligned) {
-      bound[name] = reinterpret_cast<const float*>(view.data);
+    // Norm weights (1-D) are always fp32; matrices follow `format`.
+    const bool matrix = shape.size() == 2;
+    WeightType type = WeightType::kF32;
+    if (matrix && (format == WeightFormat::kBF16 ||
+                   (format == WeightFormat::kAsStored && view.dtype == DType::kBF16))) {
+      type = WeightType::kBF16;
+    }
+    const DType want = type == WeightType::kBF16 ? DType::kBF16 : DType::kF32;
+    hasher.Add(std::string(DTypeName(want)));  // what computes, not only what was stored
+    const size_t align = type == WeightType::kBF16 ? 2 : 4;
+    if (view.dtype == want && reinterpret_cast<uintptr_t>(view.data) % align == 0) {
+      bound[name] = {view.data, type};
     } else {
-      std::unique_ptr<float[]> copy(new float[n]);
-      ConvertToFloat(view.dtype, view.data, n, copy.get());
-      bound[name] = copy.get();
+      std::unique_ptr<uint8_t[]> copy(new uint8_t[n * DTypeSize(want)]);
+      if (want == DType::kF32) {
+        ConvertToFloat(view.dtype, view.data, n, reinterpret_cast<float*>(copy.get()));
+      } else {
+        ConvertToBf16(view.dtype, view.data, n, reinterpret_cast<uint16_t*>(copy.get()));
+      }
+      bound[name] = {copy.get(), type};
       w->converted_.push_back(std::move(copy));
     }
   }
   w->fingerprint_ = hasher.value();
 
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    return Matrix{bound.at(name), rows, cols};
+    const Bound& b = bound.at(name);
+    return Matrix{b.data, b.type, rows, cols};
   };
+  auto vec = [&](const std::string& name) { return static_cast<const float*>(bound.at(name).data); };
   const int64_t D = config.dim, F = config.hidden_dim, V = config.vocab_size;
   auto ffn = [&](const std::string& p) {
     return FfnWeights{matrix(p + "ffn.fc1.weight", F, D), matrix(p + "ffn.gate.weight", F, D),
@@ -137,7 +158,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const
   for (int i = 0; i < config.n_self_layers(); ++i) {
     const std::string p = absl::StrCat("self_decoder.layers.", i, ".");
     SelfLayerWeights l;
-    l.mixer_norm = bound.at(p + "mixer_layer_norm.weight");
+    l.mixer_norm = vec(p + "mixer_layer_norm.weight");
     l.q = matrix(p + "mixer.q_proj.weight", D, D);
     l.k = matrix(p + "mixer.k_proj.weight", D, D);
     l.v = matrix(p + "mixer.v_proj.weight", D, D);
@@ -146,25 +167,35 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const
       l.gt = matrix(p + "mixer.gt_proj.weight", config.n_self_heads, D);
     }
     l.out = matrix(p + "mixer.out_proj.weight", D, D);
-    l.ffn_norm = bound.at(p + "final_layer_norm.weight");
+    l.ffn_norm = vec(p + "final_layer_norm.weight");
     l.ffn = ffn(p);
     w->self_layers.push_back(l);
   }
-  w->kv_norm = bound.at("cross_decoder.kv_layer_norm.weight");
+  w->kv_norm = vec("cross_decoder.kv_layer_norm.weight");
   w->kv_k = matrix("cross_decoder.k_proj.weight", config.kv_dim(), D);
   w->kv_v = matrix("cross_decoder.v_proj.weight", config.kv_dim(), D);
   for (int j = 0; j < config.n_cross_layers(); ++j) {
     const std::string p = absl::StrCat("cross_decoder.layers.", j, ".");
     CrossLayerWeights l;
-    l.mixer_norm = bound.at(p + "mixer_layer_norm.weight");
+    l.mixer_norm = vec(p + "mixer_layer_norm.weight");
     l.q = matrix(p + "mixer.q_proj.weight", D, D);
     l.out = matrix(p + "mixer.out_proj.weight", D, D);
-    l.ffn_norm = bound.at(p + "final_layer_norm.weight");
+    l.ffn_norm = vec(p + "final_layer_norm.weight");
     l.ffn = ffn(p);
     w->cross_layers.push_back(l);
   }
-  w->final_norm = bound.at("layer_norm.weight");
+  w->final_norm = vec("layer_norm.weight");
   return w;
+}
+
+int64_t ModelWeights::matrix_bytes() const {
+  int64_t n = embed.bytes() + output.bytes() + kv_k.bytes() + kv_v.bytes();
+  auto ffn_bytes = [](const FfnWeights& f) { return f.fc1.bytes() + f.gate.bytes() + f.fc2.bytes(); };
+  for (const auto& l : self_layers) {
+    n += l.q.bytes() + l.k.bytes() + l.v.bytes() + l.g.bytes() + l.gt.bytes() + l.out.bytes() + ffn_bytes(l.ffn);
+  }
+  for (const auto& l : cross_layers) n += l.q.bytes() + l.out.bytes() + ffn_bytes(l.ffn);
+  return n;
 }
 
 }  // namespace yoco

@@ -9,16 +9,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cpu/linear.h"
 #include "lib/engine/model_config.h"
 #include "lib/engine/safetensors.h"
 
 namespace yoco {
 
-// A row-major fp32 matrix [rows, cols]; a Linear layer's weight [out, in] (y = x Wᵀ).
-struct Matrix {
-  const float* data = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
+// A Linear layer's weight [out, in] (y = x Wᵀ), fp32 or bf16.
+using Matrix = cpu::WeightMatrix;
+
+// How matrices are held in memory. Norm weights are always fp32.
+enum class WeightFormat {
+  kAsStored,  // F32 and BF16 used in place from the mapping; F16 widened to fp32
+  kF32,       // everything widened to fp32
+  kBF16,      // matrices rounded to bf16 (halves the bytes a decode step reads)
 };
 
 struct FfnWeights {
@@ -48,16 +52,16 @@ struct CrossLayerWeights {
 class ModelWeights {
  public:
   // Binds every tensor the config calls for. Missing, unexpected and mis-shaped tensors are
-  // INVALID_ARGUMENT errors naming the tensor. F32 tensors are used in place (the mapping stays
-  // alive with this object); BF16/F16 are converted to fp32 once.
-  static absl::StatusOr<std::unique_ptr<ModelWeights>> FromCheckpoint(const ModelConfig& config,
-                                                                     Checkpoint checkpoint);
+  // INVALID_ARGUMENT errors naming the tensor. Tensors used in place keep the mapping alive
+  // with this object; others are converted once.
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> FromCheckpoint(
+      const ModelConfig& config, Checkpoint checkpoint, WeightFormat format = WeightFormat::kAsStored);
 
   // The reference's state-dict names with their [shape], in registration order.
   static std::vector<std::pair<std::string, std::vector<int64_t>>> ExpectedTensors(
       const ModelConfig& config);
 
-  Matrix embed;                         // [V, D]
+  Matrix embed;                         // [V, D], rows read one token at a time
   Matrix output;                        // [V, D]
   std::vector<SelfLayerWeights> self_layers;
   const float* kv_norm = nullptr;       // [D]
@@ -70,11 +74,14 @@ class ModelWeights {
   // snapshots carry it so state from another model is refused.
   uint64_t fingerprint() const { return fingerprint_; }
 
+  // Bytes of all matrices as held in memory.
+  int64_t matrix_bytes() const;
+
  private:
   ModelWeights() = default;
 
   Checkpoint checkpoint_;
-  std::vector<std::unique_ptr<float[]>> converted_;  // fp32 copies of non-F32 tensors
+  std::vector<std::unique_ptr<uint8_t[]>> converted_;  // tensors not used in place
   uint64_t fingerprint_ = 0;
 };
 
