@@ -1,42 +1,100 @@
-// Single-query softmax attention with a max-subtracted exponent.
+// Attention kernels. Scores are max-subtracted before the exponent; the many-query path works
+// on blocks of queries so both products (Q Kᵀ and P V) are sgemm calls.
 #include "kernels/cpu/attention.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vector_math.h"
+
 namespace yoco::cpu {
+namespace {
+
+constexpr int64_t kQueryBlock = 64;
+
+}  // namespace
 
 void AttendOneQuery(const float* q, int d, const float* keys, const float* values, int64_t n,
                     int64_t ld, float scale, float* scores, float* out) {
-  float max_score = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* kr = keys + i * ld;
-    float dot = 0.0f;
-    for (int j = 0; j < d; ++j) dot += q[j] * kr[j];
-    scores[i] = dot * scale;
-    if (scores[i] > max_score) max_score = scores[i];
-  }
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    scores[i] = std::exp(scores[i] - max_score);
-    sum += scores[i];
-  }
-  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) scores[i] = Dot(q, keys + i * ld, d) * scale;
+  const float inv = 1.0f / ExpShiftSum(scores, n, MaxOf(scores, n));
   for (int j = 0; j < d; ++j) out[j] = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float w = scores[i] * inv;
-    const float* vr = values + i * ld;
-    for (int j = 0; j < d; ++j) out[j] += w * vr[j];
+  for (int64_t i = 0; i < n; ++i) Axpy(scores[i] * inv, values + i * ld, out, d);
+}
+
+void AttendGqa(const GqaShape& shape, const float* q, const float* keys, const float* values,
+               int64_t n, float* scores, float* out) {
+  const int d = shape.head_dim;
+  const int group = shape.q_heads / shape.kv_heads;
+  const int64_t ld = int64_t{shape.kv_heads} * d;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
+    const float* k = keys + int64_t{kvh} * d;
+    const float* v = values + int64_t{kvh} * d;
+    const int h0 = kvh * group;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int j = 0; j < group; ++j) scores[j * n + i] = Dot(q + int64_t{h0 + j} * d, k + i * ld, d) * scale;
+    }
+    float inv[64];  // group ≤ 64
+    for (int j = 0; j < group; ++j) {
+      float* s = scores + int64_t{j} * n;
+      inv[j] = 1.0f / ExpShiftSum(s, n, MaxOf(s, n));
+      float* o = out + int64_t{h0 + j} * d;
+      for (int c = 0; c < d; ++c) o[c] = 0.0f;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      for (int j = 0; j < group; ++j) {
+        Axpy(scores[j * n + i] * inv[j], v + i * ld, out + int64_t{h0 + j} * d, d);
+      }
+    }
   }
 }
 
-void AttendGqa(const float* q, int q_heads, int kv_heads, int d, const float* keys,
-               const float* values, int64_t n, float scale, float* scores, float* out) {
-  const int group = q_heads / kv_heads;
-  const int64_t ld = int64_t{kv_heads} * d;
-  for (int h = 0; h < q_heads; ++h) {
+void CausalAttention(const GqaShape& shape, int64_t p0, int64_t T, const float* q, int64_t ldq,
+                     const float* keys, const float* values, int64_t ldkv, int64_t window,
+                     float* out, int64_t ldo, std::vector<float>* scratch) {
+  const int d = shape.head_dim;
+  const int group = shape.q_heads / shape.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t blocks = (T + kQueryBlock - 1) / kQueryBlock;
+  const int64_t max_keys = p0 + T;
+  const int threads = omp_get_max_threads();
+  const int64_t per_thread = kQueryBlock * max_keys;
+  if (static_cast<int64_t>(scratch->size()) < threads * per_thread) scratch->resize(threads * per_thread);
+  float* scratch_base = scratch->data();
+
+  // Tasks: (query head, query block). Larger blocks of later queries see more keys, so
+  // dynamic scheduling balances them.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < int64_t{shape.q_heads} * blocks; ++task) {
+    const int h = static_cast<int>(task / blocks);
+    const int64_t b = task % blocks;
+    const int64_t t0 = b * kQueryBlock;
+    const int64_t nq = std::min(kQueryBlock, T - t0);
+    const int64_t last_key = p0 + t0 + nq;  // one past the last key any query here sees
+    const int64_t first_key = window > 0 ? std::max<int64_t>(0, p0 + t0 - window + 1) : 0;
+    const int64_t nk = last_key - first_key;
     const int kvh = h / group;
-    AttendOneQuery(q + int64_t{h} * d, d, keys + int64_t{kvh} * d, values + int64_t{kvh} * d, n, ld,
-                   scale, scores, out + int64_t{h} * d);
+    float* s = scratch_base + omp_get_thread_num() * per_thread;
+    const float* qb = q + t0 * ldq + int64_t{h} * d;
+    const float* kb = keys + first_key * ldkv + int64_t{kvh} * d;
+    const float* vb = values + first_key * ldkv + int64_t{kvh} * d;
+    Gemm(false, true, nq, nk, d, scale, qb, ldq, kb, ldkv, 0.0f, s, nk);
+    for (int64_t i = 0; i < nq; ++i) {
+      const int64_t pos = p0 + t0 + i;
+      // Keys [lo, hi) of this row, relative to first_key.
+      const int64_t hi = pos + 1 - first_key;
+      const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1 - first_key) : 0;
+      float* row = s + i * nk;
+      const float inv = 1.0f / ExpShiftSum(row + lo, hi - lo, MaxOf(row + lo, hi - lo));
+      for (int64_t j = 0; j < lo; ++j) row[j] = 0.0f;
+      for (int64_t j = lo; j < hi; ++j) row[j] *= inv;
+      for (int64_t j = hi; j < nk; ++j) row[j] = 0.0f;
+    }
+    Gemm(false, false, nq, d, nk, 1.0f, s, nk, vb, ldkv, 0.0f, out + t0 * ldo + int64_t{h} * d, ldo);
   }
 }
 

@@ -15,12 +15,17 @@ struct SlidingWindowShape {
   int64_t window = 0;  // W
 };
 
+struct SlidingWindowScratch {
+  std::vector<float> window;  // cached + new K and V rows, contiguous
+  std::vector<float> scores;
+};
+
 // q, k, v, out: [T, heads*head_dim] rows (k RoPE'd), for positions [p0, p0 + T). ring_k/ring_v:
 // [W, heads*head_dim], holding the rows of positions [max(0, p0 − W), p0); on return they hold
-// [max(0, p0 + T − W), p0 + T). `scratch` is resized as needed.
+// [max(0, p0 + T − W), p0 + T).
 void SlidingWindowAttention(const SlidingWindowShape& shape, int64_t p0, int64_t T, const float* q,
                             const float* k, const float* v, float* ring_k, float* ring_v,
-                            float* out, std::vector<float>* scratch);
+                            float* out, SlidingWindowScratch* scratch);
 
 }  // namespace yoco::cpu
 

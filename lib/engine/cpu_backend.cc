@@ -2,6 +2,8 @@
 // product; the mixers then run per segment over their own state.
 #include "lib/engine/cpu_backend.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -204,7 +206,7 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
     float* ring_k = st->self_states[layer].data();
     float* ring_v = ring_k + shape.window * D;
     cpu::SlidingWindowAttention(shape, st->position, static_cast<int64_t>(segments[s].tokens.size()),
-                                q + off, k + off, v + off, ring_k, ring_v, o + off, &scratch_);
+                                q + off, k + off, v + off, ring_k, ring_v, o + off, &window_scratch_);
   }
   cpu::Linear(o, R, w.out, h_.data(), /*accumulate=*/true, &wide_);
 }
@@ -258,17 +260,42 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   float* o = Sized(o_, Q * D);
   cpu::RmsNorm(hx_.data(), Q, D, D, w.mixer_norm, static_cast<float>(config_.norm_eps), a);
   cpu::Linear(a, Q, w.q, q, false, &wide_);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(da)));
-  int64_t max_keys = 0;
-  for (int64_t i = 0; i < Q; ++i) max_keys = std::max(max_keys, rows_[out_rows_[i]].position + 1);
-  float* scores = Sized(scratch_, max_keys);
+  const cpu::GqaShape shape{Ha, config_.n_attn_kv_heads, da};
   for (int64_t i = 0; i < Q; ++i) {
-    const Row& row = rows_[out_rows_[i]];
+    const int64_t p = rows_[out_rows_[i]].position;
+    cpu::ApplyRope(q + i * D, Ha, da, cross_rope_.cos(p), cross_rope_.sin(p));
+  }
+  // Causal, aligned bottom-right: the query at position p sees shared K/V rows [0, p]. Runs of
+  // consecutive query rows of one segment (full-sequence scoring) go through the blocked kernel;
+  // single rows (decode, prefill's last position) through the one-query kernel, in parallel.
+  const int64_t KV = config_.kv_dim();
+  int64_t i = 0;
+  std::vector<int64_t>& singles = single_rows_;
+  singles.clear();
+  while (i < Q) {
+    int64_t j = i + 1;
+    while (j < Q && rows_[out_rows_[j]].segment == rows_[out_rows_[i]].segment) ++j;
+    if (j - i >= 16) {
+      const Row& first = rows_[out_rows_[i]];
+      const SequenceState& st = *segments[first.segment].state;
+      cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, st.shared_k.data(), st.shared_v.data(),
+                           KV, 0, o + i * D, D, &scratch_);
+    } else {
+      for (int64_t r = i; r < j; ++r) singles.push_back(r);
+    }
+    i = j;
+  }
+  int64_t max_keys = 0;
+  for (int64_t r : singles) max_keys = std::max(max_keys, rows_[out_rows_[r]].position + 1);
+  const int threads = cpu::KernelThreads();
+  float* scores = Sized(scratch_, threads * Ha * max_keys);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t n = 0; n < singles.size(); ++n) {
+    const int64_t r = singles[n];
+    const Row& row = rows_[out_rows_[r]];
     const SequenceState& st = *segments[row.segment].state;
-    cpu::ApplyRope(q + i * D, Ha, da, cross_rope_.cos(row.position), cross_rope_.sin(row.position));
-    // Causal, aligned bottom-right: the query at position p sees shared K/V rows [0, p].
-    cpu::AttendGqa(q + i * D, Ha, config_.n_attn_kv_heads, da, st.shared_k.data(), st.shared_v.data(),
-                   row.position + 1, scale, scores, o + i * D);
+    cpu::AttendGqa(shape, q + r * D, st.shared_k.data(), st.shared_v.data(), row.position + 1,
+                   scores + omp_get_thread_num() * Ha * max_keys, o + r * D);
   }
   cpu::Linear(o, Q, w.out, hx_.data(), /*accumulate=*/true, &wide_);
   Ffn(w.ffn, w.ffn_norm, hx_.data(), Q);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/sliding_window_attention.h"
 #include "lib/engine/backend.h"
 
 namespace yoco {
@@ -58,6 +59,8 @@ class CpuBackend : public Backend {
   std::vector<float> hx_;              // [Q, D] residual stream of the cross-decoder
   std::vector<float> scratch_;         // kernel scratch
   std::vector<float> wide_;            // bf16 weight blocks widened for sgemm
+  std::vector<int64_t> single_rows_;   // cross-decoder rows attended one at a time
+  cpu::SlidingWindowScratch window_scratch_;
 };
 
 }  // namespace yoco

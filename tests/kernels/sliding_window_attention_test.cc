@@ -29,7 +29,8 @@ TEST_P(SlidingWindowTest, PiecewiseCallsMatchWholeSequenceReference) {
   const auto q = RandomFloats(T * D, 21, -2.0f, 2.0f);
   const auto k = RandomFloats(T * D, 22);
   const auto v = RandomFloats(T * D, 23);
-  std::vector<float> ring_k(c.window * D, 0.0f), ring_v(c.window * D, 0.0f), out(T * D), scratch;
+  std::vector<float> ring_k(c.window * D, 0.0f), ring_v(c.window * D, 0.0f), out(T * D);
+  cpu::SlidingWindowScratch scratch;
   const cpu::SlidingWindowShape shape{heads, d, c.window};
   int64_t p0 = 0;
   for (int64_t n : c.pieces) {
