@@ -127,7 +127,7 @@ void CpuBackend::SelfLayer(int layer, absl::Span<const ForwardSegment> segments)
   } else {
     SlidingWindowMixer(layer, segments);
   }
-  Ffn(w.ffn, w.ffn_norm, h_.data(), R);
+  FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), h_.data(), R, &ffn_scratch_);
 }
 
 void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment> segments) {
@@ -211,19 +211,6 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
   cpu::Linear(o, R, w.out, h_.data(), /*accumulate=*/true, &wide_);
 }
 
-void CpuBackend::Ffn(const FfnWeights& w, const float* norm, float* h, int64_t rows) {
-  const int64_t D = config_.dim;
-  const int64_t F = config_.hidden_dim;
-  float* a = Sized(a_, rows * D);
-  float* u = Sized(ffn_u_, rows * F);
-  float* z = Sized(ffn_z_, rows * F);
-  cpu::RmsNorm(h, rows, D, D, norm, static_cast<float>(config_.norm_eps), a);
-  cpu::Linear(a, rows, w.fc1, u, false, &wide_);
-  cpu::Linear(a, rows, w.gate, z, false, &wide_);
-  cpu::SiluMul(u, z, rows * F);
-  cpu::Linear(u, rows, w.fc2, h, /*accumulate=*/true, &wide_);
-}
-
 void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
   const int64_t R = static_cast<int64_t>(rows_.size());
   const int64_t D = config_.dim;
@@ -298,7 +285,7 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
                    scores + omp_get_thread_num() * Ha * max_keys, o + r * D);
   }
   cpu::Linear(o, Q, w.out, hx_.data(), /*accumulate=*/true, &wide_);
-  Ffn(w.ffn, w.ffn_norm, hx_.data(), Q);
+  FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), hx_.data(), Q, &ffn_scratch_);
 }
 
 }  // namespace yoco

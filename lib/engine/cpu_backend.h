@@ -35,7 +35,6 @@ class CpuBackend : public Backend {
   void SelfLayer(int layer, absl::Span<const ForwardSegment> segments);
   void GatedRetentionMixer(int layer, absl::Span<const ForwardSegment> segments);
   void SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> segments);
-  void Ffn(const FfnWeights& w, const float* norm, float* h, int64_t rows);
   void AppendSharedKv(absl::Span<const ForwardSegment> segments);
   void CrossLayer(int layer, absl::Span<const ForwardSegment> segments);
 
@@ -54,7 +53,7 @@ class CpuBackend : public Backend {
   std::vector<float> q_, k_, v_, g_;   // [R, D] projections
   std::vector<float> gt_;              // [R, Hs] decay logits, then log-decay
   std::vector<float> o_;               // [R, D] mixer output
-  std::vector<float> ffn_u_, ffn_z_;   // [R, F]
+  FfnScratch ffn_scratch_;
   std::vector<float> kv_k_, kv_v_;     // [R, kv_dim]
   std::vector<float> hx_;              // [Q, D] residual stream of the cross-decoder
   std::vector<float> scratch_;         // kernel scratch

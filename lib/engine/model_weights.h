@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cpu/linear.h"
+#include "lib/engine/ffn_block.h"
 #include "lib/engine/model_config.h"
 #include "lib/engine/safetensors.h"
 
@@ -23,12 +24,6 @@ enum class WeightFormat {
   kAsStored,  // F32 and BF16 used in place from the mapping; F16 widened to fp32
   kF32,       // everything widened to fp32
   kBF16,      // matrices rounded to bf16 (halves the bytes a decode step reads)
-};
-
-struct FfnWeights {
-  Matrix fc1;   // [F, D], the SiLU branch
-  Matrix gate;  // [F, D], the linear branch
-  Matrix fc2;   // [D, F]
 };
 
 struct SelfLayerWeights {

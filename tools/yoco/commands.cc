@@ -5,6 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include <fstream>
+
+#include "kernels/cpu/gemm.h"
+#include "lib/bench/engine_bench.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
 #include "lib/engine/model.h"
@@ -104,6 +108,39 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
   ASSIGN_OR_RETURN(std::vector<int32_t> tokens, ReadTokens(cl, config));
   ASSIGN_OR_RETURN(std::vector<int32_t> generated, Generate(*backend, tokens, options));
   out << absl::StrJoin(generated, ",") << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log) {
+  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "threads", "json", "weights", "decode-steps"},
+                                                      {"long"}));
+  EngineBenchOptions options;
+  options.config = DefaultBenchConfig();
+  if (cl.Has("params")) {
+    ASSIGN_OR_RETURN(options.config, ModelConfig::FromFile(*cl.String("params")));
+  }
+  ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
+  if (threads < 0 || threads > 1024) return absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  cpu::SetKernelThreads(static_cast<int>(threads));
+  ASSIGN_OR_RETURN(int64_t steps, cl.Int("decode-steps", 8));
+  if (steps < 1 || steps > 10000) return absl::InvalidArgumentError("--decode-steps must be in [1, 10000]");
+  options.decode_steps = static_cast<int>(steps);
+  const std::string weights = cl.Has("weights") ? *cl.String("weights") : "bf16";
+  if (weights != "bf16" && weights != "f32") {
+    return absl::InvalidArgumentError("--weights must be bf16 or f32");
+  }
+  options.weights = weights == "bf16" ? WeightFormat::kBF16 : WeightFormat::kF32;
+  if (cl.Has("long")) options.prefill_lengths.push_back(32768);
+  char work[] = "/tmp/yoco-bench-XXXXXX";
+  if (mkdtemp(work) == nullptr) return absl::InternalError("cannot create a temporary folder");
+  options.work_dir = work;
+  ASSIGN_OR_RETURN(EngineBenchReport report, RunEngineBench(options, log));
+  out << report.ToTable();
+  if (cl.Has("json")) {
+    std::ofstream json(*cl.String("json"), std::ios::trunc);
+    json << report.ToJson();
+    if (!json) return absl::PermissionDeniedError("cannot write " + *cl.String("json"));
+  }
   return absl::OkStatus();
 }
 

@@ -18,6 +18,10 @@ absl::Status RunLogits(const std::vector<std::string>& args);
 //   --seed --stop-tokens --stop-at-eos --threads]; prints the new ids on one line of `out`.
 absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out);
 
+// yoco bench [--params P.json] [--threads T] [--json OUT.json] [--long] [--weights bf16|f32]
+//   [--decode-steps N]; prints the table to `out`, progress to `log`.
+absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log);
+
 }  // namespace yoco
 
 #endif  // YOCO_TOOLS_YOCO_COMMANDS_H_

@@ -14,7 +14,9 @@ constexpr char kUsage[] =
     "  logits     --model DIR --tokens 0,17,5 --out F.npy [--threads T]\n"
     "  generate   --model DIR --tokens 0,17,5 --max-new-tokens N [--temperature T]\n"
     "             [--top-k K] [--top-p P] [--seed S] [--stop-tokens 2,..] [--stop-at-eos]\n"
-    "             [--threads T]\n";
+    "             [--threads T]\n"
+    "  bench      [--params P.json] [--threads T] [--json OUT.json] [--long]\n"
+    "             [--weights bf16|f32] [--decode-steps N]\n";
 
 }  // namespace
 
@@ -32,6 +34,8 @@ int main(int argc, char** argv) {
     status = yoco::RunLogits(args);
   } else if (command == "generate") {
     status = yoco::RunGenerate(args, std::cout);
+  } else if (command == "bench") {
+    status = yoco::RunBench(args, std::cout, std::cerr);
   } else if (command == "help" || command == "--help" || command == "-h") {
     std::cout << kUsage;
     return 0;

@@ -1,0 +1,246 @@
+// The benchmark. Decode batches copy one prefilled sequence's state, since decode speed does
+// not depend on the cached values and prefilling 32 contexts would dominate the run.
+#include "lib/bench/engine_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cpu/gated_retention.h"
+#include "kernels/cpu/gemm.h"
+#include "lib/baseline/transformer_baseline.h"
+#include "lib/bench/machine_rates.h"
+#include "lib/engine/cpu_backend.h"
+#include "lib/engine/random_model.h"
+#include "lib/status/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace yoco {
+namespace {
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<int32_t> BenchTokens(int64_t n, int vocab) {
+  std::vector<int32_t> t(n);
+  uint64_t x = 88172645463325252ull;
+  for (int64_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    t[i] = 4 + static_cast<int32_t>(x % static_cast<uint64_t>(vocab - 4));
+  }
+  t[0] = 0;
+  return t;
+}
+
+// Timed runs of `fn`: at least one, more while under `budget_s`, best time kept.
+template <typename Fn>
+double BestSeconds(Fn fn, double budget_s) {
+  double best = 1e30, spent = 0;
+  do {
+    const double t0 = Seconds();
+    fn();
+    const double t = Seconds() - t0;
+    best = std::min(best, t);
+    spent += t;
+  } while (spent + best < budget_s);
+  return best;
+}
+
+}  // namespace
+
+ModelConfig DefaultBenchConfig() {
+  ModelConfig c;
+  c.dim = 768;
+  c.n_layers = 12;
+  c.hidden_dim = 2048;
+  c.n_self_heads = 6;
+  c.n_attn_heads = 12;
+  c.n_attn_kv_heads = 4;
+  c.vocab_size = 32000;
+  return c;
+}
+
+double YocoPrefillFlops(const ModelConfig& c, int64_t n) {
+  const double D = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
+  const double ds = c.self_head_dim(), da = c.cross_head_dim();
+  const bool gret = c.self_attention() == SelfAttentionKind::kGatedRetention;
+  const double self_params = gret ? 5 * D * D + c.n_self_heads * D + 3 * D * F : 4 * D * D + 3 * D * F;
+  double flops = n * c.n_self_layers() * 2 * self_params;  // projections and FFNs
+  for (int64_t c0 = 0; c0 < n; c0 += cpu::kRetentionChunk) {
+    const double m = std::min<int64_t>(cpu::kRetentionChunk, n - c0);
+    const double per_head = gret ? 4 * m * m * ds + 4 * m * ds * ds : 0;
+    flops += per_head * c.n_self_heads * c.n_self_layers();
+  }
+  if (!gret) {  // windowed attention: scores and weighted sum over ≤ W keys per query
+    const double w = *c.sliding_window;
+    flops += 4.0 * n * std::min<double>(w, n) * D * c.n_self_layers();
+  }
+  flops += n * 2 * 2 * D * KV;                                                  // shared K/V
+  flops += c.n_cross_layers() * (2 * (2 * D * D + 3 * D * F) + 4.0 * n * da * c.n_attn_heads);  // last row
+  flops += 2 * V * D;                                                            // logits
+  return flops;
+}
+
+absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, std::ostream& log) {
+  const ModelConfig& config = o.config;
+  RETURN_IF_ERROR(config.Validate());
+  EngineBenchReport report;
+  report.threads = cpu::KernelThreads();
+  report.weights = o.weights == WeightFormat::kBF16 ? "bf16" : "f32";
+
+  log << "measuring sgemm and memory bandwidth..." << std::endl;
+  report.sgemm_gflops = MeasureSgemmGflops();
+  report.membw_gbs = MeasureReadBandwidthGbs();
+
+  log << "making the models..." << std::endl;
+  RandomModelOptions random;
+  random.seed = 1;
+  random.dtype = o.weights == WeightFormat::kBF16 ? DType::kBF16 : DType::kF32;
+  RETURN_IF_ERROR(WriteRandomModel(config, random, o.work_dir));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(o.work_dir, o.weights));
+  CpuBackend yoco(model);
+  TransformerBaseline transformer(config, o.weights, 2);
+  std::vector<float> logits;
+
+  SequenceState decode_seed_yoco;
+  TransformerBaseline::Sequence decode_seed_transformer;
+  std::vector<int64_t> lengths = o.prefill_lengths;
+  if (std::find(lengths.begin(), lengths.end(), o.decode_context) == lengths.end()) {
+    lengths.push_back(o.decode_context);  // prefilled for the decode runs, not reported
+  }
+  for (int64_t n : lengths) {
+    const bool reported = std::find(o.prefill_lengths.begin(), o.prefill_lengths.end(), n) != o.prefill_lengths.end();
+    const std::vector<int32_t> tokens = BenchTokens(n, config.vocab_size);
+    SequenceState ys;
+    const double yt = BestSeconds(
+        [&] {
+          ys = SequenceState::Create(config);
+          ForwardSegment seg{&ys, tokens, LogitsMode::kLast};
+          (void)yoco.Forward({&seg, 1}, &logits);
+        },
+        reported ? 3.0 : 0.0);
+    TransformerBaseline::Sequence ts;
+    const double tt = BestSeconds(
+        [&] {
+          ts = transformer.NewSequence();
+          TransformerBaseline::Sequence* p = &ts;
+          absl::Span<const int32_t> span = tokens;
+          (void)transformer.Forward({&p, 1}, {&span, 1}, &logits);
+        },
+        reported ? 3.0 : 0.0);
+    if (reported) {
+      report.prefill.push_back({n, n / yt, n / tt, YocoPrefillFlops(config, n) / yt / 1e9});
+      report.cache_bytes.push_back({n, ys.bytes(), ts.bytes()});
+      log << absl::StrFormat("prefill n=%d: yoco %.1f tok/s, transformer %.1f tok/s", n, n / yt, n / tt)
+          << std::endl;
+    }
+    if (n == o.decode_context) {
+      decode_seed_yoco = std::move(ys);
+      decode_seed_transformer = std::move(ts);
+    }
+  }
+
+  const int64_t cache_bytes = decode_seed_yoco.bytes();
+  // Per step: every matrix but the embedding (one row per token) is read once.
+  const int64_t step_weight_bytes = model->weights().matrix_bytes() - model->weights().embed.bytes();
+  for (int batch : o.decode_batches) {
+    const int steps = o.decode_steps;
+    std::vector<SequenceState> ys(batch, decode_seed_yoco);
+    std::vector<TransformerBaseline::Sequence> ts(batch, decode_seed_transformer);
+    const int64_t kv = config.kv_dim();
+    for (auto& s : ys) {
+      s.shared_k.reserve(s.shared_k.size() + (steps + 1) * kv);
+      s.shared_v.reserve(s.shared_v.size() + (steps + 1) * kv);
+    }
+    for (auto& s : ts) {
+      for (auto& layer : s.k) layer.reserve(layer.size() + (steps + 1) * kv);
+      for (auto& layer : s.v) layer.reserve(layer.size() + (steps + 1) * kv);
+    }
+    std::vector<int32_t> step_tokens(batch, 7);
+    std::vector<ForwardSegment> segments;
+    std::vector<TransformerBaseline::Sequence*> tptr;
+    std::vector<absl::Span<const int32_t>> tspans;
+    for (int b = 0; b < batch; ++b) {
+      segments.push_back({&ys[b], {&step_tokens[b], 1}, LogitsMode::kLast});
+      tptr.push_back(&ts[b]);
+      tspans.push_back({&step_tokens[b], 1});
+    }
+    auto yoco_step = [&] { (void)yoco.Forward(segments, &logits); };
+    auto transformer_step = [&] { (void)transformer.Forward(tptr, tspans, &logits); };
+    yoco_step();
+    transformer_step();
+    double t0 = Seconds();
+    for (int s = 0; s < steps; ++s) yoco_step();
+    const double yt = (Seconds() - t0) / steps;
+    t0 = Seconds();
+    for (int s = 0; s < steps; ++s) transformer_step();
+    const double tt = (Seconds() - t0) / steps;
+    const double floor_s = (step_weight_bytes + static_cast<double>(batch) * cache_bytes) / (report.membw_gbs * 1e9);
+    report.decode.push_back({batch, o.decode_context, batch / yt, batch / tt, batch / floor_s});
+    log << absl::StrFormat("decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f", batch,
+                           batch / yt, batch / tt, batch / floor_s)
+        << std::endl;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(o.work_dir, ec);
+  return report;
+}
+
+std::string EngineBenchReport::ToJson() const {
+  nlohmann::ordered_json j;
+  j["sgemm_gflops"] = sgemm_gflops;
+  j["membw_gbs"] = membw_gbs;
+  j["threads"] = threads;
+  j["weights"] = weights;
+  j["prefill"] = nlohmann::json::array();
+  for (const auto& p : prefill) {
+    j["prefill"].push_back({{"n", p.n},
+                            {"yoco_tokens_per_s", p.yoco_tokens_per_s},
+                            {"transformer_tokens_per_s", p.transformer_tokens_per_s},
+                            {"yoco_gflops", p.yoco_gflops}});
+  }
+  j["decode"] = nlohmann::json::array();
+  for (const auto& d : decode) {
+    j["decode"].push_back({{"batch", d.batch},
+                           {"context", d.context},
+                           {"yoco_tokens_per_s", d.yoco_tokens_per_s},
+                           {"transformer_tokens_per_s", d.transformer_tokens_per_s},
+                           {"floor_tokens_per_s", d.floor_tokens_per_s}});
+  }
+  j["cache_bytes"] = nlohmann::json::array();
+  for (const auto& c : cache_bytes) {
+    j["cache_bytes"].push_back({{"n", c.n}, {"yoco", c.yoco}, {"transformer", c.transformer}});
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string EngineBenchReport::ToTable() const {
+  std::string out = absl::StrFormat("machine: sgemm %.1f GFLOP/s, read bandwidth %.1f GB/s, %d threads, %s weights\n\n",
+                                    sgemm_gflops, membw_gbs, threads, weights);
+  absl::StrAppend(&out, "prefill      n   YOCO tok/s   Transformer tok/s   YOCO/Transformer   YOCO GFLOP/s  (% of sgemm)\n");
+  for (const auto& p : prefill) {
+    absl::StrAppend(&out, absl::StrFormat("        %7d   %10.1f   %17.1f   %15.2fx   %12.1f  (%.0f%%)\n", p.n,
+                                          p.yoco_tokens_per_s, p.transformer_tokens_per_s,
+                                          p.yoco_tokens_per_s / p.transformer_tokens_per_s, p.yoco_gflops,
+                                          100.0 * p.yoco_gflops / sgemm_gflops));
+  }
+  absl::StrAppend(&out, "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   floor tok/s   floor/YOCO\n");
+  for (const auto& d : decode) {
+    absl::StrAppend(&out, absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %11.1f   %9.2fx\n", d.batch, d.context,
+                                          d.yoco_tokens_per_s, d.transformer_tokens_per_s, d.floor_tokens_per_s,
+                                          d.floor_tokens_per_s / d.yoco_tokens_per_s));
+  }
+  absl::StrAppend(&out, "\ncache bytes  n   YOCO            Transformer     Transformer/YOCO\n");
+  for (const auto& c : cache_bytes) {
+    absl::StrAppend(&out, absl::StrFormat("        %7d   %13d   %13d   %.2fx\n", c.n, c.yoco, c.transformer,
+                                          static_cast<double>(c.transformer) / c.yoco));
+  }
+  return out;
+}
+
+}  // namespace yoco

@@ -1,0 +1,71 @@
+// The engine benchmark behind `yoco bench`: YOCO against a same-shape Transformer on the same
+// kernels, and both against the machine's own sgemm rate and memory bandwidth, all measured in
+// one run.
+#ifndef YOCO_LIB_BENCH_ENGINE_BENCH_H_
+#define YOCO_LIB_BENCH_ENGINE_BENCH_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/engine/model_config.h"
+#include "lib/engine/model_weights.h"
+
+namespace yoco {
+
+struct EngineBenchOptions {
+  ModelConfig config;                        // the shape of both models
+  WeightFormat weights = WeightFormat::kBF16;  // how both models hold their matrices
+  std::vector<int64_t> prefill_lengths = {512, 2048, 8192};
+  std::vector<int> decode_batches = {1, 8, 32};
+  int64_t decode_context = 2048;
+  int decode_steps = 8;      // timed steps per batch size (after one warm-up step)
+  std::string work_dir;      // where the random YOCO checkpoint is written
+};
+
+// The paper's smallest shape: 12 layers, dim 768, 6 self heads, 12 attention heads over 4 KV
+// heads, FFN 2048, vocab 32000.
+ModelConfig DefaultBenchConfig();
+
+struct PrefillMeasurement {
+  int64_t n = 0;
+  double yoco_tokens_per_s = 0, transformer_tokens_per_s = 0;
+  double yoco_gflops = 0;  // YOCO prefill's own FLOP count / time
+};
+
+struct DecodeMeasurement {
+  int batch = 0;
+  int64_t context = 0;
+  double yoco_tokens_per_s = 0, transformer_tokens_per_s = 0;
+  double floor_tokens_per_s = 0;  // YOCO: batch / ((weight bytes + batch·cache bytes) / membw)
+};
+
+struct CacheBytesMeasurement {
+  int64_t n = 0;
+  int64_t yoco = 0, transformer = 0;  // all decoding state of one sequence after n tokens
+};
+
+struct EngineBenchReport {
+  double sgemm_gflops = 0, membw_gbs = 0;
+  int threads = 0;
+  std::string weights;
+  std::vector<PrefillMeasurement> prefill;
+  std::vector<DecodeMeasurement> decode;
+  std::vector<CacheBytesMeasurement> cache_bytes;
+
+  std::string ToJson() const;
+  std::string ToTable() const;
+};
+
+// FLOPs of YOCO prefill over n tokens with logits for the last one, counting what the engine
+// executes (the dense c×c score block of each gated-retention chunk included).
+double YocoPrefillFlops(const ModelConfig& config, int64_t n);
+
+// Runs everything; progress lines go to `log`.
+absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& options, std::ostream& log);
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_BENCH_ENGINE_BENCH_H_

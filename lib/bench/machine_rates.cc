@@ -1,0 +1,70 @@
+// Machine rate probes.
+#include "lib/bench/machine_rates.h"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vector_math.h"
+
+namespace yoco {
+namespace {
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+double MeasureSgemmGflops() {
+  const int64_t n = 2048;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  cpu::Gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm-up
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = Seconds();
+    cpu::Gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::min(best, Seconds() - t0);
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+double MeasureReadBandwidthGbs() {
+  const int64_t n = int64_t{1} << 28;  // floats: 1 GiB
+  std::unique_ptr<float[], decltype(&std::free)> buf(
+      static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), &std::free);
+  float* data = buf.get();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) data[i] = 1.0f;
+  double best = 1e30;
+  volatile float sink = 0.0f;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = Seconds();
+    float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+    {
+#ifdef YOCO_AVX2
+      __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+#pragma omp for schedule(static) nowait
+      for (int64_t i = 0; i < n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_load_ps(data + i));
+        s1 = _mm256_add_ps(s1, _mm256_load_ps(data + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_load_ps(data + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_load_ps(data + i + 24));
+      }
+      total += cpu::HorizontalSum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+#else
+#pragma omp for schedule(static) nowait
+      for (int64_t i = 0; i < n; ++i) total += data[i];
+#endif
+    }
+    best = std::min(best, Seconds() - t0);
+    sink = sink + total;
+  }
+  return static_cast<double>(n) * sizeof(float) / best / 1e9;
+}
+
+}  // namespace yoco
