@@ -17,42 +17,6 @@ constexpr int64_t kQueryBlock = 64;
 
 }  // namespace
 
-void AttendOneQuery(const float* q, int d, const float* keys, const float* values, int64_t n,
-                    int64_t ld, float scale, float* scores, float* out) {
-  for (int64_t i = 0; i < n; ++i) scores[i] = Dot(q, keys + i * ld, d) * scale;
-  const float inv = 1.0f / ExpShiftSum(scores, n, MaxOf(scores, n));
-  for (int j = 0; j < d; ++j) out[j] = 0.0f;
-  for (int64_t i = 0; i < n; ++i) Axpy(scores[i] * inv, values + i * ld, out, d);
-}
-
-void AttendGqa(const GqaShape& shape, const float* q, const float* keys, const float* values,
-               int64_t n, float* scores, float* out) {
-  const int d = shape.head_dim;
-  const int group = shape.q_heads / shape.kv_heads;
-  const int64_t ld = int64_t{shape.kv_heads} * d;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
-    const float* k = keys + int64_t{kvh} * d;
-    const float* v = values + int64_t{kvh} * d;
-    const int h0 = kvh * group;
-    for (int64_t i = 0; i < n; ++i) {
-      for (int j = 0; j < group; ++j) scores[j * n + i] = Dot(q + int64_t{h0 + j} * d, k + i * ld, d) * scale;
-    }
-    float inv[64];  // group ≤ 64
-    for (int j = 0; j < group; ++j) {
-      float* s = scores + int64_t{j} * n;
-      inv[j] = 1.0f / ExpShiftSum(s, n, MaxOf(s, n));
-      float* o = out + int64_t{h0 + j} * d;
-      for (int c = 0; c < d; ++c) o[c] = 0.0f;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      for (int j = 0; j < group; ++j) {
-        Axpy(scores[j * n + i] * inv[j], v + i * ld, out + int64_t{h0 + j} * d, d);
-      }
-    }
-  }
-}
-
 void CausalAttention(const GqaShape& shape, int64_t p0, int64_t T, const float* q, int64_t ldq,
                      const float* keys, const float* values, int64_t ldkv, int64_t window,
                      float* out, int64_t ldo, std::vector<float>* scratch) {

@@ -13,21 +13,11 @@
 namespace yoco::cpu {
 namespace {
 
-// Below this many input rows the streaming kernel wins (measured: sgemm reaches its rate from
-// about 16 rows on).
+// Up to this many input rows the streaming kernel is used: it reads each weight once per call
+// and, with its register tiles, runs near the FMA peak once the rows reach a handful.
 constexpr int64_t kStreamingRows = 8;
 constexpr int64_t kWidenBlockRows = 256;
-
-#ifdef YOCO_AVX2
-template <WeightType kType>
-inline __m256 LoadWeights8(const void* row, int64_t i) {
-  if constexpr (kType == WeightType::kF32) {
-    return _mm256_loadu_ps(static_cast<const float*>(row) + i);
-  } else {
-    return LoadBf16x8(static_cast<const uint16_t*>(row) + i);
-  }
-}
-#endif
+constexpr int64_t kRowsPerTask = 32;  // weight rows per parallel task
 
 template <WeightType kType>
 inline float WeightAt(const void* row, int64_t i) {
@@ -41,43 +31,94 @@ inline float WeightAt(const void* row, int64_t i) {
   }
 }
 
-// y[r, n] for r < m ≤ kStreamingRows over output rows [n0, n1).
 template <WeightType kType>
-void StreamRows(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
-                int64_t n0, int64_t n1) {
-  const int64_t k = w.cols;
-  const int64_t elem = kType == WeightType::kF32 ? 4 : 2;
-  for (int64_t n = n0; n < n1; ++n) {
-    const void* row = static_cast<const char*>(w.data) + n * k * elem;
-    float sums[kStreamingRows];
-    int64_t i = 0;
+inline const void* WeightRow(const WeightMatrix& w, int64_t n) {
+  return static_cast<const char*>(w.data) + n * w.cols * (kType == WeightType::kF32 ? 4 : 2);
+}
+
 #ifdef YOCO_AVX2
-    __m256 acc[kStreamingRows];
-    for (int64_t r = 0; r < m; ++r) acc[r] = _mm256_setzero_ps();
-    for (; i + 8 <= k; i += 8) {
-      const __m256 wv = LoadWeights8<kType>(row, i);
-      for (int64_t r = 0; r < m; ++r) acc[r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[r]);
-    }
-    for (int64_t r = 0; r < m; ++r) sums[r] = HorizontalSum(acc[r]);
-#else
-    for (int64_t r = 0; r < m; ++r) sums[r] = 0.0f;
+template <WeightType kType>
+inline __m256 LoadWeights8(const void* row, int64_t i) {
+  if constexpr (kType == WeightType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(row) + i);
+  } else {
+    return LoadBf16x8(static_cast<const uint16_t*>(row) + i);
+  }
+}
 #endif
-    for (; i < k; ++i) {
-      const float wi = WeightAt<kType>(row, i);
-      for (int64_t r = 0; r < m; ++r) sums[r] += wi * x[r * k + i];
+
+// y[r, n0 + j] for r < M, j < NB: a register tile of M input rows × NB weight rows.
+template <WeightType kType, int M, int NB>
+inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0, float* y, bool accumulate) {
+  const int64_t k = w.cols;
+  const void* rows[NB];
+  for (int j = 0; j < NB; ++j) rows[j] = WeightRow<kType>(w, n0 + j);
+  float sums[M][NB];
+  int64_t i = 0;
+#ifdef YOCO_AVX2
+  __m256 acc[M][NB];
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_ps();
+  for (; i + 8 <= k; i += 8) {
+    __m256 wv[NB];
+    for (int j = 0; j < NB; ++j) wv[j] = LoadWeights8<kType>(rows[j], i);
+    for (int r = 0; r < M; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x + r * ldx + i);
+      for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_fmadd_ps(wv[j], xv, acc[r][j]);
     }
-    for (int64_t r = 0; r < m; ++r) {
-      y[r * w.rows + n] = accumulate ? y[r * w.rows + n] + sums[r] : sums[r];
+  }
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < NB; ++j) sums[r][j] = HorizontalSum(acc[r][j]);
+#else
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < NB; ++j) sums[r][j] = 0.0f;
+#endif
+  for (; i < k; ++i) {
+    for (int j = 0; j < NB; ++j) {
+      const float wi = WeightAt<kType>(rows[j], i);
+      for (int r = 0; r < M; ++r) sums[r][j] += wi * x[r * ldx + i];
     }
+  }
+  for (int r = 0; r < M; ++r) {
+    float* yr = y + r * w.rows + n0;
+    for (int j = 0; j < NB; ++j) yr[j] = accumulate ? yr[j] + sums[r][j] : sums[r][j];
+  }
+}
+
+// Input rows [0, m) against weight rows [n0, n1): weight tiles stay in L1 while the input rows
+// pass over them four at a time.
+template <WeightType kType>
+void StreamBlock(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
+                 int64_t n0, int64_t n1) {
+  const int64_t k = w.cols;
+  int64_t n = n0;
+  for (; n + 3 <= n1; n += 3) {
+    int64_t r = 0;
+    if (m == 1) {
+      // One row: widen the tile to keep enough independent FMA chains in flight.
+      if (n + 6 <= n1) {
+        Tile<kType, 1, 6>(x, k, w, n, y, accumulate);
+        n += 3;
+        continue;
+      }
+      Tile<kType, 1, 3>(x, k, w, n, y, accumulate);
+      continue;
+    }
+    for (; r + 4 <= m; r += 4) Tile<kType, 4, 3>(x + r * k, k, w, n, y + r * w.rows, accumulate);
+    for (; r + 2 <= m; r += 2) Tile<kType, 2, 3>(x + r * k, k, w, n, y + r * w.rows, accumulate);
+    for (; r < m; ++r) Tile<kType, 1, 3>(x + r * k, k, w, n, y + r * w.rows, accumulate);
+  }
+  for (; n < n1; ++n) {
+    for (int64_t r = 0; r < m; ++r) Tile<kType, 1, 1>(x + r * k, k, w, n, y + r * w.rows, accumulate);
   }
 }
 
 template <WeightType kType>
 void Stream(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate) {
-  // Output rows are split across threads in blocks big enough to amortise the fork.
-#pragma omp parallel for schedule(static) if (w.rows * w.cols >= (1 << 16))
-  for (int64_t b = 0; b < (w.rows + 63) / 64; ++b) {
-    StreamRows<kType>(x, m, w, y, accumulate, b * 64, std::min(w.rows, (b + 1) * 64));
+  const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+#pragma omp parallel for schedule(static) if (w.rows * w.cols * m >= (1 << 16))
+  for (int64_t t = 0; t < tasks; ++t) {
+    StreamBlock<kType>(x, m, w, y, accumulate, t * kRowsPerTask, std::min(w.rows, (t + 1) * kRowsPerTask));
   }
 }
 
@@ -89,7 +130,11 @@ void WeightMatrix::RowToFloat(int64_t r, float* out) const {
     return;
   }
   const uint16_t* row = static_cast<const uint16_t*>(data) + r * cols;
-  for (int64_t i = 0; i < cols; ++i) out[i] = WeightAt<WeightType::kBF16>(row, i);
+  int64_t i = 0;
+#ifdef YOCO_AVX2
+  for (; i + 8 <= cols; i += 8) _mm256_storeu_ps(out + i, LoadBf16x8(row + i));
+#endif
+  for (; i < cols; ++i) out[i] = WeightAt<WeightType::kBF16>(row, i);
 }
 
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/decode_attention.h"
 
 namespace yoco::cpu {
 
@@ -29,8 +30,8 @@ void SlidingWindowAttention(const SlidingWindowShape& shape, int64_t p0, int64_t
   std::memcpy(wv + cached * D, v, T * D * sizeof(float));
   const GqaShape gqa{shape.heads, shape.heads, shape.head_dim};
   if (T == 1) {  // decode: the new query sees every buffered row
-    if (static_cast<int64_t>(scratch->scores.size()) < shape.heads * n) scratch->scores.resize(shape.heads * n);
-    AttendGqa(gqa, q, wk, wv, n, scratch->scores.data(), out);
+    const DecodeQuery query{q, wk, wv, n, out};
+    DecodeAttention(gqa, &query, 1, &scratch->decode);
   } else {
     CausalAttention(gqa, cached, T, q, D, wk, wv, D, W, out, D, &scratch->scores);
   }

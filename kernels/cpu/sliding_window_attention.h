@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/decode_attention.h"
+
 namespace yoco::cpu {
 
 struct SlidingWindowShape {
@@ -17,7 +19,8 @@ struct SlidingWindowShape {
 
 struct SlidingWindowScratch {
   std::vector<float> window;  // cached + new K and V rows, contiguous
-  std::vector<float> scores;
+  std::vector<float> scores;  // prefill
+  DecodeAttentionScratch decode;
 };
 
 // q, k, v, out: [T, heads*head_dim] rows (k RoPE'd), for positions [p0, p0 + T). ring_k/ring_v:

@@ -2,13 +2,12 @@
 // attention per sequence over its own cache.
 #include "lib/baseline/transformer_baseline.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rms_norm.h"
 #include "lib/engine/dtype.h"
@@ -147,16 +146,16 @@ absl::Status TransformerBaseline::Forward(absl::Span<Sequence* const> sequences,
       sequences[s]->k[l].insert(sequences[s]->k[l].end(), k + r0 * KV, k + r1 * KV);
       sequences[s]->v[l].insert(sequences[s]->v[l].end(), v + r0 * KV, v + r1 * KV);
     }
-    // Decode rows attend one at a time, in parallel across sequences; prefill runs blocked.
-    const int threads = cpu::KernelThreads();
-    float* scores = sized(scores_, threads * Ha * (max_position + 1));
-#pragma omp parallel for schedule(dynamic, 1)
+    // Decode rows go through the decode kernel together; prefill runs blocked.
+    decode_queries_.clear();
     for (size_t s = 0; s < sequences.size(); ++s) {
       const int64_t r0 = segment_begin_[s];
       if (segment_begin_[s + 1] - r0 != 1) continue;
-      cpu::AttendGqa(shape, q + r0 * D, sequences[s]->k[l].data(), sequences[s]->v[l].data(),
-                     row_position_[r0] + 1, scores + omp_get_thread_num() * Ha * (max_position + 1), o + r0 * D);
+      decode_queries_.push_back({q + r0 * D, sequences[s]->k[l].data(), sequences[s]->v[l].data(),
+                                 row_position_[r0] + 1, o + r0 * D});
     }
+    cpu::DecodeAttention(shape, decode_queries_.data(), static_cast<int64_t>(decode_queries_.size()),
+                         &decode_scratch_);
     for (size_t s = 0; s < sequences.size(); ++s) {
       const int64_t r0 = segment_begin_[s], T = segment_begin_[s + 1] - r0;
       if (T == 1) continue;

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/rope.h"
 #include "lib/engine/ffn_block.h"
 #include "lib/engine/model_config.h"
@@ -59,6 +60,8 @@ class TransformerBaseline {
   std::vector<int64_t> row_position_, segment_begin_;
   std::vector<float> h_, a_, q_, k_, v_, o_, last_, wide_, scores_;
   FfnScratch ffn_scratch_;
+  std::vector<cpu::DecodeQuery> decode_queries_;
+  cpu::DecodeAttentionScratch decode_scratch_;
 };
 
 }  // namespace yoco

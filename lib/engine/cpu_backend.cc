@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/gated_retention.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear.h"
@@ -158,20 +159,24 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
     for (int hh = 0; hh < Hs; ++hh) gt[r * Hs + hh] = cpu::LogSigmoid(gt[r * Hs + hh]) / 16.0f;
   }
 
-  float* scratch = Sized(scratch_, cpu::GatedRetentionScratchFloats(cpu::kRetentionChunk, ds));
-  for (size_t s = 0; s < segments.size(); ++s) {
+  // One task per (segment, head): heads are independent, and each task's products run on the
+  // calling thread.
+  const int64_t per_thread = cpu::GatedRetentionScratchFloats(cpu::kRetentionChunk, ds);
+  float* scratch = Sized(scratch_, cpu::KernelThreads() * per_thread);
+  const int64_t tasks = static_cast<int64_t>(segments.size()) * Hs;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const size_t s = static_cast<size_t>(task / Hs);
+    const int hh = static_cast<int>(task % Hs);
     const int64_t r0 = segment_begin_[s];
     const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
-    float* state = segments[s].state->self_states[layer].data();
-    for (int hh = 0; hh < Hs; ++hh) {
-      float* S = state + int64_t{hh} * ds * ds;
-      const int64_t off = r0 * D + int64_t{hh} * ds;
-      if (T == 1) {  // decode: the recurrent form
-        cpu::GatedRetentionStep(ds, q + off, k + off, v + off, gt[r0 * Hs + hh], S, o + off);
-      } else {
-        cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S,
-                                     o + off, D, cpu::kRetentionChunk, scratch);
-      }
+    float* S = segments[s].state->self_states[layer].data() + int64_t{hh} * ds * ds;
+    const int64_t off = r0 * D + int64_t{hh} * ds;
+    if (T == 1) {  // decode: the recurrent form
+      cpu::GatedRetentionStep(ds, q + off, k + off, v + off, gt[r0 * Hs + hh], S, o + off);
+    } else {
+      cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S, o + off, D,
+                                   cpu::kRetentionChunk, scratch + omp_get_thread_num() * per_thread);
     }
   }
   // Per-head RMSNorm without weight, then the swish gate on g, then out_proj into the residual.
@@ -254,10 +259,10 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   }
   // Causal, aligned bottom-right: the query at position p sees shared K/V rows [0, p]. Runs of
   // consecutive query rows of one segment (full-sequence scoring) go through the blocked kernel;
-  // single rows (decode, prefill's last position) through the one-query kernel, in parallel.
+  // single rows (decode, prefill's last position) through the decode kernel, all at once.
   const int64_t KV = config_.kv_dim();
   int64_t i = 0;
-  std::vector<int64_t>& singles = single_rows_;
+  std::vector<int64_t>& singles = single_rows_;  // rows attended as decode queries
   singles.clear();
   while (i < Q) {
     int64_t j = i + 1;
@@ -272,18 +277,14 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
     }
     i = j;
   }
-  int64_t max_keys = 0;
-  for (int64_t r : singles) max_keys = std::max(max_keys, rows_[out_rows_[r]].position + 1);
-  const int threads = cpu::KernelThreads();
-  float* scores = Sized(scratch_, threads * Ha * max_keys);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (size_t n = 0; n < singles.size(); ++n) {
-    const int64_t r = singles[n];
+  decode_queries_.clear();
+  for (int64_t r : singles) {
     const Row& row = rows_[out_rows_[r]];
     const SequenceState& st = *segments[row.segment].state;
-    cpu::AttendGqa(shape, q + r * D, st.shared_k.data(), st.shared_v.data(), row.position + 1,
-                   scores + omp_get_thread_num() * Ha * max_keys, o + r * D);
+    decode_queries_.push_back({q + r * D, st.shared_k.data(), st.shared_v.data(), row.position + 1, o + r * D});
   }
+  cpu::DecodeAttention(shape, decode_queries_.data(), static_cast<int64_t>(decode_queries_.size()),
+                       &decode_scratch_);
   cpu::Linear(o, Q, w.out, hx_.data(), /*accumulate=*/true, &wide_);
   FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), hx_.data(), Q, &ffn_scratch_);
 }

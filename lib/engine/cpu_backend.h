@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/sliding_window_attention.h"
 #include "lib/engine/backend.h"
@@ -60,6 +61,8 @@ class CpuBackend : public Backend {
   std::vector<float> wide_;            // bf16 weight blocks widened for sgemm
   std::vector<int64_t> single_rows_;   // cross-decoder rows attended one at a time
   cpu::SlidingWindowScratch window_scratch_;
+  std::vector<cpu::DecodeQuery> decode_queries_;
+  cpu::DecodeAttentionScratch decode_scratch_;
 };
 
 }  // namespace yoco

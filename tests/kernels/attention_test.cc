@@ -1,6 +1,7 @@
-// Softmax attention kernels against the double reference: grouped-query single queries
-// (decode) and blocked causal queries (prefill), with offsets and windows.
+// Softmax attention kernels against the double reference: blocked causal queries (prefill),
+// with offsets and windows, and decode queries of many sequences.
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/decode_attention.h"
 
 #include <gtest/gtest.h>
 
@@ -12,29 +13,6 @@ namespace {
 
 using testing::RandomFloats;
 using testing::ToMat;
-
-TEST(AttentionTest, GqaMatchesReferenceForEveryCausalPrefix) {
-  const cpu::GqaShape shape{6, 2, 32};
-  const int d = shape.head_dim;
-  const int64_t n_keys = 150;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  // Large-magnitude queries make the softmax peaky, which stresses the max subtraction.
-  const std::vector<float> q = RandomFloats(shape.q_heads * d, 3, -4.0f, 4.0f);
-  const std::vector<float> k = RandomFloats(n_keys * shape.kv_heads * d, 4);
-  const std::vector<float> v = RandomFloats(n_keys * shape.kv_heads * d, 5);
-  std::vector<float> scores(shape.q_heads * n_keys), out(shape.q_heads * d);
-  for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{77}, n_keys}) {
-    cpu::AttendGqa(shape, q.data(), k.data(), v.data(), n, scores.data(), out.data());
-    for (int h = 0; h < shape.q_heads; ++h) {
-      const int kvh = h / (shape.q_heads / shape.kv_heads);
-      const std::vector<double> qd(q.begin() + h * d, q.begin() + (h + 1) * d);
-      const int64_t ld = shape.kv_heads * d;
-      const auto want = reference::Attention(qd, ToMat(k.data(), n, d, ld, kvh * d), ToMat(v.data(), n, d, ld, kvh * d),
-                                             scale);
-      for (int j = 0; j < d; ++j) EXPECT_NEAR(out[h * d + j], want[j], 1e-5) << "n=" << n << " head " << h;
-    }
-  }
-}
 
 struct CausalCase {
   int64_t p0;
@@ -73,6 +51,41 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CausalAttentionTest,
                          ::testing::Values(CausalCase{0, 1, 0}, CausalCase{0, 64, 0}, CausalCase{0, 150, 0},
                                            CausalCase{37, 100, 0}, CausalCase{0, 200, 16},
                                            CausalCase{15, 130, 16}, CausalCase{300, 5, 0}));
+
+TEST(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
+  // Lengths below, at and across the per-task key range, with and without the eight-key blocks.
+  for (const cpu::GqaShape shape : {cpu::GqaShape{12, 4, 64}, cpu::GqaShape{4, 4, 32}, cpu::GqaShape{6, 2, 20}}) {
+    const int d = shape.head_dim;
+    const int64_t D = shape.q_heads * d, KV = shape.kv_heads * d;
+    const std::vector<int64_t> lengths = {1, 7, 8, 300, 512, 513, 1500};
+    for (int64_t batch : {int64_t{1}, int64_t{2}, static_cast<int64_t>(lengths.size())}) {
+      std::vector<std::vector<float>> q(batch), k(batch), v(batch), out(batch);
+      std::vector<cpu::DecodeQuery> queries(batch);
+      for (int64_t s = 0; s < batch; ++s) {
+        const int64_t n = batch == 1 ? 1500 : lengths[s];
+        q[s] = RandomFloats(D, 40 + s, -3.0f, 3.0f);
+        k[s] = RandomFloats(n * KV, 50 + s);
+        v[s] = RandomFloats(n * KV, 60 + s);
+        out[s].assign(D, 0.0f);
+        queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
+      }
+      cpu::DecodeAttentionScratch scratch;
+      cpu::DecodeAttention(shape, queries.data(), batch, &scratch);
+      for (int64_t s = 0; s < batch; ++s) {
+        const int64_t n = queries[s].n;
+        for (int h = 0; h < shape.q_heads; ++h) {
+          const int kvh = h / (shape.q_heads / shape.kv_heads);
+          const std::vector<double> qd(q[s].begin() + h * d, q[s].begin() + (h + 1) * d);
+          const auto want = reference::Attention(qd, ToMat(k[s].data(), n, d, KV, kvh * d),
+                                                 ToMat(v[s].data(), n, d, KV, kvh * d), 1.0 / std::sqrt(d));
+          for (int j = 0; j < d; ++j) {
+            ASSERT_NEAR(out[s][h * d + j], want[j], 2e-5) << "d=" << d << " batch " << batch << " seq " << s << " head " << h;
+          }
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace yoco

@@ -1,0 +1,194 @@
+// Flash-decoding on the CPU: each task computes, per head, the max score m, the sum l of
+// exp(s − m) and the unnormalised Σ exp(s − m)·v over its key range; a merge rescales the
+// ranges to a common max.
+#include "kernels/cpu/decode_attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/vector_math.h"
+
+namespace yoco::cpu {
+namespace {
+
+constexpr int64_t kKeysPerTask = 512;
+constexpr int64_t kValueBlock = 32;  // V rows per block, kept in L1 across the head sweeps
+
+// scores[h·len + i] = scale · q_h·k_{begin+i} for every query head, eight keys at a time so
+// each block of eight whole K rows is read from memory once.
+void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int64_t end, float scale,
+                float* scores) {
+  const int d = shape.head_dim;
+  const int group = shape.q_heads / shape.kv_heads;
+  const int64_t ld = int64_t{shape.kv_heads} * d;
+  const int64_t len = end - begin;
+  int64_t i0 = 0;
+#ifdef YOCO_AVX2
+  if (d % 8 == 0) {
+    const __m256 vscale = _mm256_set1_ps(scale);
+    for (; i0 + 8 <= len; i0 += 8) {
+      const float* k = dq.keys + (begin + i0) * ld;
+      for (int h = 0; h < shape.q_heads; ++h) {
+        const float* qh = dq.q + int64_t{h} * d;
+        const float* kh = k + int64_t{h / group} * d;
+        __m256 acc[8];
+        for (int kk = 0; kk < 8; ++kk) acc[kk] = _mm256_setzero_ps();
+        for (int c = 0; c < d; c += 8) {
+          const __m256 qv = _mm256_loadu_ps(qh + c);
+          for (int kk = 0; kk < 8; ++kk) acc[kk] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kh + kk * ld + c), acc[kk]);
+        }
+        const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+        const __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+        _mm256_storeu_ps(scores + h * len + i0, _mm256_mul_ps(sum, vscale));
+      }
+    }
+  }
+#endif
+  for (; i0 < len; ++i0) {
+    const float* k = dq.keys + (begin + i0) * ld;
+    for (int h = 0; h < shape.q_heads; ++h) {
+      scores[h * len + i0] = Dot(dq.q + int64_t{h} * d, k + int64_t{h / group} * d, d) * scale;
+    }
+  }
+}
+
+#ifdef YOCO_AVX2
+// acc[j] += Σ_{i<rows} p[j·ldp + i] v_i for kHeads heads sharing the value rows v_i (stride
+// ld), 32 columns at a time so the kHeads×4 accumulators stay in registers. REQUIRES: d % 32 == 0.
+template <int kHeads>
+void WeightedSumTile(const float* v, int64_t ld, int64_t rows, const float* p, int64_t ldp, int d,
+                     float* acc) {
+  for (int c0 = 0; c0 < d; c0 += 32) {
+    __m256 a[kHeads][4];
+    for (int j = 0; j < kHeads; ++j)
+      for (int c = 0; c < 4; ++c) a[j][c] = _mm256_loadu_ps(acc + int64_t{j} * d + c0 + 8 * c);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* vi = v + i * ld + c0;
+      const __m256 v0 = _mm256_loadu_ps(vi), v1 = _mm256_loadu_ps(vi + 8);
+      const __m256 v2 = _mm256_loadu_ps(vi + 16), v3 = _mm256_loadu_ps(vi + 24);
+      for (int j = 0; j < kHeads; ++j) {
+        const __m256 w = _mm256_broadcast_ss(p + j * ldp + i);
+        a[j][0] = _mm256_fmadd_ps(w, v0, a[j][0]);
+        a[j][1] = _mm256_fmadd_ps(w, v1, a[j][1]);
+        a[j][2] = _mm256_fmadd_ps(w, v2, a[j][2]);
+        a[j][3] = _mm256_fmadd_ps(w, v3, a[j][3]);
+      }
+    }
+    for (int j = 0; j < kHeads; ++j)
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + int64_t{j} * d + c0 + 8 * c, a[j][c]);
+  }
+}
+#endif
+
+// acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] for every head; acc is [q_heads, d] in L1.
+void TaskWeightedSum(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int64_t end,
+                     const float* p, float* acc) {
+  const int d = shape.head_dim;
+  const int group = shape.q_heads / shape.kv_heads;
+  const int64_t ld = int64_t{shape.kv_heads} * d;
+  const int64_t len = end - begin;
+  for (int64_t i = 0; i < int64_t{shape.q_heads} * d; ++i) acc[i] = 0.0f;
+  for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
+    const int64_t b1 = std::min(len, b0 + kValueBlock);
+#ifdef YOCO_AVX2
+    if (d % 32 == 0) {
+      for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
+        for (int j0 = 0; j0 < group; j0 += 3) {
+          const int heads = std::min(3, group - j0);
+          const int h0 = kvh * group + j0;
+          const float* vb = dq.values + (begin + b0) * ld + int64_t{kvh} * d;
+          const float* pb = p + int64_t{h0} * len + b0;
+          float* ab = acc + int64_t{h0} * d;
+          if (heads == 3) {
+            WeightedSumTile<3>(vb, ld, b1 - b0, pb, len, d, ab);
+          } else if (heads == 2) {
+            WeightedSumTile<2>(vb, ld, b1 - b0, pb, len, d, ab);
+          } else {
+            WeightedSumTile<1>(vb, ld, b1 - b0, pb, len, d, ab);
+          }
+        }
+      }
+      continue;
+    }
+#endif
+    for (int64_t i = b0; i < b1; ++i) {
+      const float* v = dq.values + (begin + i) * ld;
+      for (int h = 0; h < shape.q_heads; ++h) Axpy(p[h * len + i], v + int64_t{h / group} * d, acc + int64_t{h} * d, d);
+    }
+  }
+}
+
+}  // namespace
+
+void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t count,
+                     DecodeAttentionScratch* scratch) {
+  const int d = shape.head_dim;
+  const int H = shape.q_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // Key ranges: whole sequences when there are enough of them to fill the threads, otherwise
+  // ranges of kKeysPerTask.
+  const int threads = omp_get_max_threads();
+  const int64_t split = count >= 2 * threads ? int64_t{1} << 40 : kKeysPerTask;
+  std::vector<DecodeAttentionScratch::Task>& tasks = scratch->tasks;
+  std::vector<int64_t>& first_task = scratch->first_task;
+  tasks.clear();
+  first_task.resize(count + 1);
+  int64_t max_len = 0;
+  for (int64_t s = 0; s < count; ++s) {
+    first_task[s] = static_cast<int64_t>(tasks.size());
+    for (int64_t b = 0; b < queries[s].n; b += split) {
+      tasks.push_back({s, b, std::min(queries[s].n, b + split)});
+      max_len = std::max(max_len, tasks.back().end - b);
+    }
+  }
+  first_task[count] = static_cast<int64_t>(tasks.size());
+  const int64_t partial_floats = int64_t{H} * (d + 2);
+  if (static_cast<int64_t>(scratch->partial.size()) < static_cast<int64_t>(tasks.size()) * partial_floats) {
+    scratch->partial.resize(tasks.size() * partial_floats);
+  }
+  if (static_cast<int64_t>(scratch->scores.size()) < threads * H * max_len) scratch->scores.resize(threads * H * max_len);
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const DecodeAttentionScratch::Task& task = tasks[t];
+    const DecodeQuery& dq = queries[task.query];
+    const int64_t len = task.end - task.begin;
+    float* scores = scratch->scores.data() + omp_get_thread_num() * H * max_len;
+    float* part = scratch->partial.data() + t * partial_floats;  // [H][max, sum] then [H, d]
+    TaskScores(shape, dq, task.begin, task.end, scale, scores);
+    for (int h = 0; h < H; ++h) {
+      float* s = scores + h * len;
+      const float m = MaxOf(s, len);
+      part[2 * h] = m;
+      part[2 * h + 1] = ExpShiftSum(s, len, m);
+    }
+    TaskWeightedSum(shape, dq, task.begin, task.end, scores, part + 2 * H);
+  }
+
+  // Merge each sequence's ranges: out_h = Σ_t e^(m_t − m) acc_t / Σ_t e^(m_t − m) l_t.
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (int64_t s = 0; s < count; ++s) {
+    for (int h = 0; h < H; ++h) {
+      float m = -INFINITY;
+      for (int64_t t = first_task[s]; t < first_task[s + 1]; ++t) {
+        m = std::max(m, scratch->partial[t * partial_floats + 2 * h]);
+      }
+      float* out = queries[s].out + int64_t{h} * d;
+      for (int c = 0; c < d; ++c) out[c] = 0.0f;
+      float total = 0.0f;
+      for (int64_t t = first_task[s]; t < first_task[s + 1]; ++t) {
+        const float* part = scratch->partial.data() + t * partial_floats;
+        const float f = std::exp(part[2 * h] - m);
+        total += f * part[2 * h + 1];
+        Axpy(f, part + 2 * H + int64_t{h} * d, out, d);
+      }
+      const float inv = 1.0f / total;
+      for (int c = 0; c < d; ++c) out[c] *= inv;
+    }
+  }
+}
+
+}  // namespace yoco::cpu
