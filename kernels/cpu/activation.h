@@ -5,12 +5,23 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/vector_math.h"
+
 namespace yoco::cpu {
 
 // a[i] = silu(a[i]) · b[i] = a·σ(a)·b: the FFN's swiglu(fc1, gate) and gRet's swish output gate
 // swiglu(g, o), both with the activation on the first argument.
 inline void SiluMul(float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
+  int64_t i = 0;
+#ifdef YOCO_AVX2
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(a + i);
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(b + i)));
+  }
+#endif
+  for (; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
 }
 
 // log σ(x), stable for large |x|.

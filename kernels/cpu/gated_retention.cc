@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace yoco::cpu {
 
@@ -35,8 +36,16 @@ void GatedRetentionChunkwise(int64_t T, int d, const float* q, const float* k, c
     Gemm(false, true, n, n, d, 1.0f, qc, ld, kc, ld, 0.0f, scores, n);
     for (int j = 0; j < n; ++j) {
       float* row = scores + int64_t{j} * n;
-      for (int u = 0; u <= j; ++u) row[u] *= std::exp(cum[j] - cum[u]);
-      for (int u = j + 1; u < n; ++u) row[u] = 0.0f;
+      int u = 0;
+#ifdef YOCO_AVX2
+      const __m256 cj = _mm256_set1_ps(cum[j]);
+      for (; u + 8 <= j + 1; u += 8) {
+        const __m256 decay = Exp8(_mm256_sub_ps(cj, _mm256_loadu_ps(cum + u)));
+        _mm256_storeu_ps(row + u, _mm256_mul_ps(_mm256_loadu_ps(row + u), decay));
+      }
+#endif
+      for (; u <= j; ++u) row[u] *= std::exp(cum[j] - cum[u]);
+      for (; u < n; ++u) row[u] = 0.0f;
     }
     Gemm(false, false, n, d, n, 1.0f, scores, n, vc, ld, 0.0f, oc, ld_out);
     // Cross-chunk: o_j += exp(G_j) q_j S_c.
