@@ -52,22 +52,22 @@ StateBundle Generation::ToBundle(uint64_t model_fingerprint) const {
 
 absl::StatusOr<int32_t> Generation::Next(Backend& backend) {
   Generation* self = this;
-  std::vector<int32_t> tokens;
-  RETURN_IF_ERROR(NextBatch(backend, {&self, 1}, &tokens));
-  return tokens[0];
+  RETURN_IF_ERROR(NextBatch(backend, {&self, 1}, &next_tokens_));
+  return next_tokens_[0];
 }
 
 absl::Status Generation::NextBatch(Backend& backend, absl::Span<Generation* const> generations,
                                    std::vector<int32_t>* tokens) {
-  std::vector<ForwardSegment> segments;
-  segments.reserve(generations.size());
+  tokens->clear();
+  if (generations.empty()) return absl::OkStatus();
+  // The first generation's buffers hold the batch's segments and logits, so a steady decode
+  // loop allocates nothing; logits rows come back in segment order.
+  std::vector<ForwardSegment>& segments = generations[0]->segments_;
+  std::vector<float>& logits = generations[0]->logits_;
+  segments.clear();
   for (Generation* g : generations) {
     segments.push_back({&g->state_, {&g->pending_, 1}, LogitsMode::kLast});
   }
-  tokens->clear();
-  if (generations.empty()) return absl::OkStatus();
-  // The first generation's buffer holds the batch's logits; rows come back in segment order.
-  std::vector<float>& logits = generations[0]->logits_;
   RETURN_IF_ERROR(backend.Forward(segments, &logits));
   const int64_t V = backend.model().config().vocab_size;
   for (size_t i = 0; i < generations.size(); ++i) {

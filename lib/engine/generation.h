@@ -52,6 +52,8 @@ class Generation {
   SamplingParams sampling_;
   Sampler sampler_;
   std::vector<float> logits_;
+  std::vector<ForwardSegment> segments_;
+  std::vector<int32_t> next_tokens_;
 };
 
 struct GenerateOptions {
