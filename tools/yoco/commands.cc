@@ -112,8 +112,10 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
 }
 
 absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log) {
-  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "threads", "json", "weights", "decode-steps"},
-                                                      {"long"}));
+  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args,
+                                      {"params", "threads", "json", "weights", "decode-steps",
+                                       "prefill-lengths", "decode-batches", "decode-context"},
+                                      {"long"}));
   EngineBenchOptions options;
   options.config = DefaultBenchConfig();
   if (cl.Has("params")) {
@@ -130,6 +132,23 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
     return absl::InvalidArgumentError("--weights must be bf16 or f32");
   }
   options.weights = weights == "bf16" ? WeightFormat::kBF16 : WeightFormat::kF32;
+  if (cl.Has("prefill-lengths")) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> lengths, cl.IntList("prefill-lengths"));
+    options.prefill_lengths.assign(lengths.begin(), lengths.end());
+  }
+  if (cl.Has("decode-batches")) {
+    ASSIGN_OR_RETURN(options.decode_batches, cl.IntList("decode-batches"));
+  }
+  ASSIGN_OR_RETURN(options.decode_context, cl.Int("decode-context", 2048));
+  for (int64_t n : options.prefill_lengths) {
+    if (n < 1 || n > (1 << 20)) return absl::InvalidArgumentError("--prefill-lengths must be in [1, 1048576]");
+  }
+  for (int b : options.decode_batches) {
+    if (b < 1 || b > 4096) return absl::InvalidArgumentError("--decode-batches must be in [1, 4096]");
+  }
+  if (options.decode_context < 1 || options.decode_context > (1 << 20)) {
+    return absl::InvalidArgumentError("--decode-context must be in [1, 1048576]");
+  }
   if (cl.Has("long")) options.prefill_lengths.push_back(32768);
   char work[] = "/tmp/yoco-bench-XXXXXX";
   if (mkdtemp(work) == nullptr) return absl::InternalError("cannot create a temporary folder");

@@ -16,7 +16,8 @@ constexpr char kUsage[] =
     "             [--top-k K] [--top-p P] [--seed S] [--stop-tokens 2,..] [--stop-at-eos]\n"
     "             [--threads T]\n"
     "  bench      [--params P.json] [--threads T] [--json OUT.json] [--long]\n"
-    "             [--weights bf16|f32] [--decode-steps N]\n";
+    "             [--weights bf16|f32] [--decode-steps N] [--prefill-lengths 512,2048]\n"
+    "             [--decode-batches 1,8,32] [--decode-context 2048]\n";
 
 }  // namespace
 
