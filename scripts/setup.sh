@@ -8,6 +8,7 @@ PACKAGES=(
   libabsl-dev          # absl::Status, StatusOr, Span, strings
   nlohmann-json3-dev   # params.json, safetensors headers
   libdnnl-dev          # oneDNN sgemm for the CPU backend
+  libucx-dev ucx-utils # UCX transport (ucx_perftest for the transfer benchmark baseline)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
 )
