@@ -40,8 +40,10 @@ struct DataHeader {
   uint32_t timeout_ms;
   uint64_t host;        // HostId() of the sender
   uint32_t sender_pid;  // lets a receiver on the same host notice that the sender exited
-  uint32_t reserved;
+  uint32_t flags;       // kHasChecksum
 };
+
+constexpr uint32_t kHasChecksum = 1;
 
 // The address peers are given: this header, then UCX's worker address. Knowing the process and
 // host of a peer lets a transport notice a dead peer on the same host even where UCX cannot
@@ -261,6 +263,7 @@ class UcxTransport::Impl {
     IncomingTransfer info;
     ByteBuffer buffer;
     uint32_t crc = 0;
+    bool has_crc = false;
     absl::Time deadline;
     ucp_ep_h reply_ep = nullptr;
     uint32_t sender_pid = 0;  // 0 when the sender is on another host
@@ -295,11 +298,17 @@ class UcxTransport::Impl {
     loop_thread_id_ = std::this_thread::get_id();
     while (!stopping_) {
       RunCommands();
-      while (ucp_worker_progress(worker_.get()) != 0) {
-      }
+      bool progressed = false;
+      while (ucp_worker_progress(worker_.get()) != 0) progressed = true;
+      if (progressed) last_progress_ = absl::Now();
       ClosePendingEndpoints();
       const absl::Duration until = ExpireDeadlines();
       if (!commands_empty()) continue;
+      // While data moves, keep polling: sleeping until the next event between fragments costs
+      // bandwidth. A transfer that has gone quiet (waiting on a slow peer) does not spin.
+      if ((!outgoing_.empty() || !incoming_.empty()) && absl::Now() - last_progress_ < absl::Milliseconds(2)) {
+        continue;
+      }
       const ucs_status_t st = ucp_worker_arm(worker_.get());
       if (st == UCS_ERR_BUSY) continue;
       epoll_event events[2];
@@ -464,8 +473,9 @@ class UcxTransport::Impl {
       FinishOutgoing(t, status);
       return;
     }
-    t->header = {id_,         t->id,    t->buffer.size, Crc32c(t->buffer.data, t->buffer.size), t->timeout_ms,
-                 HostId(),    static_cast<uint32_t>(getpid()), 0};
+    const uint32_t crc = options_.checksum ? Crc32c(t->buffer.data, t->buffer.size) : 0;
+    t->header = {id_,      t->id,    t->buffer.size, crc, t->timeout_ms, HostId(), static_cast<uint32_t>(getpid()),
+                 options_.checksum ? kHasChecksum : 0};
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     param.cb.send = &Impl::OnDataSent;
@@ -597,6 +607,7 @@ class UcxTransport::Impl {
     t->impl = this;
     t->info = info;
     t->crc = h.crc;
+    t->has_crc = h.flags & kHasChecksum;
     t->reply_ep = reply_ep;
     t->sender_pid = h.host == HostId() ? h.sender_pid : 0;
     t->deadline = absl::Now() + absl::Milliseconds(h.timeout_ms);
@@ -605,10 +616,22 @@ class UcxTransport::Impl {
     // on_start may refuse, or cancel the transfer (CancelReceive runs inline here).
     absl::Status accepted = callbacks_.on_start ? callbacks_.on_start(info) : absl::OkStatus();
     if (accepted.ok() && !t->finished) {
-      try {
-        t->buffer = ByteBuffer(h.size);
-      } catch (const std::bad_alloc&) {
-        accepted = absl::ResourceExhaustedError("receiver is out of memory");
+      if (callbacks_.allocate) {
+        absl::StatusOr<ByteBuffer> buffer = callbacks_.allocate(h.size);
+        if (buffer.ok() && buffer->size() != h.size) {
+          buffer = absl::InternalError("allocate returned a buffer of the wrong size");
+        }
+        if (buffer.ok()) {
+          t->buffer = std::move(*buffer);
+        } else {
+          accepted = buffer.status();
+        }
+      } else {
+        try {
+          t->buffer = ByteBuffer(h.size);
+        } catch (const std::bad_alloc&) {
+          accepted = absl::ResourceExhaustedError("receiver is out of memory");
+        }
       }
     }
     if (!accepted.ok() || t->finished) {
@@ -652,7 +675,7 @@ class UcxTransport::Impl {
   // All bytes are here: check the transport checksum, then the content, then hand over.
   void CompleteIncoming(Incoming* t) {
     absl::Status status;
-    if (Crc32c(t->buffer.data(), t->buffer.size()) != t->crc) {
+    if (t->has_crc && Crc32c(t->buffer.data(), t->buffer.size()) != t->crc) {
       status = absl::DataLossError("transfer checksum mismatch");
     } else if (callbacks_.verify) {
       status = callbacks_.verify(t->info, t->buffer.view());
@@ -768,6 +791,7 @@ class UcxTransport::Impl {
   const UcxTransportOptions options_;
   const bool ucx_detects_failures_ = UcxDetectsPeerFailure(options_.tls);
   absl::Time next_liveness_check_ = absl::InfinitePast();
+  absl::Time last_progress_ = absl::InfinitePast();
   const ReceiveCallbacks callbacks_;
   uint64_t id_ = 0;
   std::string address_;

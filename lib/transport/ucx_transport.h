@@ -25,17 +25,24 @@
 namespace yoco {
 
 // An owned, uninitialised byte buffer (a 1 GiB bundle is not zero-filled before UCX writes it).
+// By default heap memory; a receiver may supply memory of its own (a pool, the decode worker's
+// cache) with a release function.
 class ByteBuffer {
  public:
+  using Release = std::function<void(uint8_t*)>;
+
   ByteBuffer() = default;
-  explicit ByteBuffer(size_t size) : data_(size ? new uint8_t[size] : nullptr), size_(size) {}
+  explicit ByteBuffer(size_t size)
+      : data_(size ? new uint8_t[size] : nullptr, [](uint8_t* p) { delete[] p; }), size_(size) {}
+  ByteBuffer(uint8_t* data, size_t size, Release release) : data_(data, std::move(release)), size_(size) {}
+
   uint8_t* data() { return data_.get(); }
   const uint8_t* data() const { return data_.get(); }
   size_t size() const { return size_; }
   absl::string_view view() const { return {reinterpret_cast<const char*>(data_.get()), size_}; }
 
  private:
-  std::unique_ptr<uint8_t[]> data_;
+  std::unique_ptr<uint8_t, Release> data_{nullptr, [](uint8_t*) {}};
   size_t size_ = 0;
 };
 
@@ -56,6 +63,9 @@ struct IncomingTransfer {
 };
 
 struct ReceiveCallbacks {
+  // Memory for an incoming transfer of `size` bytes (default: the heap). UCX writes the data
+  // straight into it; an error refuses the transfer.
+  std::function<absl::StatusOr<ByteBuffer>(uint64_t size)> allocate;
   // Before any data: OK to accept, or an error (e.g. RESOURCE_EXHAUSTED) returned to the sender.
   std::function<absl::Status(const IncomingTransfer&)> on_start;
   // After the transport's own checksum matched: the content check (bundle checksum, version,
@@ -76,6 +86,10 @@ struct UcxTransportOptions {
   size_t eager_limit = 16 << 10;
   // Largest transfer a receiver accepts.
   uint64_t max_receive_bytes = uint64_t{4} << 30;
+  // CRC-32C over every sent buffer, checked by the receiver before `verify`. Payloads that
+  // carry their own checksum (state bundles) can turn it off: it costs a pass over the data on
+  // each side.
+  bool checksum = true;
 };
 
 class UcxTransport {
