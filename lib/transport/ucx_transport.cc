@@ -613,9 +613,11 @@ class UcxTransport::Impl {
     t->deadline = absl::Now() + absl::Milliseconds(h.timeout_ms);
     incoming_.emplace(key, std::move(owned));
     ++open_;
-    // on_start may refuse, or cancel the transfer (CancelReceive runs inline here).
+    // on_start may refuse, or cancel the transfer (CancelReceive runs inline here and erases the
+    // record, so look it up again).
     absl::Status accepted = callbacks_.on_start ? callbacks_.on_start(info) : absl::OkStatus();
-    if (accepted.ok() && !t->finished) {
+    if (incoming_.find(key) == incoming_.end()) return;
+    if (accepted.ok()) {
       if (callbacks_.allocate) {
         absl::StatusOr<ByteBuffer> buffer = callbacks_.allocate(h.size);
         if (buffer.ok() && buffer->size() != h.size) {
@@ -634,8 +636,8 @@ class UcxTransport::Impl {
         }
       }
     }
-    if (!accepted.ok() || t->finished) {
-      if (!t->finished) FinishIncoming(t, accepted);
+    if (!accepted.ok()) {
+      FinishIncoming(t, accepted);
       return;
     }
     if (!rndv) {

@@ -275,7 +275,7 @@ TEST_P(TransportTest, DeadlinesExpireOnEitherSide) {
   if (GetParam() != "tcp") return;
   Peer receiver(GetParam());
   ChildProcess stopped({PeerBinary(), "send", GetParam(), absl::BytesToHexString(receiver.transport().address()),
-                        std::to_string(kGiB), std::to_string(kGiB), "400"});
+                        std::to_string(kGiB), std::to_string(kGiB), "2000"});
   ASSERT_TRUE(receiver.NextStart(absl::Seconds(30)).has_value());
   stopped.Signal(SIGSTOP);
   auto e = receiver.NextEvent(absl::Seconds(10));
