@@ -18,7 +18,8 @@ inline void SiluMul(float* a, const float* b, int64_t n) {
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_loadu_ps(a + i);
     const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(b + i)));
+    _mm256_storeu_ps(
+        a + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(b + i)));
   }
 #endif
   for (; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];

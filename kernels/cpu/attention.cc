@@ -27,7 +27,8 @@ void CausalAttention(const GqaShape& shape, int64_t p0, int64_t T, const float* 
   const int64_t max_keys = p0 + T;
   const int threads = omp_get_max_threads();
   const int64_t per_thread = kQueryBlock * max_keys;
-  if (static_cast<int64_t>(scratch->size()) < threads * per_thread) scratch->resize(threads * per_thread);
+  if (static_cast<int64_t>(scratch->size()) < threads * per_thread)
+    scratch->resize(threads * per_thread);
   float* scratch_base = scratch->data();
 
   // Tasks: (query head, query block). Larger blocks of later queries see more keys, so
@@ -58,7 +59,8 @@ void CausalAttention(const GqaShape& shape, int64_t p0, int64_t T, const float* 
       for (int64_t j = lo; j < hi; ++j) row[j] *= inv;
       for (int64_t j = hi; j < nk; ++j) row[j] = 0.0f;
     }
-    Gemm(false, false, nq, d, nk, 1.0f, s, nk, vb, ldkv, 0.0f, out + t0 * ldo + int64_t{h} * d, ldo);
+    Gemm(false, false, nq, d, nk, 1.0f, s, nk, vb, ldkv, 0.0f, out + t0 * ldo + int64_t{h} * d,
+         ldo);
   }
 }
 

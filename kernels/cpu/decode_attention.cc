@@ -18,8 +18,8 @@ constexpr int64_t kValueBlock = 32;  // V rows per block, kept in L1 across the 
 
 // scores[h·len + i] = scale · q_h·k_{begin+i} for every query head, eight keys at a time so
 // each block of eight whole K rows is read from memory once.
-void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int64_t end, float scale,
-                float* scores) {
+void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int64_t end,
+                float scale, float* scores) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t ld = int64_t{shape.kv_heads} * d;
@@ -37,11 +37,15 @@ void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int
         for (int kk = 0; kk < 8; ++kk) acc[kk] = _mm256_setzero_ps();
         for (int c = 0; c < d; c += 8) {
           const __m256 qv = _mm256_loadu_ps(qh + c);
-          for (int kk = 0; kk < 8; ++kk) acc[kk] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kh + kk * ld + c), acc[kk]);
+          for (int kk = 0; kk < 8; ++kk)
+            acc[kk] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kh + kk * ld + c), acc[kk]);
         }
-        const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
-        const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
-        const __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+        const __m256 u0 =
+            _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        const __m256 u1 =
+            _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+        const __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                         _mm256_permute2f128_ps(u0, u1, 0x31));
         _mm256_storeu_ps(scores + h * len + i0, _mm256_mul_ps(sum, vscale));
       }
     }
@@ -116,7 +120,8 @@ void TaskWeightedSum(const GqaShape& shape, const DecodeQuery& dq, int64_t begin
 #endif
     for (int64_t i = b0; i < b1; ++i) {
       const float* v = dq.values + (begin + i) * ld;
-      for (int h = 0; h < shape.q_heads; ++h) Axpy(p[h * len + i], v + int64_t{h / group} * d, acc + int64_t{h} * d, d);
+      for (int h = 0; h < shape.q_heads; ++h)
+        Axpy(p[h * len + i], v + int64_t{h / group} * d, acc + int64_t{h} * d, d);
     }
   }
 }
@@ -146,10 +151,12 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
   }
   first_task[count] = static_cast<int64_t>(tasks.size());
   const int64_t partial_floats = int64_t{H} * (d + 2);
-  if (static_cast<int64_t>(scratch->partial.size()) < static_cast<int64_t>(tasks.size()) * partial_floats) {
+  if (static_cast<int64_t>(scratch->partial.size()) <
+      static_cast<int64_t>(tasks.size()) * partial_floats) {
     scratch->partial.resize(tasks.size() * partial_floats);
   }
-  if (static_cast<int64_t>(scratch->scores.size()) < threads * H * max_len) scratch->scores.resize(threads * H * max_len);
+  if (static_cast<int64_t>(scratch->scores.size()) < threads * H * max_len)
+    scratch->scores.resize(threads * H * max_len);
 
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t t = 0; t < tasks.size(); ++t) {

@@ -49,7 +49,8 @@ inline __m256 LoadWeights8(const void* row, int64_t i) {
 
 // y[r, n0 + j] for r < M, j < NB: a register tile of M input rows × NB weight rows.
 template <WeightType kType, int M, int NB>
-inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0, float* y, bool accumulate) {
+inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0, float* y,
+                 bool accumulate) {
   const int64_t k = w.cols;
   const void* rows[NB];
   for (int j = 0; j < NB; ++j) rows[j] = WeightRow<kType>(w, n0 + j);
@@ -109,7 +110,8 @@ void StreamBlock(const float* x, int64_t m, const WeightMatrix& w, float* y, boo
     for (; r < m; ++r) Tile<kType, 1, 3>(x + r * k, k, w, n, y + r * w.rows, accumulate);
   }
   for (; n < n1; ++n) {
-    for (int64_t r = 0; r < m; ++r) Tile<kType, 1, 1>(x + r * k, k, w, n, y + r * w.rows, accumulate);
+    for (int64_t r = 0; r < m; ++r)
+      Tile<kType, 1, 1>(x + r * k, k, w, n, y + r * w.rows, accumulate);
   }
 }
 
@@ -118,7 +120,8 @@ void Stream(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
   const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
 #pragma omp parallel for schedule(static) if (w.rows * w.cols * m >= (1 << 16))
   for (int64_t t = 0; t < tasks; ++t) {
-    StreamBlock<kType>(x, m, w, y, accumulate, t * kRowsPerTask, std::min(w.rows, (t + 1) * kRowsPerTask));
+    StreamBlock<kType>(x, m, w, y, accumulate, t * kRowsPerTask,
+                       std::min(w.rows, (t + 1) * kRowsPerTask));
   }
 }
 

@@ -7,8 +7,8 @@
 
 namespace yoco::cpu {
 
-void RmsNorm(const float* x, int64_t rows, int64_t n, int64_t stride, const float* weight, float eps,
-             float* y) {
+void RmsNorm(const float* x, int64_t rows, int64_t n, int64_t stride, const float* weight,
+             float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * stride;
     float* yr = y + r * stride;

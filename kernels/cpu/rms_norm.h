@@ -8,8 +8,8 @@ namespace yoco::cpu {
 
 // Normalises `rows` vectors of length n (row stride `stride` for both x and y; x may equal y).
 // `weight` [n] may be null (the per-head norm of gated retention has none).
-void RmsNorm(const float* x, int64_t rows, int64_t n, int64_t stride, const float* weight, float eps,
-             float* y);
+void RmsNorm(const float* x, int64_t rows, int64_t n, int64_t stride, const float* weight,
+             float eps, float* y);
 
 }  // namespace yoco::cpu
 

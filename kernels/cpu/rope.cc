@@ -11,7 +11,8 @@ std::vector<float> RopeInverseFrequencies(int head_dim, double theta) {
   const float step = 1.0f / static_cast<float>(n - 1);
   std::vector<float> inv(n);
   for (int i = 0; i < n; ++i) {
-    const float e = i < n / 2 ? step * static_cast<float>(i) : 1.0f - step * static_cast<float>(n - 1 - i);
+    const float e =
+        i < n / 2 ? step * static_cast<float>(i) : 1.0f - step * static_cast<float>(n - 1 - i);
     inv[i] = 1.0f / std::pow(static_cast<float>(theta), e);
   }
   return inv;

@@ -45,12 +45,14 @@ cpu::WeightMatrix TransformerBaseline::MakeMatrix(int64_t rows, int64_t cols, We
       reinterpret_cast<float*>(data.get())[i] = x;
     }
   }
-  cpu::WeightMatrix m{data.get(), bf16 ? cpu::WeightType::kBF16 : cpu::WeightType::kF32, rows, cols};
+  cpu::WeightMatrix m{data.get(), bf16 ? cpu::WeightType::kBF16 : cpu::WeightType::kF32, rows,
+                      cols};
   storage_.push_back(std::move(data));
   return m;
 }
 
-TransformerBaseline::TransformerBaseline(const ModelConfig& config, WeightFormat format, uint64_t seed)
+TransformerBaseline::TransformerBaseline(const ModelConfig& config, WeightFormat format,
+                                         uint64_t seed)
     : config_(config), rope_(config.cross_head_dim(), config.rope_theta) {
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x1234567ull;
   const int64_t D = config.dim, F = config.hidden_dim, V = config.vocab_size, KV = config.kv_dim();
@@ -100,12 +102,15 @@ absl::Status TransformerBaseline::Forward(absl::Span<Sequence* const> sequences,
   segment_begin_.clear();
   int64_t max_position = 0;
   for (size_t s = 0; s < sequences.size(); ++s) {
-    if (tokens[s].empty()) return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " has no tokens"));
+    if (tokens[s].empty())
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " has no tokens"));
     for (int32_t t : tokens[s]) {
-      if (t < 0 || t >= V) return absl::InvalidArgumentError(absl::StrCat("token id ", t, " out of range"));
+      if (t < 0 || t >= V)
+        return absl::InvalidArgumentError(absl::StrCat("token id ", t, " out of range"));
     }
     segment_begin_.push_back(static_cast<int64_t>(row_position_.size()));
-    for (size_t t = 0; t < tokens[s].size(); ++t) row_position_.push_back(sequences[s]->position + t);
+    for (size_t t = 0; t < tokens[s].size(); ++t)
+      row_position_.push_back(sequences[s]->position + t);
     max_position = std::max<int64_t>(max_position, sequences[s]->position + tokens[s].size());
   }
   segment_begin_.push_back(static_cast<int64_t>(row_position_.size()));
@@ -154,8 +159,8 @@ absl::Status TransformerBaseline::Forward(absl::Span<Sequence* const> sequences,
       decode_queries_.push_back({q + r0 * D, sequences[s]->k[l].data(), sequences[s]->v[l].data(),
                                  row_position_[r0] + 1, o + r0 * D});
     }
-    cpu::DecodeAttention(shape, decode_queries_.data(), static_cast<int64_t>(decode_queries_.size()),
-                         &decode_scratch_);
+    cpu::DecodeAttention(shape, decode_queries_.data(),
+                         static_cast<int64_t>(decode_queries_.size()), &decode_scratch_);
     for (size_t s = 0; s < sequences.size(); ++s) {
       const int64_t r0 = segment_begin_[s], T = segment_begin_[s + 1] - r0;
       if (T == 1) continue;

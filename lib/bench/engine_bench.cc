@@ -69,7 +69,8 @@ double YocoPrefillFlops(const ModelConfig& c, int64_t n) {
   const double D = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
   const double ds = c.self_head_dim(), da = c.cross_head_dim();
   const bool gret = c.self_attention() == SelfAttentionKind::kGatedRetention;
-  const double self_params = gret ? 5 * D * D + c.n_self_heads * D + 3 * D * F : 4 * D * D + 3 * D * F;
+  const double self_params =
+      gret ? 5 * D * D + c.n_self_heads * D + 3 * D * F : 4 * D * D + 3 * D * F;
   double flops = n * c.n_self_layers() * 2 * self_params;  // projections and FFNs
   for (int64_t c0 = 0; c0 < n; c0 += cpu::kRetentionChunk) {
     const double m = std::min<int64_t>(cpu::kRetentionChunk, n - c0);
@@ -80,9 +81,10 @@ double YocoPrefillFlops(const ModelConfig& c, int64_t n) {
     const double w = *c.sliding_window;
     flops += 4.0 * n * std::min<double>(w, n) * D * c.n_self_layers();
   }
-  flops += n * 2 * 2 * D * KV;                                                  // shared K/V
-  flops += c.n_cross_layers() * (2 * (2 * D * D + 3 * D * F) + 4.0 * n * da * c.n_attn_heads);  // last row
-  flops += 2 * V * D;                                                            // logits
+  flops += n * 2 * 2 * D * KV;  // shared K/V
+  flops += c.n_cross_layers() *
+           (2 * (2 * D * D + 3 * D * F) + 4.0 * n * da * c.n_attn_heads);  // last row
+  flops += 2 * V * D;                                                      // logits
   return flops;
 }
 
@@ -114,7 +116,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     lengths.push_back(o.decode_context);  // prefilled for the decode runs, not reported
   }
   for (int64_t n : lengths) {
-    const bool reported = std::find(o.prefill_lengths.begin(), o.prefill_lengths.end(), n) != o.prefill_lengths.end();
+    const bool reported =
+        std::find(o.prefill_lengths.begin(), o.prefill_lengths.end(), n) != o.prefill_lengths.end();
     const std::vector<int32_t> tokens = BenchTokens(n, config.vocab_size);
     SequenceState ys;
     const double yt = BestSeconds(
@@ -136,7 +139,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     if (reported) {
       report.prefill.push_back({n, n / yt, n / tt, YocoPrefillFlops(config, n) / yt / 1e9});
       report.cache_bytes.push_back({n, ys.bytes(), ts.bytes()});
-      log << absl::StrFormat("prefill n=%d: yoco %.1f tok/s, transformer %.1f tok/s", n, n / yt, n / tt)
+      log << absl::StrFormat("prefill n=%d: yoco %.1f tok/s, transformer %.1f tok/s", n, n / yt,
+                             n / tt)
           << std::endl;
     }
     if (n == o.decode_context) {
@@ -147,7 +151,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
 
   const int64_t cache_bytes = decode_seed_yoco.bytes();
   // Per step: every matrix but the embedding (one row per token) is read once.
-  const int64_t step_weight_bytes = model->weights().matrix_bytes() - model->weights().embed.bytes();
+  const int64_t step_weight_bytes =
+      model->weights().matrix_bytes() - model->weights().embed.bytes();
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;
     std::vector<SequenceState> ys(batch, decode_seed_yoco);
@@ -180,10 +185,11 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     t0 = Seconds();
     for (int s = 0; s < steps; ++s) transformer_step();
     const double tt = (Seconds() - t0) / steps;
-    const double floor_s = (step_weight_bytes + static_cast<double>(batch) * cache_bytes) / (report.membw_gbs * 1e9);
+    const double floor_s =
+        (step_weight_bytes + static_cast<double>(batch) * cache_bytes) / (report.membw_gbs * 1e9);
     report.decode.push_back({batch, o.decode_context, batch / yt, batch / tt, batch / floor_s});
-    log << absl::StrFormat("decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f", batch,
-                           batch / yt, batch / tt, batch / floor_s)
+    log << absl::StrFormat("decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f",
+                           batch, batch / yt, batch / tt, batch / floor_s)
         << std::endl;
   }
   std::error_code ec;
@@ -220,25 +226,33 @@ std::string EngineBenchReport::ToJson() const {
 }
 
 std::string EngineBenchReport::ToTable() const {
-  std::string out = absl::StrFormat("machine: sgemm %.1f GFLOP/s, read bandwidth %.1f GB/s, %d threads, %s weights\n\n",
-                                    sgemm_gflops, membw_gbs, threads, weights);
-  absl::StrAppend(&out, "prefill      n   YOCO tok/s   Transformer tok/s   YOCO/Transformer   YOCO GFLOP/s  (% of sgemm)\n");
+  std::string out = absl::StrFormat(
+      "machine: sgemm %.1f GFLOP/s, read bandwidth %.1f GB/s, %d threads, %s weights\n\n",
+      sgemm_gflops, membw_gbs, threads, weights);
+  absl::StrAppend(&out,
+                  "prefill      n   YOCO tok/s   Transformer tok/s   YOCO/Transformer   YOCO "
+                  "GFLOP/s  (% of sgemm)\n");
   for (const auto& p : prefill) {
-    absl::StrAppend(&out, absl::StrFormat("        %7d   %10.1f   %17.1f   %15.2fx   %12.1f  (%.0f%%)\n", p.n,
-                                          p.yoco_tokens_per_s, p.transformer_tokens_per_s,
-                                          p.yoco_tokens_per_s / p.transformer_tokens_per_s, p.yoco_gflops,
-                                          100.0 * p.yoco_gflops / sgemm_gflops));
+    absl::StrAppend(
+        &out, absl::StrFormat("        %7d   %10.1f   %17.1f   %15.2fx   %12.1f  (%.0f%%)\n", p.n,
+                              p.yoco_tokens_per_s, p.transformer_tokens_per_s,
+                              p.yoco_tokens_per_s / p.transformer_tokens_per_s, p.yoco_gflops,
+                              100.0 * p.yoco_gflops / sgemm_gflops));
   }
-  absl::StrAppend(&out, "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   floor tok/s   floor/YOCO\n");
+  absl::StrAppend(
+      &out,
+      "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   floor tok/s   floor/YOCO\n");
   for (const auto& d : decode) {
-    absl::StrAppend(&out, absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %11.1f   %9.2fx\n", d.batch, d.context,
-                                          d.yoco_tokens_per_s, d.transformer_tokens_per_s, d.floor_tokens_per_s,
-                                          d.floor_tokens_per_s / d.yoco_tokens_per_s));
+    absl::StrAppend(
+        &out, absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %11.1f   %9.2fx\n", d.batch,
+                              d.context, d.yoco_tokens_per_s, d.transformer_tokens_per_s,
+                              d.floor_tokens_per_s, d.floor_tokens_per_s / d.yoco_tokens_per_s));
   }
   absl::StrAppend(&out, "\ncache bytes  n   YOCO            Transformer     Transformer/YOCO\n");
   for (const auto& c : cache_bytes) {
-    absl::StrAppend(&out, absl::StrFormat("        %7d   %13d   %13d   %.2fx\n", c.n, c.yoco, c.transformer,
-                                          static_cast<double>(c.transformer) / c.yoco));
+    absl::StrAppend(
+        &out, absl::StrFormat("        %7d   %13d   %13d   %.2fx\n", c.n, c.yoco, c.transformer,
+                              static_cast<double>(c.transformer) / c.yoco));
   }
   return out;
 }

@@ -16,13 +16,13 @@
 namespace yoco {
 
 struct EngineBenchOptions {
-  ModelConfig config;                        // the shape of both models
+  ModelConfig config;                          // the shape of both models
   WeightFormat weights = WeightFormat::kBF16;  // how both models hold their matrices
   std::vector<int64_t> prefill_lengths = {512, 2048, 8192};
   std::vector<int> decode_batches = {1, 8, 32};
   int64_t decode_context = 2048;
-  int decode_steps = 8;      // timed steps per batch size (after one warm-up step)
-  std::string work_dir;      // where the random YOCO checkpoint is written
+  int decode_steps = 8;  // timed steps per batch size (after one warm-up step)
+  std::string work_dir;  // where the random YOCO checkpoint is written
 };
 
 // The paper's smallest shape: 12 layers, dim 768, 6 self heads, 12 attention heads over 4 KV
@@ -64,7 +64,8 @@ struct EngineBenchReport {
 double YocoPrefillFlops(const ModelConfig& config, int64_t n);
 
 // Runs everything; progress lines go to `log`.
-absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& options, std::ostream& log);
+absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& options,
+                                                 std::ostream& log);
 
 }  // namespace yoco
 

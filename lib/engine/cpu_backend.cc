@@ -41,11 +41,14 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, CpuBackendOptions opt
 absl::Status CpuBackend::Validate(absl::Span<const ForwardSegment> segments) const {
   for (size_t s = 0; s < segments.size(); ++s) {
     const ForwardSegment& seg = segments[s];
-    if (seg.state == nullptr) return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": no state"));
-    if (seg.tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": no tokens"));
+    if (seg.state == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": no state"));
+    if (seg.tokens.empty())
+      return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": no tokens"));
     for (size_t t = 0; t < s; ++t) {
       if (segments[t].state == seg.state) {
-        return absl::InvalidArgumentError(absl::StrCat("segments ", t, " and ", s, " share a state"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("segments ", t, " and ", s, " share a state"));
       }
     }
     if (absl::Status st = seg.state->CheckShape(config_); !st.ok()) {
@@ -53,14 +56,14 @@ absl::Status CpuBackend::Validate(absl::Span<const ForwardSegment> segments) con
     }
     for (int32_t tok : seg.tokens) {
       if (tok < 0 || tok >= config_.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("token id ", tok, " is outside the vocabulary [0, ",
-                                                       config_.vocab_size, ")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "token id ", tok, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
       }
     }
     const int64_t end = seg.state->position + static_cast<int64_t>(seg.tokens.size());
     if (config_.max_seq_len > 0 && end > config_.max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence of ", end, " tokens exceeds max_seq_len ",
-                                                     config_.max_seq_len));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence of ", end, " tokens exceeds max_seq_len ", config_.max_seq_len));
     }
   }
   return absl::OkStatus();
@@ -81,7 +84,8 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
     segment_begin_.push_back(static_cast<int64_t>(rows_.size()));
     const int64_t t_count = static_cast<int64_t>(seg.tokens.size());
     for (int64_t t = 0; t < t_count; ++t) {
-      const bool wants = seg.logits == LogitsMode::kAll || (seg.logits == LogitsMode::kLast && t == t_count - 1);
+      const bool wants =
+          seg.logits == LogitsMode::kAll || (seg.logits == LogitsMode::kLast && t == t_count - 1);
       if (wants) out_rows_.push_back(static_cast<int64_t>(rows_.size()));
       rows_.push_back({static_cast<int>(s), seg.state->position + t});
     }
@@ -108,7 +112,8 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
   logits->resize(Q * V);
   if (Q == 0) return absl::OkStatus();
   float* hx = Sized(hx_, Q * D);
-  for (int64_t i = 0; i < Q; ++i) std::memcpy(hx + i * D, h_.data() + out_rows_[i] * D, D * sizeof(float));
+  for (int64_t i = 0; i < Q; ++i)
+    std::memcpy(hx + i * D, h_.data() + out_rows_[i] * D, D * sizeof(float));
   for (int l = 0; l < config_.n_cross_layers(); ++l) CrossLayer(l, segments);
 
   float* a = Sized(a_, Q * D);
@@ -175,8 +180,9 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
     if (T == 1) {  // decode: the recurrent form
       cpu::GatedRetentionStep(ds, q + off, k + off, v + off, gt[r0 * Hs + hh], S, o + off);
     } else {
-      cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S, o + off, D,
-                                   cpu::kRetentionChunk, scratch + omp_get_thread_num() * per_thread);
+      cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S,
+                                   o + off, D, cpu::kRetentionChunk,
+                                   scratch + omp_get_thread_num() * per_thread);
     }
   }
   // Per-head RMSNorm without weight, then the swish gate on g, then out_proj into the residual.
@@ -210,8 +216,9 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
     SequenceState* st = segments[s].state;
     float* ring_k = st->self_states[layer].data();
     float* ring_v = ring_k + shape.window * D;
-    cpu::SlidingWindowAttention(shape, st->position, static_cast<int64_t>(segments[s].tokens.size()),
-                                q + off, k + off, v + off, ring_k, ring_v, o + off, &window_scratch_);
+    cpu::SlidingWindowAttention(shape, st->position,
+                                static_cast<int64_t>(segments[s].tokens.size()), q + off, k + off,
+                                v + off, ring_k, ring_v, o + off, &window_scratch_);
   }
   cpu::Linear(o, R, w.out, h_.data(), /*accumulate=*/true, &wide_);
 }
@@ -228,8 +235,8 @@ void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
   cpu::Linear(a, R, weights_.kv_v, vv, false, &wide_);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
-    cpu::ApplyRope(kk + r * KV, config_.n_attn_kv_heads, config_.cross_head_dim(), cross_rope_.cos(p),
-                   cross_rope_.sin(p));
+    cpu::ApplyRope(kk + r * KV, config_.n_attn_kv_heads, config_.cross_head_dim(),
+                   cross_rope_.cos(p), cross_rope_.sin(p));
   }
   for (size_t s = 0; s < segments.size(); ++s) {
     SequenceState* st = segments[s].state;
@@ -270,8 +277,8 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
     if (j - i >= 16) {
       const Row& first = rows_[out_rows_[i]];
       const SequenceState& st = *segments[first.segment].state;
-      cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, st.shared_k.data(), st.shared_v.data(),
-                           KV, 0, o + i * D, D, &scratch_);
+      cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, st.shared_k.data(),
+                           st.shared_v.data(), KV, 0, o + i * D, D, &scratch_);
     } else {
       for (int64_t r = i; r < j; ++r) singles.push_back(r);
     }
@@ -281,7 +288,8 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   for (int64_t r : singles) {
     const Row& row = rows_[out_rows_[r]];
     const SequenceState& st = *segments[row.segment].state;
-    decode_queries_.push_back({q + r * D, st.shared_k.data(), st.shared_v.data(), row.position + 1, o + r * D});
+    decode_queries_.push_back(
+        {q + r * D, st.shared_k.data(), st.shared_v.data(), row.position + 1, o + r * D});
   }
   cpu::DecodeAttention(shape, decode_queries_.data(), static_cast<int64_t>(decode_queries_.size()),
                        &decode_scratch_);

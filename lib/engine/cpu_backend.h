@@ -46,20 +46,20 @@ class CpuBackend : public Backend {
   cpu::RopeTable cross_rope_;  // head dim da
 
   // Scratch, grown on demand and reused across calls.
-  std::vector<Row> rows_;              // [R] every input row
-  std::vector<int64_t> out_rows_;      // [Q] input row index of each logits row
-  std::vector<int64_t> segment_begin_; // [segments] first row of each segment
-  std::vector<float> h_;               // [R, D] residual stream of the self-decoder
-  std::vector<float> a_;               // [R, D] normed input
-  std::vector<float> q_, k_, v_, g_;   // [R, D] projections
-  std::vector<float> gt_;              // [R, Hs] decay logits, then log-decay
-  std::vector<float> o_;               // [R, D] mixer output
+  std::vector<Row> rows_;               // [R] every input row
+  std::vector<int64_t> out_rows_;       // [Q] input row index of each logits row
+  std::vector<int64_t> segment_begin_;  // [segments] first row of each segment
+  std::vector<float> h_;                // [R, D] residual stream of the self-decoder
+  std::vector<float> a_;                // [R, D] normed input
+  std::vector<float> q_, k_, v_, g_;    // [R, D] projections
+  std::vector<float> gt_;               // [R, Hs] decay logits, then log-decay
+  std::vector<float> o_;                // [R, D] mixer output
   FfnScratch ffn_scratch_;
-  std::vector<float> kv_k_, kv_v_;     // [R, kv_dim]
-  std::vector<float> hx_;              // [Q, D] residual stream of the cross-decoder
-  std::vector<float> scratch_;         // kernel scratch
-  std::vector<float> wide_;            // bf16 weight blocks widened for sgemm
-  std::vector<int64_t> single_rows_;   // cross-decoder rows attended one at a time
+  std::vector<float> kv_k_, kv_v_;    // [R, kv_dim]
+  std::vector<float> hx_;             // [Q, D] residual stream of the cross-decoder
+  std::vector<float> scratch_;        // kernel scratch
+  std::vector<float> wide_;           // bf16 weight blocks widened for sgemm
+  std::vector<int64_t> single_rows_;  // cross-decoder rows attended one at a time
   cpu::SlidingWindowScratch window_scratch_;
   std::vector<cpu::DecodeQuery> decode_queries_;
   cpu::DecodeAttentionScratch decode_scratch_;

@@ -20,7 +20,8 @@ absl::Status CheckPrompt(const Backend& backend, absl::Span<const int32_t> promp
 absl::StatusOr<Generation> Generation::Start(Backend& backend, absl::Span<const int32_t> prompt,
                                              SamplingParams sampling) {
   RETURN_IF_ERROR(CheckPrompt(backend, prompt, sampling));
-  Generation gen(SequenceState::Create(backend.model().config()), prompt.back(), std::move(sampling));
+  Generation gen(SequenceState::Create(backend.model().config()), prompt.back(),
+                 std::move(sampling));
   if (prompt.size() > 1) {
     ForwardSegment seg{&gen.state_, prompt.subspan(0, prompt.size() - 1), LogitsMode::kNone};
     RETURN_IF_ERROR(backend.Forward({&seg, 1}, &gen.logits_));

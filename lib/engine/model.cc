@@ -12,7 +12,8 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& dir,
   const std::string params = (std::filesystem::path(dir) / "params.json").string();
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(params));
   ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-  ASSIGN_OR_RETURN(auto weights, ModelWeights::FromCheckpoint(config, std::move(checkpoint), format));
+  ASSIGN_OR_RETURN(auto weights,
+                   ModelWeights::FromCheckpoint(config, std::move(checkpoint), format));
   return std::make_shared<const Model>(std::move(config), std::move(weights));
 }
 

@@ -58,9 +58,8 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
   if (j.is_discarded()) return absl::InvalidArgumentError("params.json: not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("params.json: must be a JSON object");
 
-  static const char* kRequired[] = {"dim",          "n_layers",     "hidden_dim",
-                                    "n_self_heads", "n_attn_heads", "n_attn_kv_heads",
-                                    "vocab_size"};
+  static const char* kRequired[] = {"dim",          "n_layers",        "hidden_dim", "n_self_heads",
+                                    "n_attn_heads", "n_attn_kv_heads", "vocab_size"};
   static const char* kOptional[] = {"max_batch_size",  "max_seq_len", "model_parallel_size",
                                     "load_checkpoint", "rope_theta",  "norm_eps",
                                     "sliding_window"};
@@ -68,11 +67,13 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
     bool known = false;
     for (const char* k : kRequired) known |= key == k;
     for (const char* k : kOptional) known |= key == k;
-    if (!known) return absl::InvalidArgumentError(absl::StrCat("params.json: unknown key '", key, "'"));
+    if (!known)
+      return absl::InvalidArgumentError(absl::StrCat("params.json: unknown key '", key, "'"));
   }
   for (const char* k : kRequired) {
     if (!j.contains(k)) {
-      return absl::InvalidArgumentError(absl::StrCat("params.json: missing required key '", k, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("params.json: missing required key '", k, "'"));
     }
   }
 
@@ -84,7 +85,8 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
   RETURN_IF_ERROR(ReadInt(j, "n_attn_heads", &c.n_attn_heads));
   RETURN_IF_ERROR(ReadInt(j, "n_attn_kv_heads", &c.n_attn_kv_heads));
   RETURN_IF_ERROR(ReadInt(j, "vocab_size", &c.vocab_size));
-  if (j.contains("max_batch_size")) RETURN_IF_ERROR(ReadInt(j, "max_batch_size", &c.max_batch_size));
+  if (j.contains("max_batch_size"))
+    RETURN_IF_ERROR(ReadInt(j, "max_batch_size", &c.max_batch_size));
   if (j.contains("max_seq_len")) RETURN_IF_ERROR(ReadInt(j, "max_seq_len", &c.max_seq_len));
   if (j.contains("model_parallel_size")) {
     RETURN_IF_ERROR(ReadInt(j, "model_parallel_size", &c.model_parallel_size));
@@ -139,18 +141,19 @@ absl::Status ModelConfig::Validate() const {
         "params.json: 'dim' (", dim, ") is not divisible by 'n_attn_heads' (", n_attn_heads, ")"));
   }
   if (n_attn_heads % n_attn_kv_heads != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("params.json: 'n_attn_heads' (", n_attn_heads,
-                     ") is not divisible by 'n_attn_kv_heads' (", n_attn_kv_heads, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("params.json: 'n_attn_heads' (", n_attn_heads,
+                                                   ") is not divisible by 'n_attn_kv_heads' (",
+                                                   n_attn_kv_heads, ")"));
   }
   // RoPE rotates pairs, and the linspace frequencies need at least two of them.
   if (self_head_dim() % 2 != 0 || self_head_dim() < 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "params.json: self head dim dim/n_self_heads = ", self_head_dim(), " must be even and >= 4"));
+    return absl::InvalidArgumentError(absl::StrCat("params.json: self head dim dim/n_self_heads = ",
+                                                   self_head_dim(), " must be even and >= 4"));
   }
   if (cross_head_dim() % 2 != 0 || cross_head_dim() < 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "params.json: cross head dim dim/n_attn_heads = ", cross_head_dim(), " must be even and >= 4"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("params.json: cross head dim dim/n_attn_heads = ", cross_head_dim(),
+                     " must be even and >= 4"));
   }
   if (model_parallel_size != 1) {
     return absl::InvalidArgumentError(

@@ -32,10 +32,10 @@ struct ModelConfig {
   std::optional<int> sliding_window;  // set: SWA self-decoder with this window (keys incl. self)
 
   // Derived shapes.
-  int n_self_layers() const { return n_layers / 2; }   // an odd last layer is dropped
+  int n_self_layers() const { return n_layers / 2; }  // an odd last layer is dropped
   int n_cross_layers() const { return n_layers / 2; }
-  int self_head_dim() const { return dim / n_self_heads; }   // ds
-  int cross_head_dim() const { return dim / n_attn_heads; }  // da
+  int self_head_dim() const { return dim / n_self_heads; }           // ds
+  int cross_head_dim() const { return dim / n_attn_heads; }          // da
   int kv_dim() const { return n_attn_kv_heads * cross_head_dim(); }  // shared K (or V) row width
   SelfAttentionKind self_attention() const {
     return sliding_window ? SelfAttentionKind::kSlidingWindow : SelfAttentionKind::kGatedRetention;

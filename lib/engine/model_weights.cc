@@ -79,9 +79,8 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ModelWeights::Expected
   return t;
 }
 
-absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const ModelConfig& config,
-                                                                           Checkpoint checkpoint,
-                                                                           WeightFormat format) {
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
+    const ModelConfig& config, Checkpoint checkpoint, WeightFormat format) {
   using cpu::WeightType;
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->checkpoint_ = std::move(checkpoint);
@@ -92,8 +91,8 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const
   for (const auto& [name, shape] : expected) expected_names.insert(name);
   for (const auto& [name, view] : tensors) {
     if (!expected_names.count(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint has unexpected tensor '", name, "' (not part of this config's model)"));
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint has unexpected tensor '", name,
+                                                     "' (not part of this config's model)"));
     }
   }
 
@@ -107,17 +106,20 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const
   for (const auto& [name, shape] : expected) {
     auto it = tensors.find(name);
     if (it == tensors.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint is missing tensor '", name, "' ", ShapeString(shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint is missing tensor '", name, "' ", ShapeString(shape)));
     }
     const TensorView& view = it->second;
     if (view.shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ", ShapeString(view.shape),
-                                                     ", expected ", ShapeString(shape)));
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ",
+                                                     ShapeString(view.shape), ", expected ",
+                                                     ShapeString(shape)));
     }
     const int64_t n = view.num_elements();
     hasher.Add(name);
     hasher.Add(std::string(DTypeName(view.dtype)));
-    hasher.Add(static_cast<uint64_t>(Crc32c(view.data, static_cast<size_t>(n) * DTypeSize(view.dtype))));
+    hasher.Add(
+        static_cast<uint64_t>(Crc32c(view.data, static_cast<size_t>(n) * DTypeSize(view.dtype))));
     // Norm weights (1-D) are always fp32; matrices follow `format`.
     const bool matrix = shape.size() == 2;
     WeightType type = WeightType::kF32;
@@ -147,7 +149,9 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const
     const Bound& b = bound.at(name);
     return Matrix{b.data, b.type, rows, cols};
   };
-  auto vec = [&](const std::string& name) { return static_cast<const float*>(bound.at(name).data); };
+  auto vec = [&](const std::string& name) {
+    return static_cast<const float*>(bound.at(name).data);
+  };
   const int64_t D = config.dim, F = config.hidden_dim, V = config.vocab_size;
   auto ffn = [&](const std::string& p) {
     return FfnWeights{matrix(p + "ffn.fc1.weight", F, D), matrix(p + "ffn.gate.weight", F, D),
@@ -190,9 +194,12 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(const
 
 int64_t ModelWeights::matrix_bytes() const {
   int64_t n = embed.bytes() + output.bytes() + kv_k.bytes() + kv_v.bytes();
-  auto ffn_bytes = [](const FfnWeights& f) { return f.fc1.bytes() + f.gate.bytes() + f.fc2.bytes(); };
+  auto ffn_bytes = [](const FfnWeights& f) {
+    return f.fc1.bytes() + f.gate.bytes() + f.fc2.bytes();
+  };
   for (const auto& l : self_layers) {
-    n += l.q.bytes() + l.k.bytes() + l.v.bytes() + l.g.bytes() + l.gt.bytes() + l.out.bytes() + ffn_bytes(l.ffn);
+    n += l.q.bytes() + l.k.bytes() + l.v.bytes() + l.g.bytes() + l.gt.bytes() + l.out.bytes() +
+         ffn_bytes(l.ffn);
   }
   for (const auto& l : cross_layers) n += l.q.bytes() + l.out.bytes() + ffn_bytes(l.ffn);
   return n;

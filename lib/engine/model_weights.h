@@ -50,20 +50,21 @@ class ModelWeights {
   // INVALID_ARGUMENT errors naming the tensor. Tensors used in place keep the mapping alive
   // with this object; others are converted once.
   static absl::StatusOr<std::unique_ptr<ModelWeights>> FromCheckpoint(
-      const ModelConfig& config, Checkpoint checkpoint, WeightFormat format = WeightFormat::kAsStored);
+      const ModelConfig& config, Checkpoint checkpoint,
+      WeightFormat format = WeightFormat::kAsStored);
 
   // The reference's state-dict names with their [shape], in registration order.
   static std::vector<std::pair<std::string, std::vector<int64_t>>> ExpectedTensors(
       const ModelConfig& config);
 
-  Matrix embed;                         // [V, D], rows read one token at a time
-  Matrix output;                        // [V, D]
+  Matrix embed;   // [V, D], rows read one token at a time
+  Matrix output;  // [V, D]
   std::vector<SelfLayerWeights> self_layers;
-  const float* kv_norm = nullptr;       // [D]
-  Matrix kv_k;                          // [Hkv*da, D]
-  Matrix kv_v;                          // [Hkv*da, D]
+  const float* kv_norm = nullptr;  // [D]
+  Matrix kv_k;                     // [Hkv*da, D]
+  Matrix kv_v;                     // [Hkv*da, D]
   std::vector<CrossLayerWeights> cross_layers;
-  const float* final_norm = nullptr;    // [D]
+  const float* final_norm = nullptr;  // [D]
 
   // 64-bit identity of config + every tensor's name, dtype, shape and bytes; bundles and
   // snapshots carry it so state from another model is refused.

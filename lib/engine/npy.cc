@@ -12,13 +12,15 @@
 
 namespace yoco {
 
-absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
+                      const float* data) {
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
   // numpy's tuple syntax: "(5,)" for one dimension, "(3, 4)" for more.
   std::string dims = absl::StrJoin(shape, ", ");
   if (shape.size() == 1) dims += ",";
-  std::string header = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': (", dims, "), }");
+  std::string header =
+      absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': (", dims, "), }");
   // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -29,7 +31,8 @@ absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape
   const uint16_t len = static_cast<uint16_t>(header.size());
   out.write(reinterpret_cast<const char*>(&len), 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(data),
+            static_cast<std::streamsize>(count * sizeof(float)));
   if (!out) return absl::DataLossError(absl::StrCat("short write to ", path));
   return absl::OkStatus();
 }
@@ -44,9 +47,12 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a version 1.0 .npy file"));
   }
   std::string header(len, '\0');
-  if (!in.read(header.data(), len)) return absl::DataLossError(absl::StrCat(path, ": truncated header"));
-  if (header.find("'<f4'") == std::string::npos || header.find("'fortran_order': False") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": only C-order little-endian float32 is supported"));
+  if (!in.read(header.data(), len))
+    return absl::DataLossError(absl::StrCat(path, ": truncated header"));
+  if (header.find("'<f4'") == std::string::npos ||
+      header.find("'fortran_order': False") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": only C-order little-endian float32 is supported"));
   }
   std::smatch m;
   if (!std::regex_search(header, m, std::regex("'shape': \\(([^)]*)\\)"))) {
@@ -63,7 +69,8 @@ absl::StatusOr<NpyArray> ReadNpy(const std::string& path) {
     count *= d;
   }
   arr.data.resize(count);
-  if (!in.read(reinterpret_cast<char*>(arr.data.data()), static_cast<std::streamsize>(count * sizeof(float)))) {
+  if (!in.read(reinterpret_cast<char*>(arr.data.data()),
+               static_cast<std::streamsize>(count * sizeof(float)))) {
     return absl::DataLossError(absl::StrCat(path, ": truncated data"));
   }
   return arr;

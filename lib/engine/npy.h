@@ -16,7 +16,8 @@ struct NpyArray {
   std::vector<float> data;
 };
 
-absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
+                      const float* data);
 // Reads a '<f4' C-order array; anything else is INVALID_ARGUMENT.
 absl::StatusOr<NpyArray> ReadNpy(const std::string& path);
 

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <random>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "lib/engine/model_weights.h"
 #include "lib/engine/safetensors_writer.h"
 #include "lib/status/status_macros.h"
@@ -58,7 +58,8 @@ absl::Status WriteRandomModel(const ModelConfig& config, const RandomModelOption
   RETURN_IF_ERROR(config.Validate());
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  if (ec)
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
 
   NormalSource normal(options.seed);
   std::vector<TensorToWrite> tensors;

@@ -49,7 +49,8 @@ absl::Status ParseEntry(const std::string& path, const std::string& name, const 
   uint64_t count = 1;
   std::vector<int64_t> shape;
   for (const Json& d : entry["shape"]) {
-    if (!d.is_number_unsigned()) return Invalid(path, where + ": shape has a non-integer or negative dimension");
+    if (!d.is_number_unsigned())
+      return Invalid(path, where + ": shape has a non-integer or negative dimension");
     const uint64_t dim = d.get<uint64_t>();
     if (dim > (uint64_t{1} << 40) || (dim != 0 && count > (uint64_t{1} << 40) / dim)) {
       return Invalid(path, where + ": shape is absurdly large");
@@ -71,8 +72,9 @@ absl::Status ParseEntry(const std::string& path, const std::string& name, const 
                                             " data bytes (truncated file?)"));
   }
   if (e - b != count * static_cast<uint64_t>(DTypeSize(*dtype))) {
-    return Invalid(path, absl::StrCat(where, ": ", e - b, " data bytes do not match shape and dtype (",
-                                      count * DTypeSize(*dtype), " expected)"));
+    return Invalid(path,
+                   absl::StrCat(where, ": ", e - b, " data bytes do not match shape and dtype (",
+                                count * DTypeSize(*dtype), " expected)"));
   }
   view->name = name;
   view->dtype = *dtype;
@@ -108,7 +110,8 @@ SafetensorsFile::~SafetensorsFile() {
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  if (fd < 0)
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   struct stat st;
   if (fstat(fd, &st) != 0) {
     ::close(fd);
@@ -117,11 +120,13 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
     ::close(fd);
-    return absl::DataLossError(absl::StrCat(path, ": file of ", size, " bytes is too short for a safetensors header"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": file of ", size, " bytes is too short for a safetensors header"));
   }
   void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
-  if (map == MAP_FAILED) return absl::InternalError(absl::StrCat("cannot mmap ", path, ": ", std::strerror(errno)));
+  if (map == MAP_FAILED)
+    return absl::InternalError(absl::StrCat("cannot mmap ", path, ": ", std::strerror(errno)));
 
   SafetensorsFile file;
   file.path_ = path;
@@ -132,15 +137,17 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
   if (header_len > kMaxHeaderBytes) {
-    return Invalid(path, absl::StrCat("header length ", header_len, " exceeds the ", kMaxHeaderBytes,
-                                      "-byte limit (not a safetensors file?)"));
+    return Invalid(path, absl::StrCat("header length ", header_len, " exceeds the ",
+                                      kMaxHeaderBytes, "-byte limit (not a safetensors file?)"));
   }
   if (header_len > size - 8) {
-    return absl::DataLossError(absl::StrCat(path, ": header length ", header_len, " runs past the end of the ",
-                                            size, "-byte file (truncated file?)"));
+    return absl::DataLossError(absl::StrCat(path, ": header length ", header_len,
+                                            " runs past the end of the ", size,
+                                            "-byte file (truncated file?)"));
   }
   const char* header_begin = reinterpret_cast<const char*>(bytes + 8);
-  Json header = Json::parse(header_begin, header_begin + header_len, nullptr, /*allow_exceptions=*/false);
+  Json header =
+      Json::parse(header_begin, header_begin + header_len, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) return Invalid(path, "header is not valid JSON");
   if (!header.is_object()) return Invalid(path, "header is not a JSON object");
 
@@ -170,7 +177,8 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     return ckpt;
   }
   if (!fs::exists(index_path, ec)) {
-    return absl::NotFoundError(absl::StrCat(dir, ": neither model.safetensors nor model.safetensors.index.json exists"));
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": neither model.safetensors nor model.safetensors.index.json exists"));
   }
   std::ifstream in(index_path, std::ios::binary);
   std::stringstream ss;
@@ -183,7 +191,8 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   }
   std::map<std::string, SafetensorsFile*> shards;
   for (const auto& [name, shard] : index["weight_map"].items()) {
-    if (!shard.is_string()) return Invalid(ipath, absl::StrCat("weight_map['", name, "'] is not a string"));
+    if (!shard.is_string())
+      return Invalid(ipath, absl::StrCat("weight_map['", name, "'] is not a string"));
     const std::string shard_name = shard.get<std::string>();
     if (shard_name.find('/') != std::string::npos || shard_name == ".." || shard_name.empty()) {
       return Invalid(ipath, absl::StrCat("weight_map['", name, "']: shard name '", shard_name,
@@ -191,7 +200,8 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     }
     auto it = shards.find(shard_name);
     if (it == shards.end()) {
-      ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open((fs::path(dir) / shard_name).string()));
+      ASSIGN_OR_RETURN(SafetensorsFile file,
+                       SafetensorsFile::Open((fs::path(dir) / shard_name).string()));
       ckpt.files_.push_back(std::make_unique<SafetensorsFile>(std::move(file)));
       it = shards.emplace(shard_name, ckpt.files_.back().get()).first;
     }
@@ -205,7 +215,8 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   for (const auto& [shard_name, file] : shards) {
     for (const auto& [name, view] : file->tensors()) {
       if (!ckpt.tensors_.count(name)) {
-        return Invalid(ipath, absl::StrCat("tensor '", name, "' in ", shard_name, " is missing from weight_map"));
+        return Invalid(ipath, absl::StrCat("tensor '", name, "' in ", shard_name,
+                                           " is missing from weight_map"));
       }
     }
   }

@@ -24,7 +24,8 @@ bool Masked(int32_t id) { return id == kBosId || id == kPadId; }
 
 absl::Status SamplingParams::Validate(int vocab_size) const {
   if (std::isnan(temperature) || temperature < 0.0f || std::isinf(temperature)) {
-    return absl::InvalidArgumentError(absl::StrCat("temperature must be a finite number >= 0, got ", temperature));
+    return absl::InvalidArgumentError(
+        absl::StrCat("temperature must be a finite number >= 0, got ", temperature));
   }
   if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f)) {
@@ -32,8 +33,8 @@ absl::Status SamplingParams::Validate(int vocab_size) const {
   }
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("stop token id ", id, " is outside the vocabulary [0, ",
-                                                     vocab_size, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
     }
   }
   return absl::OkStatus();

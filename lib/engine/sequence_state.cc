@@ -7,7 +7,8 @@ namespace yoco {
 
 SequenceState SequenceState::Create(const ModelConfig& config) {
   SequenceState s;
-  s.self_states.assign(config.n_self_layers(), std::vector<float>(config.self_state_floats(), 0.0f));
+  s.self_states.assign(config.n_self_layers(),
+                       std::vector<float>(config.self_state_floats(), 0.0f));
   return s;
 }
 
@@ -20,12 +21,14 @@ absl::Status SequenceState::CheckShape(const ModelConfig& config) const {
   }
   for (const auto& s : self_states) {
     if (static_cast<int64_t>(s.size()) != config.self_state_floats()) {
-      return absl::InvalidArgumentError("sequence state: self-decoder state size does not match the model");
+      return absl::InvalidArgumentError(
+          "sequence state: self-decoder state size does not match the model");
     }
   }
   const int64_t kv = position * config.kv_dim();
   if (static_cast<int64_t>(shared_k.size()) != kv || static_cast<int64_t>(shared_v.size()) != kv) {
-    return absl::InvalidArgumentError("sequence state: shared K/V size does not match the position");
+    return absl::InvalidArgumentError(
+        "sequence state: shared K/V size does not match the position");
   }
   return absl::OkStatus();
 }

@@ -87,7 +87,8 @@ std::string SerializeStateBundle(const StateBundle& b) {
 absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const ModelConfig& config,
                                              uint64_t fingerprint) {
   if (bytes.size() < kFixedHeaderBytes + 4) {
-    return absl::DataLossError(absl::StrCat("state bundle: ", bytes.size(), " bytes is too short (truncated)"));
+    return absl::DataLossError(
+        absl::StrCat("state bundle: ", bytes.size(), " bytes is too short (truncated)"));
   }
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     return absl::InvalidArgumentError("state bundle: bad magic (not a state bundle)");
@@ -95,7 +96,8 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   Reader r(bytes.substr(sizeof kMagic));
   const uint32_t version = r.Get<uint32_t>();
   if (version != StateBundle::kVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("state bundle: version ", version, " is not supported (this build reads ",
+    return absl::FailedPreconditionError(absl::StrCat("state bundle: version ", version,
+                                                      " is not supported (this build reads ",
                                                       StateBundle::kVersion, ")"));
   }
   uint32_t stored_crc;
@@ -107,9 +109,9 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   r.Get<uint32_t>();  // flags
   b.model_fingerprint = r.Get<uint64_t>();
   if (b.model_fingerprint != fingerprint) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("state bundle: made by model ", absl::Hex(b.model_fingerprint), ", this is model ",
-                     absl::Hex(fingerprint)));
+    return absl::FailedPreconditionError(absl::StrCat("state bundle: made by model ",
+                                                      absl::Hex(b.model_fingerprint),
+                                                      ", this is model ", absl::Hex(fingerprint)));
   }
   const uint32_t n_layers = r.Get<uint32_t>();
   const uint64_t state_floats = r.Get<uint64_t>();
@@ -127,16 +129,19 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   b.sampling.top_p = r.Get<float>();
   b.sampling.seed = r.Get<uint64_t>();
   const uint32_t n_stop = r.Get<uint32_t>();
-  if (n_stop > kMaxStopTokens) return absl::InvalidArgumentError("state bundle: too many stop tokens");
+  if (n_stop > kMaxStopTokens)
+    return absl::InvalidArgumentError("state bundle: too many stop tokens");
   const uint64_t kv_floats = position * static_cast<uint64_t>(config.kv_dim());
-  const uint64_t expected = kFixedHeaderBytes + 4ull * n_stop + 4ull * (2 * kv_floats + n_layers * state_floats) + 4;
+  const uint64_t expected =
+      kFixedHeaderBytes + 4ull * n_stop + 4ull * (2 * kv_floats + n_layers * state_floats) + 4;
   if (position > (uint64_t{1} << 40) || bytes.size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("state bundle: ", bytes.size(), " bytes, expected ", expected,
-                                                   " for position ", position));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state bundle: ", bytes.size(), " bytes, expected ", expected, " for position ", position));
   }
   for (uint32_t i = 0; i < n_stop; ++i) b.sampling.stop_token_ids.push_back(r.Get<int32_t>());
   if (b.pending_token < -1 || b.pending_token >= config.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat("state bundle: pending token ", b.pending_token, " out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state bundle: pending token ", b.pending_token, " out of range"));
   }
   if (absl::Status st = b.sampling.Validate(config.vocab_size); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("state bundle: ", st.message()));

@@ -10,9 +10,9 @@
 #define YOCO_STATUS_CONCAT(a, b) YOCO_STATUS_CONCAT_INNER(a, b)
 
 // Returns the status of `expr` from the enclosing function if it is not OK.
-#define RETURN_IF_ERROR(expr)                 \
-  do {                                        \
-    ::absl::Status _yoco_status = (expr);     \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::absl::Status _yoco_status = (expr);        \
     if (!_yoco_status.ok()) return _yoco_status; \
   } while (0)
 

@@ -16,10 +16,11 @@ struct TransferMetrics {
   std::atomic<uint64_t> transfers_sent{0}, bytes_sent{0};
   std::atomic<uint64_t> transfers_received{0}, bytes_received{0};
   // Failures on either side, by cause.
-  std::atomic<uint64_t> failed_deadline{0};     // DEADLINE_EXCEEDED
-  std::atomic<uint64_t> failed_cancelled{0};    // CANCELLED (either side)
-  std::atomic<uint64_t> failed_peer{0};         // UNAVAILABLE: peer died or unreachable
-  std::atomic<uint64_t> failed_refused{0};      // the receiver refused the data (checksum, model, memory)
+  std::atomic<uint64_t> failed_deadline{0};   // DEADLINE_EXCEEDED
+  std::atomic<uint64_t> failed_cancelled{0};  // CANCELLED (either side)
+  std::atomic<uint64_t> failed_peer{0};       // UNAVAILABLE: peer died or unreachable
+  std::atomic<uint64_t> failed_refused{
+      0};  // the receiver refused the data (checksum, model, memory)
   std::atomic<uint64_t> failed_other{0};
   // Sender-side latency from Send to acknowledgement, bucketed by upper bound in ms.
   static constexpr std::array<double, 12> kLatencyBucketsMs = {0.1, 0.25, 0.5, 1,   2.5,  5,

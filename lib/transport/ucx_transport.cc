@@ -66,13 +66,16 @@ uint64_t HostId() {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     text += host;
-    return static_cast<uint64_t>(Crc32c(text.data(), text.size())) << 32 | Crc32c(host, std::strlen(host));
+    return static_cast<uint64_t>(Crc32c(text.data(), text.size())) << 32 |
+           Crc32c(host, std::strlen(host));
   }();
   return id;
 }
 
 // True when `pid` on this host has exited.
-bool ProcessGone(uint32_t pid) { return pid != 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+bool ProcessGone(uint32_t pid) {
+  return pid != 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
 
 // Transports whose UCX 1.13 implementation reports peer failures; shared memory does not.
 bool UcxDetectsPeerFailure(const std::string& tls) {
@@ -133,9 +136,11 @@ class UcxTransport::Impl {
     if (st != UCS_OK) return UcsError("ucp_config_read", st);
     UcpConfigPtr config(raw_config);
     const std::string tls = options_.tls + ",self";
-    if ((st = ucp_config_modify(config.get(), "TLS", tls.c_str())) != UCS_OK) return UcsError("UCX_TLS", st);
+    if ((st = ucp_config_modify(config.get(), "TLS", tls.c_str())) != UCS_OK)
+      return UcsError("UCX_TLS", st);
     if (!options_.net_devices.empty() &&
-        (st = ucp_config_modify(config.get(), "NET_DEVICES", options_.net_devices.c_str())) != UCS_OK) {
+        (st = ucp_config_modify(config.get(), "NET_DEVICES", options_.net_devices.c_str())) !=
+            UCS_OK) {
       return UcsError("UCX_NET_DEVICES", st);
     }
     // A dead peer is noticed within a few seconds even on transports without a connection to
@@ -175,7 +180,9 @@ class UcxTransport::Impl {
       hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
       hp.id = id;
-      hp.cb = id == kAmData ? &Impl::OnDataAm : id == kAmReply ? &Impl::OnReplyAm : &Impl::OnCancelAm;
+      hp.cb = id == kAmData    ? &Impl::OnDataAm
+              : id == kAmReply ? &Impl::OnReplyAm
+                               : &Impl::OnCancelAm;
       hp.arg = this;
       if ((st = ucp_worker_set_am_recv_handler(worker_.get(), &hp)) != UCS_OK) {
         return UcsError("ucp_worker_set_am_recv_handler", st);
@@ -183,15 +190,18 @@ class UcxTransport::Impl {
     }
 
     int worker_fd = -1;
-    if ((st = ucp_worker_get_efd(worker_.get(), &worker_fd)) != UCS_OK) return UcsError("ucp_worker_get_efd", st);
+    if ((st = ucp_worker_get_efd(worker_.get(), &worker_fd)) != UCS_OK)
+      return UcsError("ucp_worker_get_efd", st);
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (wake_fd_ < 0 || epoll_fd_ < 0) return absl::InternalError("cannot create the progress thread's fds");
+    if (wake_fd_ < 0 || epoll_fd_ < 0)
+      return absl::InternalError("cannot create the progress thread's fds");
     for (int fd : {worker_fd, wake_fd_}) {
       epoll_event ev{};
       ev.events = EPOLLIN;
       ev.data.fd = fd;
-      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return absl::InternalError("epoll_ctl failed");
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return absl::InternalError("epoll_ctl failed");
     }
     thread_ = std::thread([this] { Loop(); });
     return absl::OkStatus();
@@ -211,7 +221,8 @@ class UcxTransport::Impl {
     t->buffer = std::move(buffer);
     t->start = absl::Now();
     t->deadline = t->start + timeout;
-    t->timeout_ms = static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(timeout), UINT32_MAX));
+    t->timeout_ms =
+        static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(timeout), UINT32_MAX));
     t->done = std::move(done);
     Post([this, t] { StartSend(t); });
     return id;
@@ -239,7 +250,7 @@ class UcxTransport::Impl {
   struct Peer {
     Impl* impl = nullptr;
     std::string address;
-    uint32_t pid = 0;    // 0 when the peer is on another host
+    uint32_t pid = 0;  // 0 when the peer is on another host
     ucp_ep_h ep = nullptr;
     bool failed = false;
   };
@@ -306,13 +317,15 @@ class UcxTransport::Impl {
       if (!commands_empty()) continue;
       // While data moves, keep polling: sleeping until the next event between fragments costs
       // bandwidth. A transfer that has gone quiet (waiting on a slow peer) does not spin.
-      if ((!outgoing_.empty() || !incoming_.empty()) && absl::Now() - last_progress_ < absl::Milliseconds(2)) {
+      if ((!outgoing_.empty() || !incoming_.empty()) &&
+          absl::Now() - last_progress_ < absl::Milliseconds(2)) {
         continue;
       }
       const ucs_status_t st = ucp_worker_arm(worker_.get());
       if (st == UCS_ERR_BUSY) continue;
       epoll_event events[2];
-      const int timeout_ms = static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(until) + 1, 1, 100));
+      const int timeout_ms =
+          static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(until) + 1, 1, 100));
       epoll_wait(epoll_fd_, events, 2, timeout_ms);
       uint64_t drained;
       while (read(wake_fd_, &drained, sizeof drained) > 0) {
@@ -385,7 +398,8 @@ class UcxTransport::Impl {
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t*>(address.data() + sizeof header);
-    params.err_mode = ucx_detects_failures_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    params.err_mode =
+        ucx_detects_failures_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = &Impl::OnEndpointError;
     params.err_handler.arg = peer.get();
     const ucs_status_t st = ucp_ep_create(worker_.get(), &params, &peer->ep);
@@ -409,7 +423,8 @@ class UcxTransport::Impl {
   }
 
   void PeerFailed(Peer* peer, ucs_status_t status) {
-    PeerFailed(peer, absl::UnavailableError(absl::StrCat("peer connection failed: ", ucs_status_string(status))));
+    PeerFailed(peer, absl::UnavailableError(
+                         absl::StrCat("peer connection failed: ", ucs_status_string(status))));
   }
 
   void PeerFailed(Peer* peer, const absl::Status& error) {
@@ -474,16 +489,24 @@ class UcxTransport::Impl {
       return;
     }
     const uint32_t crc = options_.checksum ? Crc32c(t->buffer.data, t->buffer.size) : 0;
-    t->header = {id_,      t->id,    t->buffer.size, crc, t->timeout_ms, HostId(), static_cast<uint32_t>(getpid()),
+    t->header = {id_,
+                 t->id,
+                 t->buffer.size,
+                 crc,
+                 t->timeout_ms,
+                 HostId(),
+                 static_cast<uint32_t>(getpid()),
                  options_.checksum ? kHasChecksum : 0};
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     param.cb.send = &Impl::OnDataSent;
     param.user_data = t;
-    param.flags = UCP_AM_SEND_FLAG_REPLY |
-                  (t->buffer.size <= options_.eager_limit ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV);
-    void* request = ucp_am_send_nbx(t->peer->ep, kAmData, &t->header, sizeof t->header, t->buffer.data,
-                                    t->buffer.size, &param);
+    param.flags =
+        UCP_AM_SEND_FLAG_REPLY |
+        (t->buffer.size <= options_.eager_limit ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV);
+    void* request = ucp_am_send_nbx(t->peer->ep, kAmData, &t->header, sizeof t->header,
+                                    t->buffer.data, t->buffer.size, &param);
     if (UCS_PTR_IS_ERR(request)) {
       FinishOutgoing(t, UcsError("send failed", UCS_PTR_STATUS(request)));
     } else if (request != nullptr) {
@@ -514,13 +537,14 @@ class UcxTransport::Impl {
 
   void SendControl(ucp_ep_h ep, unsigned am, std::unique_ptr<ControlMessage> msg) {
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     param.cb.send = &Impl::OnControlSent;
     param.flags = UCP_AM_SEND_FLAG_EAGER;
     ControlMessage* raw = msg.get();
     param.user_data = this;
-    void* request = ucp_am_send_nbx(ep, am, raw->header.data(), raw->header.size(), raw->text.data(),
-                                    raw->text.size(), &param);
+    void* request = ucp_am_send_nbx(ep, am, raw->header.data(), raw->header.size(),
+                                    raw->text.data(), raw->text.size(), &param);
     if (request != nullptr && !UCS_PTR_IS_ERR(request)) control_.emplace(request, std::move(msg));
   }
 
@@ -560,15 +584,17 @@ class UcxTransport::Impl {
                                 size_t length, const ucp_am_recv_param_t* param) {
     Impl* self = static_cast<Impl*>(arg);
     // A rendezvous descriptor not received is dropped by UCX when the callback returns UCS_OK.
-    if (header_length != sizeof(ReplyHeader) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
+    if (header_length != sizeof(ReplyHeader) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+      return UCS_OK;
     ReplyHeader h;
     std::memcpy(&h, header, sizeof h);
     auto it = self->outgoing_.find(h.id);
     if (it == self->outgoing_.end() || it->second->finished) return UCS_OK;
     const std::string text(static_cast<const char*>(data), length);
     const auto code = static_cast<absl::StatusCode>(h.code);
-    self->FinishOutgoing(it->second.get(),
-                         code == absl::StatusCode::kOk ? absl::OkStatus() : absl::Status(code, text));
+    self->FinishOutgoing(it->second.get(), code == absl::StatusCode::kOk
+                                               ? absl::OkStatus()
+                                               : absl::Status(code, text));
     return UCS_OK;
   }
 
@@ -583,7 +609,8 @@ class UcxTransport::Impl {
   void ReceiveData(const void* header, size_t header_length, void* data, size_t length,
                    const ucp_am_recv_param_t* param) {
     const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-    const ucp_ep_h reply_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
+    const ucp_ep_h reply_ep =
+        (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
     // Returning without receiving a rendezvous descriptor drops it (UCX releases it when the
     // callback returns); releasing it here instead crashes UCX 1.13.
     auto refuse = [&](const IncomingTransfer& info, const absl::Status& status) {
@@ -597,11 +624,13 @@ class UcxTransport::Impl {
     const IncomingTransfer info{h.sender, h.id, h.size};
     if (h.size != length) return refuse(info, absl::InvalidArgumentError("transfer size mismatch"));
     if (h.size > options_.max_receive_bytes) {
-      return refuse(info, absl::ResourceExhaustedError(absl::StrCat("transfer of ", h.size, " bytes exceeds the ",
-                                                                    options_.max_receive_bytes, "-byte limit")));
+      return refuse(info, absl::ResourceExhaustedError(
+                              absl::StrCat("transfer of ", h.size, " bytes exceeds the ",
+                                           options_.max_receive_bytes, "-byte limit")));
     }
     const IncomingKey key{h.sender, h.id};
-    if (incoming_.count(key)) return refuse(info, absl::InvalidArgumentError("duplicate transfer id"));
+    if (incoming_.count(key))
+      return refuse(info, absl::InvalidArgumentError("duplicate transfer id"));
     auto owned = std::make_unique<Incoming>();
     Incoming* t = owned.get();
     t->impl = this;
@@ -732,7 +761,8 @@ class UcxTransport::Impl {
     std::memcpy(&h, header, sizeof h);
     auto it = self->incoming_.find({h.sender, h.id});
     if (it != self->incoming_.end()) {
-      self->FinishIncoming(it->second.get(), absl::CancelledError("transfer cancelled by the sender"),
+      self->FinishIncoming(it->second.get(),
+                           absl::CancelledError("transfer cancelled by the sender"),
                            /*tell_sender=*/false);
     }
     return UCS_OK;
@@ -824,8 +854,8 @@ class UcxTransport::Impl {
 UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 UcxTransport::~UcxTransport() = default;
 
-absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxTransportOptions& options,
-                                                                   ReceiveCallbacks callbacks) {
+absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
+    const UcxTransportOptions& options, ReceiveCallbacks callbacks) {
   auto impl = std::make_unique<Impl>(options, std::move(callbacks));
   if (absl::Status st = impl->Init(); !st.ok()) return st;
   return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));
@@ -836,8 +866,8 @@ uint64_t UcxTransport::id() const { return impl_->id(); }
 const TransferMetrics& UcxTransport::metrics() const { return impl_->metrics(); }
 size_t UcxTransport::open_transfers() const { return impl_->open_transfers(); }
 
-uint64_t UcxTransport::Send(const std::string& peer_address, SendBuffer buffer, absl::Duration timeout,
-                            std::function<void(absl::Status)> done) {
+uint64_t UcxTransport::Send(const std::string& peer_address, SendBuffer buffer,
+                            absl::Duration timeout, std::function<void(absl::Status)> done) {
   return impl_->Send(peer_address, std::move(buffer), timeout, std::move(done));
 }
 

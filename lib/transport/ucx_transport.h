@@ -34,7 +34,8 @@ class ByteBuffer {
   ByteBuffer() = default;
   explicit ByteBuffer(size_t size)
       : data_(size ? new uint8_t[size] : nullptr, [](uint8_t* p) { delete[] p; }), size_(size) {}
-  ByteBuffer(uint8_t* data, size_t size, Release release) : data_(data, std::move(release)), size_(size) {}
+  ByteBuffer(uint8_t* data, size_t size, Release release)
+      : data_(data, std::move(release)), size_(size) {}
 
   uint8_t* data() { return data_.get(); }
   const uint8_t* data() const { return data_.get(); }

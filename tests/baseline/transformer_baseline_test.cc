@@ -12,7 +12,8 @@ namespace {
 
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+  for (size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
   return m;
 }
 
@@ -39,7 +40,8 @@ TEST(TransformerBaselineTest, DecodeEqualsPrefillAndBatchesAgree) {
     absl::Span<const int32_t> spans[] = {one, one};
     ASSERT_TRUE(model.Forward(both, spans, &step).ok());
     const int64_t V = config.vocab_size;
-    EXPECT_EQ(std::vector<float>(step.begin(), step.begin() + V), std::vector<float>(step.begin() + V, step.end()));
+    EXPECT_EQ(std::vector<float>(step.begin(), step.begin() + V),
+              std::vector<float>(step.begin() + V, step.end()));
   }
   step.resize(config.vocab_size);
   double max_ref = 0;
@@ -50,7 +52,8 @@ TEST(TransformerBaselineTest, DecodeEqualsPrefillAndBatchesAgree) {
 
   const int32_t bad = config.vocab_size;
   absl::Span<const int32_t> bad_span(&bad, 1);
-  EXPECT_EQ(model.Forward({&pa, 1}, {&bad_span, 1}, &step).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model.Forward({&pa, 1}, {&bad_span, 1}, &step).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -60,12 +60,14 @@ TEST_P(ForwardConsistencyTest, PrefillThenDecodeEqualsFullForwardAtEveryPosition
     if (split > 0) {
       ForwardSegment seg{&state, absl::MakeConstSpan(tokens).subspan(0, split), LogitsMode::kLast};
       ASSERT_TRUE(backend_->Forward({&seg, 1}, &logits).ok());
-      EXPECT_LE(MaxAbsDiff(logits.data(), full.data() + (split - 1) * V_, V_), tol) << "prefill to " << split;
+      EXPECT_LE(MaxAbsDiff(logits.data(), full.data() + (split - 1) * V_, V_), tol)
+          << "prefill to " << split;
     }
     for (int64_t t = split; t < static_cast<int64_t>(tokens.size()); ++t) {
       ForwardSegment seg{&state, {&tokens[t], 1}, LogitsMode::kLast};
       ASSERT_TRUE(backend_->Forward({&seg, 1}, &logits).ok());
-      ASSERT_LE(MaxAbsDiff(logits.data(), full.data() + t * V_, V_), tol) << "split " << split << " position " << t;
+      ASSERT_LE(MaxAbsDiff(logits.data(), full.data() + t * V_, V_), tol)
+          << "split " << split << " position " << t;
     }
     EXPECT_EQ(state.position, 300);
   }
@@ -171,7 +173,8 @@ TEST_P(ForwardConsistencyTest, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(backend_->Forward({&neg, 1}, &logits).code(), absl::StatusCode::kInvalidArgument);
   ForwardSegment empty{&state, {}, LogitsMode::kLast};
   EXPECT_EQ(backend_->Forward({&empty, 1}, &logits).code(), absl::StatusCode::kInvalidArgument);
-  ForwardSegment twice[] = {{&state, tokens, LogitsMode::kNone}, {&state, tokens, LogitsMode::kNone}};
+  ForwardSegment twice[] = {{&state, tokens, LogitsMode::kNone},
+                            {&state, tokens, LogitsMode::kNone}};
   EXPECT_EQ(backend_->Forward(twice, &logits).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(state == before);
 
@@ -185,7 +188,9 @@ TEST_P(ForwardConsistencyTest, BadInputIsRefusedAndChangesNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SelfAttention, ForwardConsistencyTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "SlidingWindow" : "GatedRetention"; });
+                         [](const auto& info) {
+                           return info.param ? "SlidingWindow" : "GatedRetention";
+                         });
 
 TEST(ForwardLimitsTest, MaxSeqLenIsEnforced) {
   ModelConfig config = SmallConfig();

@@ -15,7 +15,9 @@
 namespace yoco {
 namespace {
 
-std::string GoldenDir(const std::string& name) { return std::string(YOCO_TEST_DATA_DIR) + "/golden/" + name; }
+std::string GoldenDir(const std::string& name) {
+  return std::string(YOCO_TEST_DATA_DIR) + "/golden/" + name;
+}
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -32,7 +34,8 @@ void ExpectClose(const std::vector<float>& got, const NpyArray& want, const std:
     max_err = std::max(max_err, static_cast<double>(std::fabs(got[i] - want.data[i])));
     max_ref = std::max(max_ref, static_cast<double>(std::fabs(want.data[i])));
   }
-  EXPECT_LE(max_err, 1e-4 * max_ref) << what << ": max abs error " << max_err << ", max |ref| " << max_ref;
+  EXPECT_LE(max_err, 1e-4 * max_ref)
+      << what << ": max abs error " << max_err << ", max |ref| " << max_ref;
   ::testing::Test::RecordProperty(what + "_max_abs_error", absl::StrFormat("%.3e", max_err));
 }
 
@@ -70,7 +73,8 @@ TEST_P(GoldenTest, GreedyTokensAndDecodeLogits) {
   // The reference loop: prefill all but the last prompt token, then one decode step per token.
   SequenceState state = SequenceState::Create(backend_->model().config());
   std::vector<float> logits, all_logits;
-  ForwardSegment prefill{&state, absl::MakeConstSpan(prompt_).subspan(0, prompt_.size() - 1), LogitsMode::kNone};
+  ForwardSegment prefill{&state, absl::MakeConstSpan(prompt_).subspan(0, prompt_.size() - 1),
+                         LogitsMode::kNone};
   ASSERT_TRUE(backend_->Forward({&prefill, 1}, &logits).ok());
   EXPECT_TRUE(logits.empty());
   int32_t input = prompt_.back();
@@ -106,7 +110,8 @@ TEST_P(GoldenTest, EarlyExitPrefillAndChunkedPrefillGiveReferenceTokens) {
   for (size_t begin = 0; begin < prompt.size(); begin += 100) {
     const size_t n = std::min<size_t>(100, prompt.size() - begin);
     const bool last = begin + n == prompt.size();
-    ForwardSegment seg{&state, prompt.subspan(begin, n), last ? LogitsMode::kLast : LogitsMode::kNone};
+    ForwardSegment seg{&state, prompt.subspan(begin, n),
+                       last ? LogitsMode::kLast : LogitsMode::kNone};
     ASSERT_TRUE(backend_->Forward({&seg, 1}, &logits).ok());
   }
   Sampler sampler;
@@ -123,7 +128,10 @@ TEST_P(GoldenTest, EarlyExitPrefillAndChunkedPrefillGiveReferenceTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, GoldenTest, ::testing::Values("yoco-tiny-gret", "yoco-tiny-swa"),
-                         [](const auto& info) { return info.param == "yoco-tiny-gret" ? std::string("GatedRetention") : std::string("SlidingWindow"); });
+                         [](const auto& info) {
+                           return info.param == "yoco-tiny-gret" ? std::string("GatedRetention")
+                                                                 : std::string("SlidingWindow");
+                         });
 
 }  // namespace
 }  // namespace yoco

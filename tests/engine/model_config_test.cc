@@ -58,28 +58,50 @@ INSTANTIATE_TEST_SUITE_P(
     Defects, BadConfigTest,
     ::testing::Values(
         BadCase{"{not json", "not valid JSON"}, BadCase{"[1, 2]", "JSON object"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2})", "vocab_size"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 512, "n_heads": 8})", "n_heads"},
-        BadCase{R"({"dim": "256", "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 512})", "dim"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 3, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 512})", "n_self_heads"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 3, "vocab_size": 512})", "n_attn_kv_heads"},
-        BadCase{R"({"dim": 256, "n_layers": 1, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 512})", "n_layers"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": -5, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 512})", "hidden_dim"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 512, "sliding_window": 0})", "sliding_window"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 512, "norm_eps": "small"})", "norm_eps"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 512, "model_parallel_size": 2})", "model_parallel_size"},
-        BadCase{R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
-                   "n_attn_kv_heads": 2, "vocab_size": 99999999999})", "vocab_size"}),
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2})",
+            "vocab_size"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 512, "n_heads": 8})",
+            "n_heads"},
+        BadCase{
+            R"({"dim": "256", "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 512})",
+            "dim"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 3, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 512})",
+            "n_self_heads"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 3, "vocab_size": 512})",
+            "n_attn_kv_heads"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 1, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 512})",
+            "n_layers"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": -5, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 512})",
+            "hidden_dim"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 512, "sliding_window": 0})",
+            "sliding_window"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 512, "norm_eps": "small"})",
+            "norm_eps"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 512, "model_parallel_size": 2})",
+            "model_parallel_size"},
+        BadCase{
+            R"({"dim": 256, "n_layers": 4, "hidden_dim": 512, "n_self_heads": 2, "n_attn_heads": 4,
+                   "n_attn_kv_heads": 2, "vocab_size": 99999999999})",
+            "vocab_size"}),
     [](const ::testing::TestParamInfo<BadCase>& info) {
       std::string name = info.param.mentions;
       for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

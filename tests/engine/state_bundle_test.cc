@@ -67,10 +67,12 @@ TEST_P(StateBundleTest, RoundTripIsExact) {
   sampling.top_p = 0.8f;
   sampling.seed = 99;
   sampling.stop_token_ids = {2, 5};
-  auto gen = Generation::Prefill(*backend_, RandomTokens(40, model_->config().vocab_size, 2), sampling, &first);
+  auto gen = Generation::Prefill(*backend_, RandomTokens(40, model_->config().vocab_size, 2),
+                                 sampling, &first);
   ASSERT_TRUE(gen.ok());
   const StateBundle original = gen->ToBundle(model_->fingerprint());
-  auto parsed = ParseStateBundle(SerializeStateBundle(original), model_->config(), model_->fingerprint());
+  auto parsed =
+      ParseStateBundle(SerializeStateBundle(original), model_->config(), model_->fingerprint());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_TRUE(*parsed == original);
   EXPECT_EQ(parsed->pending_token, first);
@@ -78,7 +80,8 @@ TEST_P(StateBundleTest, RoundTripIsExact) {
 }
 
 TEST_P(StateBundleTest, CorruptTruncatedAndForeignBundlesAreRefused) {
-  auto gen = Generation::Start(*backend_, RandomTokens(30, model_->config().vocab_size, 3), SamplingParams{});
+  auto gen = Generation::Start(*backend_, RandomTokens(30, model_->config().vocab_size, 3),
+                               SamplingParams{});
   ASSERT_TRUE(gen.ok());
   const std::string good = SerializeStateBundle(gen->ToBundle(model_->fingerprint()));
   const ModelConfig& config = model_->config();
@@ -89,22 +92,27 @@ TEST_P(StateBundleTest, CorruptTruncatedAndForeignBundlesAreRefused) {
   for (size_t i : {size_t{20}, size_t{60}, good.size() / 2, good.size() - 10, good.size() - 1}) {
     std::string bad = good;
     bad[i] ^= 0x40;
-    EXPECT_EQ(ParseStateBundle(bad, config, fp).status().code(), absl::StatusCode::kDataLoss) << "byte " << i;
+    EXPECT_EQ(ParseStateBundle(bad, config, fp).status().code(), absl::StatusCode::kDataLoss)
+        << "byte " << i;
   }
   EXPECT_EQ(ParseStateBundle(good.substr(0, good.size() - 1), config, fp).status().code(),
             absl::StatusCode::kDataLoss);
-  EXPECT_EQ(ParseStateBundle(good.substr(0, 20), config, fp).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParseStateBundle(good.substr(0, 20), config, fp).status().code(),
+            absl::StatusCode::kDataLoss);
   EXPECT_EQ(ParseStateBundle("", config, fp).status().code(), absl::StatusCode::kDataLoss);
 
   std::string not_bundle = good;
   not_bundle[0] = 'X';
-  EXPECT_EQ(ParseStateBundle(not_bundle, config, fp).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseStateBundle(not_bundle, config, fp).status().code(),
+            absl::StatusCode::kInvalidArgument);
   std::string future = good;
   future[8] = 9;  // version 9
-  EXPECT_EQ(ParseStateBundle(future, config, fp).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ParseStateBundle(future, config, fp).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 
   // Made by another model: refused by fingerprint even though the shapes fit.
-  EXPECT_EQ(ParseStateBundle(good, config, fp + 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ParseStateBundle(good, config, fp + 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   // A model of another shape with the same fingerprint (impossible in practice) is still refused.
   ModelConfig wider = config;
   wider.n_attn_kv_heads = 4;
@@ -112,7 +120,9 @@ TEST_P(StateBundleTest, CorruptTruncatedAndForeignBundlesAreRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SelfAttention, StateBundleTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "SlidingWindow" : "GatedRetention"; });
+                         [](const auto& info) {
+                           return info.param ? "SlidingWindow" : "GatedRetention";
+                         });
 
 }  // namespace
 }  // namespace yoco

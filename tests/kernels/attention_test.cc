@@ -1,10 +1,10 @@
 // Softmax attention kernels against the double reference: blocked causal queries (prefill),
 // with offsets and windows, and decode queries of many sequences.
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/decode_attention.h"
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/decode_attention.h"
 #include "tests/kernels/random_inputs.h"
 #include "tests/reference/reference_math.h"
 
@@ -32,7 +32,8 @@ TEST_P(CausalAttentionTest, MatchesReference) {
   const auto k = RandomFloats(n * KV, 32);
   const auto v = RandomFloats(n * KV, 33);
   std::vector<float> out(c.T * D), scratch;
-  cpu::CausalAttention(shape, c.p0, c.T, q.data(), D, k.data(), v.data(), KV, c.window, out.data(), D, &scratch);
+  cpu::CausalAttention(shape, c.p0, c.T, q.data(), D, k.data(), v.data(), KV, c.window, out.data(),
+                       D, &scratch);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (int64_t t = 0; t < c.T; ++t) {
     const int64_t pos = c.p0 + t;
@@ -40,21 +41,25 @@ TEST_P(CausalAttentionTest, MatchesReference) {
     for (int h = 0; h < shape.q_heads; ++h) {
       const int kvh = h / 2;
       const std::vector<double> qd(q.begin() + t * D + h * d, q.begin() + t * D + (h + 1) * d);
-      const auto want = reference::Attention(qd, ToMat(k.data() + first * KV, pos - first + 1, d, KV, kvh * d),
-                                             ToMat(v.data() + first * KV, pos - first + 1, d, KV, kvh * d), scale);
-      for (int j = 0; j < d; ++j) ASSERT_NEAR(out[t * D + h * d + j], want[j], 2e-5) << "t=" << t << " h=" << h;
+      const auto want = reference::Attention(
+          qd, ToMat(k.data() + first * KV, pos - first + 1, d, KV, kvh * d),
+          ToMat(v.data() + first * KV, pos - first + 1, d, KV, kvh * d), scale);
+      for (int j = 0; j < d; ++j)
+        ASSERT_NEAR(out[t * D + h * d + j], want[j], 2e-5) << "t=" << t << " h=" << h;
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CausalAttentionTest,
-                         ::testing::Values(CausalCase{0, 1, 0}, CausalCase{0, 64, 0}, CausalCase{0, 150, 0},
-                                           CausalCase{37, 100, 0}, CausalCase{0, 200, 16},
-                                           CausalCase{15, 130, 16}, CausalCase{300, 5, 0}));
+                         ::testing::Values(CausalCase{0, 1, 0}, CausalCase{0, 64, 0},
+                                           CausalCase{0, 150, 0}, CausalCase{37, 100, 0},
+                                           CausalCase{0, 200, 16}, CausalCase{15, 130, 16},
+                                           CausalCase{300, 5, 0}));
 
 TEST(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
   // Lengths below, at and across the per-task key range, with and without the eight-key blocks.
-  for (const cpu::GqaShape shape : {cpu::GqaShape{12, 4, 64}, cpu::GqaShape{4, 4, 32}, cpu::GqaShape{6, 2, 20}}) {
+  for (const cpu::GqaShape shape :
+       {cpu::GqaShape{12, 4, 64}, cpu::GqaShape{4, 4, 32}, cpu::GqaShape{6, 2, 20}}) {
     const int d = shape.head_dim;
     const int64_t D = shape.q_heads * d, KV = shape.kv_heads * d;
     const std::vector<int64_t> lengths = {1, 7, 8, 300, 512, 513, 1500};
@@ -76,10 +81,12 @@ TEST(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
         for (int h = 0; h < shape.q_heads; ++h) {
           const int kvh = h / (shape.q_heads / shape.kv_heads);
           const std::vector<double> qd(q[s].begin() + h * d, q[s].begin() + (h + 1) * d);
-          const auto want = reference::Attention(qd, ToMat(k[s].data(), n, d, KV, kvh * d),
-                                                 ToMat(v[s].data(), n, d, KV, kvh * d), 1.0 / std::sqrt(d));
+          const auto want =
+              reference::Attention(qd, ToMat(k[s].data(), n, d, KV, kvh * d),
+                                   ToMat(v[s].data(), n, d, KV, kvh * d), 1.0 / std::sqrt(d));
           for (int j = 0; j < d; ++j) {
-            ASSERT_NEAR(out[s][h * d + j], want[j], 2e-5) << "d=" << d << " batch " << batch << " seq " << s << " head " << h;
+            ASSERT_NEAR(out[s][h * d + j], want[j], 2e-5)
+                << "d=" << d << " batch " << batch << " seq " << s << " head " << h;
           }
         }
       }

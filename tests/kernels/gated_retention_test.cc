@@ -30,7 +30,8 @@ Inputs MakeInputs(int64_t T, int d, uint32_t seed, bool nonzero_state) {
   in.v = RandomFloats(T * in.ld, seed + 2);
   in.log_decay = RandomFloats(T * 2, seed + 3, -6.0f, 6.0f);
   for (float& x : in.log_decay) x = cpu::LogSigmoid(x) / 16.0f;
-  in.state = nonzero_state ? RandomFloats(2LL * d * d, seed + 4) : std::vector<float>(2LL * d * d, 0.0f);
+  in.state =
+      nonzero_state ? RandomFloats(2LL * d * d, seed + 4) : std::vector<float>(2LL * d * d, 0.0f);
   return in;
 }
 
@@ -40,8 +41,8 @@ reference::Mat ReferenceHead(const Inputs& in, int head, reference::Mat* final_s
   const reference::Mat s0 = ToMat(in.state.data() + int64_t{head} * in.d * in.d, in.d, in.d, in.d);
   return reference::GatedRetentionParallel(ToMat(in.q.data(), in.T, in.d, in.ld, head * in.d),
                                            ToMat(in.k.data(), in.T, in.d, in.ld, head * in.d),
-                                           ToMat(in.v.data(), in.T, in.d, in.ld, head * in.d), decay, s0,
-                                           final_state);
+                                           ToMat(in.v.data(), in.T, in.d, in.ld, head * in.d),
+                                           decay, s0, final_state);
 }
 
 struct ChunkCase {
@@ -71,7 +72,8 @@ TEST_P(ChunkwiseTest, MatchesParallelFormAndFinalState) {
     const auto e = Compare(out.data(), in.ld, head * d, want);
     EXPECT_LT(e.max_abs_error, 2e-5 * std::max(1.0, e.max_abs_reference)) << "head " << head;
     const auto es = Compare(state.data() + int64_t{head} * d * d, d, 0, final_state);
-    EXPECT_LT(es.max_abs_error, 2e-5 * std::max(1.0, es.max_abs_reference)) << "state, head " << head;
+    EXPECT_LT(es.max_abs_error, 2e-5 * std::max(1.0, es.max_abs_reference))
+        << "state, head " << head;
   }
 }
 
@@ -111,14 +113,16 @@ TEST(GatedRetentionTest, ChunkwiseThenRecurrentEqualsOneChunkwisePass) {
   std::vector<float> scratch(cpu::GatedRetentionScratchFloats(256, d));
   std::vector<float> full(T * in.ld), mixed(T * in.ld);
   std::vector<float> s_full(d * d, 0.0f), s_mixed(d * d, 0.0f);
-  cpu::GatedRetentionChunkwise(T, d, in.q.data(), in.k.data(), in.v.data(), in.ld, in.log_decay.data(), 2,
-                               s_full.data(), full.data(), in.ld, 256, scratch.data());
-  cpu::GatedRetentionChunkwise(split, d, in.q.data(), in.k.data(), in.v.data(), in.ld, in.log_decay.data(), 2,
-                               s_mixed.data(), mixed.data(), in.ld, 256, scratch.data());
+  cpu::GatedRetentionChunkwise(T, d, in.q.data(), in.k.data(), in.v.data(), in.ld,
+                               in.log_decay.data(), 2, s_full.data(), full.data(), in.ld, 256,
+                               scratch.data());
+  cpu::GatedRetentionChunkwise(split, d, in.q.data(), in.k.data(), in.v.data(), in.ld,
+                               in.log_decay.data(), 2, s_mixed.data(), mixed.data(), in.ld, 256,
+                               scratch.data());
   for (int64_t t = split; t < T; ++t) {
     const int64_t off = t * in.ld;
-    cpu::GatedRetentionStep(d, in.q.data() + off, in.k.data() + off, in.v.data() + off, in.log_decay[t * 2],
-                            s_mixed.data(), mixed.data() + off);
+    cpu::GatedRetentionStep(d, in.q.data() + off, in.k.data() + off, in.v.data() + off,
+                            in.log_decay[t * 2], s_mixed.data(), mixed.data() + off);
   }
   for (int64_t t = 0; t < T; ++t)
     for (int j = 0; j < d; ++j) ASSERT_NEAR(full[t * in.ld + j], mixed[t * in.ld + j], 2e-5) << t;

@@ -20,7 +20,8 @@ inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f
 }
 
 // Column block [col0, col0+cols) of a row-major float buffer with row stride ld, as doubles.
-inline reference::Mat ToMat(const float* data, int64_t rows, int64_t cols, int64_t ld, int64_t col0 = 0) {
+inline reference::Mat ToMat(const float* data, int64_t rows, int64_t cols, int64_t ld,
+                            int64_t col0 = 0) {
   reference::Mat m(rows, cols);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) m.at(r, c) = data[r * ld + col0 + c];
@@ -38,7 +39,8 @@ inline ErrorStats Compare(const float* got, int64_t ld, int64_t col0, const refe
   ErrorStats e;
   for (int64_t r = 0; r < want.rows; ++r) {
     for (int64_t c = 0; c < want.cols; ++c) {
-      e.max_abs_error = std::max(e.max_abs_error, std::fabs(got[r * ld + col0 + c] - want.at(r, c)));
+      e.max_abs_error =
+          std::max(e.max_abs_error, std::fabs(got[r * ld + col0 + c] - want.at(r, c)));
       e.max_abs_reference = std::max(e.max_abs_reference, std::fabs(want.at(r, c)));
     }
   }

@@ -18,9 +18,11 @@ TEST(RmsNormTest, MatchesReference) {
     cpu::RmsNorm(x.data(), rows, n, n, with_weight ? w.data() : nullptr, 1e-5f, y.data());
     for (int64_t r = 0; r < rows; ++r) {
       const std::vector<double> xd(x.begin() + r * n, x.begin() + (r + 1) * n);
-      const std::vector<double> wd = with_weight ? std::vector<double>(w.begin(), w.end()) : std::vector<double>{};
+      const std::vector<double> wd =
+          with_weight ? std::vector<double>(w.begin(), w.end()) : std::vector<double>{};
       const auto want = reference::RmsNorm(xd, wd, 1e-5);
-      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[r * n + i], want[i], 2e-6 * std::fabs(want[i]) + 1e-7);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(y[r * n + i], want[i], 2e-6 * std::fabs(want[i]) + 1e-7);
     }
   }
 }
@@ -32,7 +34,8 @@ TEST(RmsNormTest, InPlaceWithStride) {
   const auto original = x;
   cpu::RmsNorm(x.data(), 4, n, n, nullptr, 1e-5f, x.data());
   for (int64_t r = 0; r < 4; ++r) {
-    const auto want = reference::RmsNorm({original.begin() + r * n, original.begin() + (r + 1) * n}, {}, 1e-5);
+    const auto want =
+        reference::RmsNorm({original.begin() + r * n, original.begin() + (r + 1) * n}, {}, 1e-5);
     for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(x[r * n + i], want[i], 1e-5);
   }
 }

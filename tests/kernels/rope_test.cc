@@ -26,10 +26,12 @@ TEST(RopeTest, RotationMatchesReference) {
     const auto original = x;
     cpu::ApplyRope(x.data(), heads, d, table.cos(p), table.sin(p));
     for (int h = 0; h < heads; ++h) {
-      const auto want = reference::Rope({original.begin() + h * d, original.begin() + (h + 1) * d}, p, 10000.0);
+      const auto want =
+          reference::Rope({original.begin() + h * d, original.begin() + (h + 1) * d}, p, 10000.0);
       // fp32 angles p·ω carry a relative error ~6e-8, i.e. ~2e-4 rad at p = 3000.
       const double tol = 1e-6 + 1e-7 * static_cast<double>(p);
-      for (int i = 0; i < d; ++i) ASSERT_NEAR(x[h * d + i], want[i], tol) << "p=" << p << " i=" << i;
+      for (int i = 0; i < d; ++i)
+        ASSERT_NEAR(x[h * d + i], want[i], tol) << "p=" << p << " i=" << i;
     }
   }
 }

@@ -72,7 +72,8 @@ class ChildProcess {
         buffer_.erase(0, nl + 1);
         return line;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::nullopt;
       pollfd p{stdout_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   yoco::ReceiveCallbacks callbacks;
   callbacks.verify = [](const yoco::IncomingTransfer& t, absl::string_view data) {
     // The seed of a transfer is its size, so the receiver needs no side channel.
-    if (!yoco::testing::CheckPattern(reinterpret_cast<const uint8_t*>(data.data()), data.size(), data.size())) {
+    if (!yoco::testing::CheckPattern(reinterpret_cast<const uint8_t*>(data.data()), data.size(),
+                                     data.size())) {
       return absl::DataLossError("payload pattern mismatch");
     }
     return absl::OkStatus();
@@ -66,8 +67,9 @@ int main(int argc, char** argv) {
     int64_t timeout_ms = 60000;
     if (argc >= 7 && !absl::SimpleAtoi(argv[6], &timeout_ms)) return 2;
     std::promise<absl::Status> done;
-    (*transport)->Send(address, {data->data(), size, data}, absl::Milliseconds(timeout_ms),
-                       [&done](absl::Status st) { done.set_value(st); });
+    (*transport)
+        ->Send(address, {data->data(), size, data}, absl::Milliseconds(timeout_ms),
+               [&done](absl::Status st) { done.set_value(st); });
     const absl::Status st = done.get_future().get();
     if (st.ok()) {
       std::printf("ok\n");

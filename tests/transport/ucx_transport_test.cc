@@ -34,7 +34,8 @@ class Peer {
     absl::Status status;  // OK: received and pattern-checked
   };
 
-  explicit Peer(const std::string& tls, std::function<absl::Status(absl::string_view)> verify = nullptr) {
+  explicit Peer(const std::string& tls,
+                std::function<absl::Status(absl::string_view)> verify = nullptr) {
     UcxTransportOptions options;
     options.tls = tls;
     options.net_devices = tls == "tcp" ? "lo" : "";
@@ -50,11 +51,14 @@ class Peer {
     };
     cb.verify = [verify](const IncomingTransfer& t, absl::string_view data) {
       if (verify) return verify(data);
-      return testing::CheckPattern(reinterpret_cast<const uint8_t*>(data.data()), data.size(), t.size)
+      return testing::CheckPattern(reinterpret_cast<const uint8_t*>(data.data()), data.size(),
+                                   t.size)
                  ? absl::OkStatus()
                  : absl::DataLossError("pattern mismatch");
     };
-    cb.on_received = [this](const IncomingTransfer& t, ByteBuffer data) { Record({t, absl::OkStatus()}); };
+    cb.on_received = [this](const IncomingTransfer& t, ByteBuffer data) {
+      Record({t, absl::OkStatus()});
+    };
     cb.on_failed = [this](const IncomingTransfer& t, const absl::Status& st) { Record({t, st}); };
     auto transport = UcxTransport::Create(options, cb);
     EXPECT_TRUE(transport.ok()) << transport.status();
@@ -65,15 +69,16 @@ class Peer {
   void set_cancel_on_start(bool cancel) { cancel_on_start_ = cancel; }
 
   // Sends a patterned buffer (seed = size) and returns a future of the sender's verdict.
-  std::future<absl::Status> Send(const std::string& to, uint64_t size, absl::Duration timeout = absl::Seconds(60),
+  std::future<absl::Status> Send(const std::string& to, uint64_t size,
+                                 absl::Duration timeout = absl::Seconds(60),
                                  uint64_t* id = nullptr) {
     auto data = std::make_shared<ByteBuffer>(size);
     testing::FillPattern(data->data(), size, size);
     return SendBytes(to, {data->data(), size, data}, timeout, id);
   }
 
-  std::future<absl::Status> SendBytes(const std::string& to, SendBuffer buffer, absl::Duration timeout,
-                                      uint64_t* id = nullptr) {
+  std::future<absl::Status> SendBytes(const std::string& to, SendBuffer buffer,
+                                      absl::Duration timeout, uint64_t* id = nullptr) {
     auto promise = std::make_shared<std::promise<absl::Status>>();
     auto future = promise->get_future();
     const uint64_t sent = transport_->Send(to, std::move(buffer), timeout,
@@ -84,7 +89,8 @@ class Peer {
 
   std::optional<Event> NextEvent(absl::Duration timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [this] { return !events_.empty(); })) {
+    if (!cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                      [this] { return !events_.empty(); })) {
       return std::nullopt;
     }
     Event e = events_.front();
@@ -94,7 +100,8 @@ class Peer {
 
   std::optional<IncomingTransfer> NextStart(absl::Duration timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [this] { return !started_.empty(); })) {
+    if (!cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                      [this] { return !started_.empty(); })) {
       return std::nullopt;
     }
     IncomingTransfer t = started_.front();
@@ -202,7 +209,8 @@ TEST_P(TransportTest, SenderKilledMidTransferFailsCleanlyOnTheReceiver) {
   EXPECT_EQ(e->status.code(), absl::StatusCode::kUnavailable) << e->status;
   EXPECT_TRUE(receiver.Drained());
   // Still usable for another peer.
-  ChildProcess next({PeerBinary(), "send", GetParam(), address_hex, std::to_string(kMiB), std::to_string(kMiB)});
+  ChildProcess next(
+      {PeerBinary(), "send", GetParam(), address_hex, std::to_string(kMiB), std::to_string(kMiB)});
   auto ok = receiver.NextEvent(absl::Seconds(30));
   ASSERT_TRUE(ok.has_value());
   EXPECT_TRUE(ok->status.ok()) << ok->status;
@@ -274,7 +282,8 @@ TEST_P(TransportTest, DeadlinesExpireOnEitherSide) {
   // stopped sender's memory, so a stopped sender cannot stall it: TCP only.
   if (GetParam() != "tcp") return;
   Peer receiver(GetParam());
-  ChildProcess stopped({PeerBinary(), "send", GetParam(), absl::BytesToHexString(receiver.transport().address()),
+  ChildProcess stopped({PeerBinary(), "send", GetParam(),
+                        absl::BytesToHexString(receiver.transport().address()),
                         std::to_string(kGiB), std::to_string(kGiB), "2000"});
   ASSERT_TRUE(receiver.NextStart(absl::Seconds(30)).has_value());
   stopped.Signal(SIGSTOP);
@@ -297,7 +306,9 @@ TEST_P(TransportTest, UnreachablePeerIsUnavailableAndOthersStillWork) {
   auto result = a.Send(gone_address, kMiB, absl::Seconds(20));
   ASSERT_EQ(result.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   const absl::Status st = result.get();
-  EXPECT_TRUE(st.code() == absl::StatusCode::kUnavailable || st.code() == absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_TRUE(st.code() == absl::StatusCode::kUnavailable ||
+              st.code() == absl::StatusCode::kDeadlineExceeded)
+      << st;
   Peer b(GetParam());
   EXPECT_TRUE(a.Send(b.transport().address(), kMiB).get().ok());
   EXPECT_TRUE(a.Drained());
@@ -328,7 +339,9 @@ TEST(TransportBundleTest, CorruptedOrForeignBundlesAreRefused) {
   Peer sender("tcp");
   auto send = [&](std::string bytes) {
     auto owner = std::make_shared<std::string>(std::move(bytes));
-    return sender.SendBytes(receiver.transport().address(), {owner->data(), owner->size(), owner}, absl::Seconds(20))
+    return sender
+        .SendBytes(receiver.transport().address(), {owner->data(), owner->size(), owner},
+                   absl::Seconds(20))
         .get();
   };
   const std::string good = SerializeStateBundle(bundle);

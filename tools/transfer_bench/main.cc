@@ -20,9 +20,11 @@ int main(int argc, char** argv) {
       options.tls = value();
       ok = options.tls == "tcp" || options.tls == "sm";
     } else if (arg == "--size") {
-      ok = absl::SimpleAtoi(value(), &options.size) && options.size > 0 && options.size <= (uint64_t{4} << 30);
+      ok = absl::SimpleAtoi(value(), &options.size) && options.size > 0 &&
+           options.size <= (uint64_t{4} << 30);
     } else if (arg == "--count") {
-      ok = absl::SimpleAtoi(value(), &options.count) && options.count > 0 && options.count <= 100000;
+      ok =
+          absl::SimpleAtoi(value(), &options.count) && options.count > 0 && options.count <= 100000;
     } else if (arg == "--json") {
       json_path = value();
     } else if (arg == "--checksum") {
@@ -35,9 +37,10 @@ int main(int argc, char** argv) {
       ok = false;
     }
     if (!ok) {
-      std::cerr << "yoco-transfer-bench: bad argument '" << arg << "'\n"
-                << "usage: yoco-transfer-bench --tls tcp|sm --size BYTES [--count N] [--json OUT.json]"
-                   " [--checksum] [--perftest]\n";
+      std::cerr
+          << "yoco-transfer-bench: bad argument '" << arg << "'\n"
+          << "usage: yoco-transfer-bench --tls tcp|sm --size BYTES [--count N] [--json OUT.json]"
+             " [--checksum] [--perftest]\n";
       return 2;
     }
   }
@@ -47,11 +50,11 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-transfer-bench: " << result.status().message() << "\n";
     return 1;
   }
-  std::cout << "tls " << result->tls << ", size " << result->size << " bytes: " << result->gbps << " GB/s, p50 "
-            << result->p50_ms << " ms, p99 " << result->p99_ms << " ms";
+  std::cout << "tls " << result->tls << ", size " << result->size << " bytes: " << result->gbps
+            << " GB/s, p50 " << result->p50_ms << " ms, p99 " << result->p99_ms << " ms";
   if (result->perftest_gbps > 0) {
-    std::cout << "; ucx_perftest " << result->perftest_gbps << " GB/s (" << 100.0 * result->gbps / result->perftest_gbps
-              << "%)";
+    std::cout << "; ucx_perftest " << result->perftest_gbps << " GB/s ("
+              << 100.0 * result->gbps / result->perftest_gbps << "%)";
   }
   std::cout << "\n";
   if (!json_path.empty()) {

@@ -98,10 +98,11 @@ class Child {
 
 // ucx_perftest's "Final:" line: iterations, overheads, then average and overall MB/s.
 absl::StatusOr<double> RunPerftest(const TransferBenchOptions& o) {
-  const std::vector<std::string> env = {absl::StrCat("UCX_TLS=", o.tls, ",self"), "UCX_NET_DEVICES=lo"};
+  const std::vector<std::string> env = {absl::StrCat("UCX_TLS=", o.tls, ",self"),
+                                        "UCX_NET_DEVICES=lo"};
   const std::string port = "13371";
-  const std::vector<std::string> common = {"-t", "ucp_am_bw", "-s", std::to_string(o.size), "-n",
-                                           std::to_string(o.count), "-p", port};
+  const std::vector<std::string> common = {
+      "-t", "ucp_am_bw", "-s", std::to_string(o.size), "-n", std::to_string(o.count), "-p", port};
   std::vector<std::string> server_args = {"ucx_perftest"};
   server_args.insert(server_args.end(), common.begin(), common.end());
   Child server(server_args, env);
@@ -112,7 +113,8 @@ absl::StatusOr<double> RunPerftest(const TransferBenchOptions& o) {
   Child client(client_args, env);
   const std::string out = client.ReadAll(120000);
   std::smatch m;
-  if (!std::regex_search(out, m, std::regex(R"(Final:\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+))"))) {
+  if (!std::regex_search(
+          out, m, std::regex(R"(Final:\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+))"))) {
     return absl::InternalError("could not parse ucx_perftest output:\n" + out);
   }
   return std::stod(m[1].str()) * 1048576.0 / 1e9;  // perftest's MB/s are MiB/s
@@ -170,8 +172,9 @@ absl::StatusOr<TransferBenchResult> RunTransferBench(const TransferBenchOptions&
   auto send_one = [&]() -> absl::StatusOr<double> {
     std::promise<absl::Status> done;
     const absl::Time start = absl::Now();
-    (*transport)->Send(address, {data->data(), o.size, data}, absl::Seconds(120),
-                       [&done](absl::Status st) { done.set_value(st); });
+    (*transport)
+        ->Send(address, {data->data(), o.size, data}, absl::Seconds(120),
+               [&done](absl::Status st) { done.set_value(st); });
     const absl::Status st = done.get_future().get();
     if (!st.ok()) return st;
     return absl::ToDoubleMilliseconds(absl::Now() - start);
@@ -203,11 +206,12 @@ absl::StatusOr<TransferBenchResult> RunTransferBench(const TransferBenchOptions&
 }
 
 std::string ToJson(const TransferBenchResult& r) {
-  std::string json = absl::StrFormat(R"({"tls": "%s", "size": %d, "gbps": %.4f, "p50_ms": %.4f, "p99_ms": %.4f)",
-                                     r.tls, r.size, r.gbps, r.p50_ms, r.p99_ms);
+  std::string json =
+      absl::StrFormat(R"({"tls": "%s", "size": %d, "gbps": %.4f, "p50_ms": %.4f, "p99_ms": %.4f)",
+                      r.tls, r.size, r.gbps, r.p50_ms, r.p99_ms);
   if (r.perftest_gbps > 0) {
-    absl::StrAppend(&json, absl::StrFormat(R"(, "perftest_gbps": %.4f, "ratio_to_perftest": %.3f)", r.perftest_gbps,
-                                           r.gbps / r.perftest_gbps));
+    absl::StrAppend(&json, absl::StrFormat(R"(, "perftest_gbps": %.4f, "ratio_to_perftest": %.3f)",
+                                           r.perftest_gbps, r.gbps / r.perftest_gbps));
   }
   return json + "}\n";
 }

@@ -15,17 +15,17 @@ struct TransferBenchOptions {
   std::string tls = "tcp";
   uint64_t size = 64 << 20;
   int count = 20;
-  bool checksum = false;        // the transport's own CRC (bundles carry theirs)
-  bool perftest = false;        // also run ucx_perftest ucp_am_bw for the same tls and size
-  std::string self_path;        // this executable, re-run as the receiver
+  bool checksum = false;  // the transport's own CRC (bundles carry theirs)
+  bool perftest = false;  // also run ucx_perftest ucp_am_bw for the same tls and size
+  std::string self_path;  // this executable, re-run as the receiver
 };
 
 struct TransferBenchResult {
   std::string tls;
   uint64_t size = 0;
-  double gbps = 0;              // GB/s (1e9 bytes) over the timed transfers
+  double gbps = 0;  // GB/s (1e9 bytes) over the timed transfers
   double p50_ms = 0, p99_ms = 0;
-  double perftest_gbps = 0;     // 0 when not run
+  double perftest_gbps = 0;  // 0 when not run
 };
 
 // Runs the receiver side: prints the worker address (hex) on stdout, then serves until it is

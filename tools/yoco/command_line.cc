@@ -32,10 +32,12 @@ absl::StatusOr<CommandLine> CommandLine::Parse(const std::vector<std::string>& a
       if (value) return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
       value = "true";
     } else if (!value) {
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      if (i + 1 >= args.size())
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
       value = args[++i];
     }
-    if (cl.values_.count(name)) return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice"));
+    if (cl.values_.count(name))
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice"));
     cl.values_[name] = *value;
   }
   return cl;
@@ -43,11 +45,13 @@ absl::StatusOr<CommandLine> CommandLine::Parse(const std::vector<std::string>& a
 
 absl::StatusOr<std::string> CommandLine::String(const std::string& name) const {
   auto it = values_.find(name);
-  if (it == values_.end()) return absl::InvalidArgumentError(absl::StrCat("missing required flag --", name));
+  if (it == values_.end())
+    return absl::InvalidArgumentError(absl::StrCat("missing required flag --", name));
   return it->second;
 }
 
-absl::StatusOr<int64_t> CommandLine::Int(const std::string& name, std::optional<int64_t> fallback) const {
+absl::StatusOr<int64_t> CommandLine::Int(const std::string& name,
+                                         std::optional<int64_t> fallback) const {
   auto it = values_.find(name);
   if (it == values_.end()) {
     if (fallback) return *fallback;
@@ -55,12 +59,14 @@ absl::StatusOr<int64_t> CommandLine::Int(const std::string& name, std::optional<
   }
   int64_t v;
   if (!absl::SimpleAtoi(it->second, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", it->second, "' is not an integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": '", it->second, "' is not an integer"));
   }
   return v;
 }
 
-absl::StatusOr<double> CommandLine::Double(const std::string& name, std::optional<double> fallback) const {
+absl::StatusOr<double> CommandLine::Double(const std::string& name,
+                                           std::optional<double> fallback) const {
   auto it = values_.find(name);
   if (it == values_.end()) {
     if (fallback) return *fallback;
@@ -68,7 +74,8 @@ absl::StatusOr<double> CommandLine::Double(const std::string& name, std::optiona
   }
   double v;
   if (!absl::SimpleAtod(it->second, &v) || !std::isfinite(v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", it->second, "' is not a finite number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": '", it->second, "' is not a finite number"));
   }
   return v;
 }
@@ -80,7 +87,8 @@ absl::StatusOr<std::vector<int32_t>> CommandLine::IntList(const std::string& nam
   for (absl::string_view part : absl::StrSplit(*text, ',')) {
     int32_t v;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", part, "' is not an integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": '", part, "' is not an integer"));
     }
     out.push_back(v);
   }

@@ -1,12 +1,11 @@
 // Sub-command implementations: parse flags, call the engine, report.
 #include "tools/yoco/commands.h"
 
+#include <fstream>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include <fstream>
-
 #include "kernels/cpu/gemm.h"
 #include "lib/bench/engine_bench.h"
 #include "lib/engine/cpu_backend.h"
@@ -23,17 +22,19 @@ namespace {
 absl::StatusOr<std::unique_ptr<CpuBackend>> LoadBackend(const CommandLine& cl) {
   ASSIGN_OR_RETURN(std::string dir, cl.String("model"));
   ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
-  if (threads < 0 || threads > 1024) return absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  if (threads < 0 || threads > 1024)
+    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(dir));
-  return std::make_unique<CpuBackend>(std::move(model), CpuBackendOptions{static_cast<int>(threads)});
+  return std::make_unique<CpuBackend>(std::move(model),
+                                      CpuBackendOptions{static_cast<int>(threads)});
 }
 
 absl::StatusOr<std::vector<int32_t>> ReadTokens(const CommandLine& cl, const ModelConfig& config) {
   ASSIGN_OR_RETURN(std::vector<int32_t> tokens, cl.IntList("tokens"));
   for (int32_t t : tokens) {
     if (t < 0 || t >= config.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tokens: id ", t, " is outside the vocabulary [0, ", config.vocab_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tokens: id ", t, " is outside the vocabulary [0, ", config.vocab_size, ")"));
     }
   }
   return tokens;
@@ -55,7 +56,8 @@ absl::Status RunInitModel(const std::vector<std::string>& args) {
   } else if (dtype == "bf16") {
     options.dtype = DType::kBF16;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("--dtype must be f32 or bf16, got '", dtype, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype must be f32 or bf16, got '", dtype, "'"));
   }
   ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::FromFile(params));
   return WriteRandomModel(config, options, out);
@@ -112,7 +114,8 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
 }
 
 absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log) {
-  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args,
+  ASSIGN_OR_RETURN(CommandLine cl,
+                   CommandLine::Parse(args,
                                       {"params", "threads", "json", "weights", "decode-steps",
                                        "prefill-lengths", "decode-batches", "decode-context"},
                                       {"long"}));
@@ -122,10 +125,12 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
     ASSIGN_OR_RETURN(options.config, ModelConfig::FromFile(*cl.String("params")));
   }
   ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
-  if (threads < 0 || threads > 1024) return absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  if (threads < 0 || threads > 1024)
+    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
   cpu::SetKernelThreads(static_cast<int>(threads));
   ASSIGN_OR_RETURN(int64_t steps, cl.Int("decode-steps", 8));
-  if (steps < 1 || steps > 10000) return absl::InvalidArgumentError("--decode-steps must be in [1, 10000]");
+  if (steps < 1 || steps > 10000)
+    return absl::InvalidArgumentError("--decode-steps must be in [1, 10000]");
   options.decode_steps = static_cast<int>(steps);
   const std::string weights = cl.Has("weights") ? *cl.String("weights") : "bf16";
   if (weights != "bf16" && weights != "f32") {
@@ -141,10 +146,12 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
   }
   ASSIGN_OR_RETURN(options.decode_context, cl.Int("decode-context", 2048));
   for (int64_t n : options.prefill_lengths) {
-    if (n < 1 || n > (1 << 20)) return absl::InvalidArgumentError("--prefill-lengths must be in [1, 1048576]");
+    if (n < 1 || n > (1 << 20))
+      return absl::InvalidArgumentError("--prefill-lengths must be in [1, 1048576]");
   }
   for (int b : options.decode_batches) {
-    if (b < 1 || b > 4096) return absl::InvalidArgumentError("--decode-batches must be in [1, 4096]");
+    if (b < 1 || b > 4096)
+      return absl::InvalidArgumentError("--decode-batches must be in [1, 4096]");
   }
   if (options.decode_context < 1 || options.decode_context > (1 << 20)) {
     return absl::InvalidArgumentError("--decode-context must be in [1, 1048576]");
