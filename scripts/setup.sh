@@ -9,6 +9,7 @@ PACKAGES=(
   nlohmann-json3-dev   # params.json, safetensors headers
   libdnnl-dev          # oneDNN sgemm for the CPU backend
   libucx-dev ucx-utils # UCX transport (ucx_perftest for the transfer benchmark baseline)
+  libpcre2-dev         # tiktoken pre-tokenisation (Unicode classes, lookahead)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
 )
@@ -19,6 +20,12 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+
+# Node.js runs js-tiktoken, the tokenizer tests' independent reference. Any installed node will
+# do; Debian's is the fallback.
+if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+  missing+=(nodejs npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
