@@ -10,6 +10,7 @@ PACKAGES=(
   libdnnl-dev          # oneDNN sgemm for the CPU backend
   libucx-dev ucx-utils # UCX transport (ucx_perftest for the transfer benchmark baseline)
   libpcre2-dev         # tiktoken pre-tokenisation (Unicode classes, lookahead)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # gRPC API
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
 )
