@@ -1,0 +1,228 @@
+// The batching loop: admit from the queue while the batch and the budget allow (first come,
+// first served: a large sequence at the head is not overtaken), step, emit, retire.
+#include "lib/batching/decode_batcher.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace yoco {
+
+int64_t DecodeBatcher::ReservedBytes(const ModelConfig& config, const SequenceState& state,
+                                     int max_new_tokens) {
+  return state.bytes() +
+         2LL * max_new_tokens * config.kv_dim() * static_cast<int64_t>(sizeof(float));
+}
+
+class DecodeBatcher::Loop {
+ public:
+  Loop(Backend& backend, DecodeBatcherOptions options) : backend_(backend), options_(options) {
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  ~Loop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  absl::StatusOr<uint64_t> Admit(DecodeSequence seq) {
+    if (seq.max_new_tokens < 1) return absl::InvalidArgumentError("max_new_tokens must be >= 1");
+    const int64_t bytes =
+        ReservedBytes(backend_.model().config(), seq.generation.state(), seq.max_new_tokens);
+    if (bytes > options_.memory_budget_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "sequence needs ", bytes, " bytes, the budget is ", options_.memory_budget_bytes));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("decode queue is full (", options_.max_queue, ")"));
+    }
+    const uint64_t id = ++next_id_;
+    queue_.push_back(std::make_unique<Entry>(Entry{id, std::move(seq), bytes, 0, false}));
+    cv_.notify_all();
+    return id;
+  }
+
+  void Cancel(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_.push_back(id);
+    cv_.notify_all();
+  }
+
+  DecodeBatcherStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  struct Entry {
+    uint64_t id;
+    DecodeSequence seq;
+    int64_t bytes;
+    int generated;
+    bool cancelled;
+  };
+
+  void Run() {
+    std::vector<std::unique_ptr<Entry>> active;
+    std::vector<Generation*> generations;
+    std::vector<int32_t> tokens;
+    int64_t in_use = 0;
+    while (true) {
+      std::vector<std::unique_ptr<Entry>> retired_queued;
+      bool stopping = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] {
+          return stopping_ || !active.empty() || !queue_.empty() || !cancelled_.empty();
+        });
+        stopping = stopping_;
+        if (stopping_) {
+          for (auto& e : queue_) retired_queued.push_back(std::move(e));
+          queue_.clear();
+          for (auto& e : active) e->cancelled = true;
+        }
+        // Cancellations: queued ones leave now, active ones at this step boundary.
+        for (uint64_t id : cancelled_) {
+          for (auto& e : active) e->cancelled |= e->id == id;
+          for (auto it = queue_.begin(); it != queue_.end();) {
+            if ((*it)->id == id) {
+              retired_queued.push_back(std::move(*it));
+              it = queue_.erase(it);
+            } else {
+              ++it;
+            }
+          }
+        }
+        cancelled_.clear();
+        while (!stopping_ && !queue_.empty() &&
+               static_cast<int>(active.size()) < options_.max_batch &&
+               in_use + queue_.front()->bytes <= options_.memory_budget_bytes) {
+          in_use += queue_.front()->bytes;
+          active.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+        stats_.queued = static_cast<int>(queue_.size());
+      }
+      for (auto& e : retired_queued) Emit(*e, Finished(DecodeFinish::kCancelled));
+      // Cancelled active sequences leave before the step.
+      Retire(
+          active, &in_use, [](const Entry& e) { return e.cancelled; }, DecodeFinish::kCancelled);
+      PublishStats(active, in_use, 0);
+      if (stopping && active.empty()) return;
+      if (active.empty()) continue;
+
+      generations.clear();
+      for (auto& e : active) generations.push_back(&e->seq.generation);
+      const absl::Status st = Generation::NextBatch(backend_, generations, &tokens);
+      if (!st.ok()) {
+        // A failing step fails its sequences, not the worker.
+        for (auto& e : active) {
+          DecodeEvent ev = Finished(DecodeFinish::kError);
+          ev.status = st;
+          Emit(*e, ev);
+        }
+        in_use = 0;
+        active.clear();
+        PublishStats(active, in_use, 0);
+        continue;
+      }
+      const int batch = static_cast<int>(active.size());
+      for (size_t i = 0; i < active.size(); ++i) {
+        Entry& e = *active[i];
+        ++e.generated;
+        DecodeEvent ev;
+        ev.token = tokens[i];
+        ev.generated = e.generated;
+        Emit(e, ev);
+      }
+      Retire(
+          active, &in_use,
+          [](const Entry& e) {
+            return Stop(e) != DecodeFinish::kLength || e.generated >= e.seq.max_new_tokens;
+          },
+          std::nullopt);
+      PublishStats(active, in_use, batch);
+    }
+  }
+
+  static DecodeFinish Stop(const Entry& e) {
+    const int32_t last = e.seq.generation.pending_token();
+    const auto& stops = e.seq.generation.sampling().stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), last) != stops.end()) return DecodeFinish::kStop;
+    if (e.seq.stop_at_eos && last == kEosId) return DecodeFinish::kEos;
+    return DecodeFinish::kLength;
+  }
+
+  static DecodeEvent Finished(DecodeFinish reason) {
+    DecodeEvent ev;
+    ev.finished = true;
+    ev.reason = reason;
+    return ev;
+  }
+
+  static void Emit(Entry& e, DecodeEvent ev) {
+    if (ev.finished) ev.generated = e.generated;
+    if (e.seq.on_event) e.seq.on_event(ev);
+  }
+
+  // Removes entries matching `done`, emitting their finish (`reason`, or the stop they hit).
+  template <typename Pred>
+  void Retire(std::vector<std::unique_ptr<Entry>>& active, int64_t* in_use, Pred done,
+              std::optional<DecodeFinish> reason) {
+    for (auto it = active.begin(); it != active.end();) {
+      if (done(**it)) {
+        Emit(**it, Finished(reason ? *reason : Stop(**it)));
+        *in_use -= (*it)->bytes;
+        it = active.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void PublishStats(const std::vector<std::unique_ptr<Entry>>& active, int64_t in_use, int batch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.active = static_cast<int>(active.size());
+    stats_.memory_in_use_bytes = in_use;
+    if (batch > 0) {
+      ++stats_.steps;
+      stats_.last_batch_size = batch;
+    }
+  }
+
+  Backend& backend_;
+  const DecodeBatcherOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Entry>> queue_;  // guarded by mu_
+  std::vector<uint64_t> cancelled_;           // guarded by mu_
+  DecodeBatcherStats stats_;                  // guarded by mu_
+  uint64_t next_id_ = 0;                      // guarded by mu_
+  bool stopping_ = false;                     // guarded by mu_
+  std::thread thread_;
+};
+
+DecodeBatcher::DecodeBatcher(Backend& backend, DecodeBatcherOptions options)
+    : loop_(std::make_unique<Loop>(backend, options)) {}
+DecodeBatcher::~DecodeBatcher() = default;
+
+absl::StatusOr<uint64_t> DecodeBatcher::Admit(DecodeSequence sequence) {
+  return loop_->Admit(std::move(sequence));
+}
+void DecodeBatcher::Cancel(uint64_t id) { loop_->Cancel(id); }
+DecodeBatcherStats DecodeBatcher::stats() const { return loop_->stats(); }
+
+}  // namespace yoco

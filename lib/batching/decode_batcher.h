@@ -1,0 +1,79 @@
+// DecodeBatcher: the decode worker's continuous batching loop. Sequences (restored from state
+// bundles) join and leave between steps; every step is one batched forward pass over all
+// active sequences. A maximum batch and a memory budget bound the active set; beyond them new
+// sequences wait in a bounded queue, and beyond that Admit refuses with RESOURCE_EXHAUSTED.
+//
+// Threading: one loop thread owns the backend; `on_event` callbacks run on it and must not
+// block. Admit, Cancel and stats may be called from any thread.
+#ifndef YOCO_LIB_BATCHING_DECODE_BATCHER_H_
+#define YOCO_LIB_BATCHING_DECODE_BATCHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "lib/engine/backend.h"
+#include "lib/engine/generation.h"
+
+namespace yoco {
+
+struct DecodeBatcherOptions {
+  int max_batch = 32;                       // sequences per forward pass
+  int64_t memory_budget_bytes = 8LL << 30;  // decoding state of all active sequences
+  int max_queue = 256;                      // sequences waiting for room
+};
+
+enum class DecodeFinish { kLength, kStop, kEos, kCancelled, kError };
+
+struct DecodeEvent {
+  bool finished = false;
+  int32_t token = -1;                           // the new token (when not finished)
+  int generated = 0;                            // tokens produced so far for this sequence
+  DecodeFinish reason = DecodeFinish::kLength;  // when finished
+  absl::Status status;                          // kError: why
+};
+
+struct DecodeSequence {
+  Generation generation;     // restored from the bundle: state + pending token + sampling
+  int max_new_tokens = 0;    // tokens to produce here
+  bool stop_at_eos = false;  // the sampling's stop ids always stop
+  std::function<void(const DecodeEvent&)> on_event;
+};
+
+struct DecodeBatcherStats {
+  int active = 0;
+  int queued = 0;
+  int64_t memory_in_use_bytes = 0;  // reserved for the active sequences
+  uint64_t steps = 0;
+  int last_batch_size = 0;
+};
+
+class DecodeBatcher {
+ public:
+  DecodeBatcher(Backend& backend, DecodeBatcherOptions options);
+  // Finishes every sequence with kCancelled and stops the loop.
+  ~DecodeBatcher();
+  DecodeBatcher(const DecodeBatcher&) = delete;
+  DecodeBatcher& operator=(const DecodeBatcher&) = delete;
+
+  // Queues a sequence; returns its id. RESOURCE_EXHAUSTED when the queue is full, or when the
+  // sequence alone could never fit the memory budget; INVALID_ARGUMENT for max_new_tokens < 1.
+  absl::StatusOr<uint64_t> Admit(DecodeSequence sequence);
+  // Ends a sequence (queued or active) with kCancelled at the next step boundary; its memory is
+  // released then. Unknown ids are ignored.
+  void Cancel(uint64_t id);
+  DecodeBatcherStats stats() const;
+
+  // Memory a sequence reserves: its state now plus the K/V rows of max_new_tokens more tokens.
+  static int64_t ReservedBytes(const ModelConfig& config, const SequenceState& state,
+                               int max_new_tokens);
+
+ private:
+  class Loop;
+  std::unique_ptr<Loop> loop_;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_BATCHING_DECODE_BATCHER_H_

@@ -1,0 +1,207 @@
+// DecodeBatcher: continuously batched decoding gives exactly the tokens of decoding each
+// sequence alone (from state bundles, as a decode worker receives them); the batch, the
+// memory budget and the queue bound what runs; cancel and stop end sequences and free memory.
+#include "lib/batching/decode_batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "lib/engine/cpu_backend.h"
+#include "lib/engine/state_bundle.h"
+#include "tests/engine/test_models.h"
+
+namespace yoco {
+namespace {
+
+using testing::RandomTokens;
+
+// Collects one sequence's events.
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int32_t> tokens;
+  bool finished = false;
+  DecodeFinish reason = DecodeFinish::kLength;
+
+  std::function<void(const DecodeEvent&)> Callback() {
+    return [this](const DecodeEvent& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (e.finished) {
+        finished = true;
+        reason = e.reason;
+      } else {
+        tokens.push_back(e.token);
+      }
+      cv.notify_all();
+    };
+  }
+  bool WaitFinished(int seconds = 60) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return finished; });
+  }
+  size_t TokenCount() {
+    std::lock_guard<std::mutex> lock(mu);
+    return tokens.size();
+  }
+};
+
+class DecodeBatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::MakeModel(testing::SmallConfig(), 31, "batcher");
+    ASSERT_NE(model_, nullptr);
+    prefill_backend_ = std::make_unique<CpuBackend>(model_);
+    decode_backend_ = std::make_unique<CpuBackend>(model_);
+  }
+
+  // What a prefill worker ships: the prompt prefilled, its first token sampled, as bytes.
+  Generation Prefilled(int prompt_length, uint32_t seed, SamplingParams sampling, int32_t* first) {
+    auto gen = Generation::Prefill(*prefill_backend_,
+                                   RandomTokens(prompt_length, model_->config().vocab_size, seed),
+                                   sampling, first);
+    EXPECT_TRUE(gen.ok());
+    const std::string bytes = SerializeStateBundle(gen->ToBundle(model_->fingerprint()));
+    auto bundle = ParseStateBundle(bytes, model_->config(), model_->fingerprint());
+    EXPECT_TRUE(bundle.ok());
+    return *Generation::FromBundle(std::move(*bundle));
+  }
+
+  SamplingParams Sampling(uint64_t seed) {
+    SamplingParams s;
+    s.temperature = 0.8f;
+    s.top_k = 40;
+    s.seed = seed;
+    return s;
+  }
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<CpuBackend> prefill_backend_, decode_backend_;
+};
+
+TEST_F(DecodeBatcherTest, BatchedDecodingEqualsDecodingAlone) {
+  constexpr int kSequences = 7, kNew = 12;
+  std::vector<std::vector<int32_t>> want(kSequences);
+  for (int i = 0; i < kSequences; ++i) {
+    int32_t first;
+    Generation alone = Prefilled(10 + 37 * i, i, Sampling(100 + i), &first);
+    for (int t = 0; t < kNew; ++t) want[i].push_back(*alone.Next(*prefill_backend_));
+  }
+  DecodeBatcherOptions options;
+  options.max_batch = 3;  // seven sequences: some wait in the queue, batches change size
+  DecodeBatcher batcher(*decode_backend_, options);
+  std::vector<Collector> got(kSequences);
+  for (int i = 0; i < kSequences; ++i) {
+    int32_t first;
+    auto id = batcher.Admit(
+        {Prefilled(10 + 37 * i, i, Sampling(100 + i), &first), kNew, false, got[i].Callback()});
+    ASSERT_TRUE(id.ok()) << id.status();
+  }
+  for (int i = 0; i < kSequences; ++i) {
+    ASSERT_TRUE(got[i].WaitFinished());
+    EXPECT_EQ(got[i].tokens, want[i]) << "sequence " << i;
+    EXPECT_EQ(got[i].reason, DecodeFinish::kLength);
+  }
+  // Stats are published after the finishing step's events.
+  for (int i = 0; i < 100 && batcher.stats().active != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const DecodeBatcherStats stats = batcher.stats();
+  EXPECT_EQ(stats.active, 0);
+  EXPECT_EQ(stats.memory_in_use_bytes, 0);
+  EXPECT_LT(stats.steps, static_cast<uint64_t>(kSequences * kNew));  // really batched
+}
+
+TEST_F(DecodeBatcherTest, MemoryBudgetQueuesAndQueueLimitRefuses) {
+  int32_t first;
+  Generation probe = Prefilled(50, 1, Sampling(1), &first);
+  const int64_t one = DecodeBatcher::ReservedBytes(model_->config(), probe.state(), 400);
+  DecodeBatcherOptions options;
+  options.memory_budget_bytes = one + one / 2;  // room for one such sequence at a time
+  options.max_queue = 1;
+  DecodeBatcher batcher(*decode_backend_, options);
+  Collector a, b, c;
+  Generation gen_b = Prefilled(50, 2, Sampling(2), &first);
+  Generation gen_c = Prefilled(50, 3, Sampling(3), &first);
+  ASSERT_TRUE(
+      batcher.Admit({Prefilled(50, 1, Sampling(1), &first), 400, false, a.Callback()}).ok());
+  while (a.TokenCount() == 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // a runs
+  ASSERT_TRUE(batcher.Admit({std::move(gen_b), 400, false, b.Callback()}).ok());
+  // b waits for memory, filling the queue: c is refused.
+  auto refused = batcher.Admit({std::move(gen_c), 400, false, c.Callback()});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  DecodeBatcherStats stats = batcher.stats();
+  EXPECT_LE(stats.active, 1);
+  EXPECT_LE(stats.memory_in_use_bytes, options.memory_budget_bytes);
+  ASSERT_TRUE(a.WaitFinished());
+  ASSERT_TRUE(b.WaitFinished());
+  EXPECT_EQ(a.tokens.size(), 400u);
+  EXPECT_EQ(b.tokens.size(), 400u);
+  // A sequence that could never fit is refused at once.
+  options.memory_budget_bytes = one / 2;
+  DecodeBatcher small(*decode_backend_, options);
+  EXPECT_EQ(small.Admit({Prefilled(50, 4, Sampling(4), &first), 400, false, c.Callback()})
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(
+      small.Admit({Prefilled(5, 4, Sampling(4), &first), 0, false, c.Callback()}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DecodeBatcherTest, CancelAndStopEndSequencesAndFreeMemory) {
+  DecodeBatcher batcher(*decode_backend_, {});
+  int32_t first;
+  Collector runaway;
+  auto id =
+      batcher.Admit({Prefilled(20, 5, Sampling(5), &first), 1000000, false, runaway.Callback()});
+  ASSERT_TRUE(id.ok());
+  while (runaway.TokenCount() < 5) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  batcher.Cancel(*id);
+  ASSERT_TRUE(runaway.WaitFinished());
+  EXPECT_EQ(runaway.reason, DecodeFinish::kCancelled);
+
+  // Stop at the third token of a greedy run.
+  SamplingParams greedy;
+  Generation alone = Prefilled(30, 6, greedy, &first);
+  std::vector<int32_t> reference;
+  for (int t = 0; t < 3; ++t) reference.push_back(*alone.Next(*prefill_backend_));
+  greedy.stop_token_ids = {reference[2]};
+  Collector stopped;
+  ASSERT_TRUE(
+      batcher.Admit({Prefilled(30, 6, greedy, &first), 50, false, stopped.Callback()}).ok());
+  ASSERT_TRUE(stopped.WaitFinished());
+  EXPECT_EQ(stopped.reason, DecodeFinish::kStop);
+  ASSERT_FALSE(stopped.tokens.empty());
+  EXPECT_EQ(stopped.tokens.back(), reference[2]);
+  EXPECT_LE(stopped.tokens.size(), 3u);
+
+  for (int i = 0; i < 100 && batcher.stats().memory_in_use_bytes != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(batcher.stats().memory_in_use_bytes, 0);
+  EXPECT_EQ(batcher.stats().active, 0);
+}
+
+TEST_F(DecodeBatcherTest, ShutdownCancelsEverything) {
+  Collector a, b;
+  {
+    DecodeBatcherOptions options;
+    options.max_batch = 1;
+    DecodeBatcher batcher(*decode_backend_, options);
+    int32_t first;
+    ASSERT_TRUE(
+        batcher.Admit({Prefilled(20, 7, Sampling(7), &first), 1000000, false, a.Callback()}).ok());
+    ASSERT_TRUE(
+        batcher.Admit({Prefilled(20, 8, Sampling(8), &first), 1000000, false, b.Callback()}).ok());
+    while (a.TokenCount() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(a.finished && b.finished);
+  EXPECT_EQ(a.reason, DecodeFinish::kCancelled);
+  EXPECT_EQ(b.reason, DecodeFinish::kCancelled);
+}
+
+}  // namespace
+}  // namespace yoco
