@@ -1,0 +1,118 @@
+// Disaggregated serving at the library level: a prefill worker ships each request's bundle
+// over UCX (loopback TCP) to a decode worker that batches; the tokens equal the in-process
+// engine's for every request. A bundle from another model is refused back to the prefill side.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "lib/engine/cpu_backend.h"
+#include "lib/engine/generation.h"
+#include "lib/workers/decode_worker.h"
+#include "lib/workers/prefill_worker.h"
+#include "tests/engine/test_models.h"
+
+namespace yoco {
+namespace {
+
+using testing::RandomTokens;
+
+struct Stream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int32_t> tokens;
+  bool finished = false;
+  DecodeFinish reason{};
+  std::function<void(const DecodeEvent&)> Callback() {
+    return [this](const DecodeEvent& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (e.finished) {
+        finished = true;
+        reason = e.reason;
+      } else {
+        tokens.push_back(e.token);
+      }
+      cv.notify_all();
+    };
+  }
+  bool Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return finished; });
+  }
+};
+
+UcxTransportOptions Loopback() {
+  UcxTransportOptions o;
+  o.tls = "tcp";
+  o.net_devices = "lo";
+  o.checksum = false;  // bundles carry their own CRC-32C
+  return o;
+}
+
+TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 41, "disaggregated");
+  ASSERT_NE(model, nullptr);
+  auto sender = UcxTransport::Create(Loopback(), {});
+  ASSERT_TRUE(sender.ok());
+  PrefillWorker prefill(std::make_unique<CpuBackend>(model), std::move(*sender));
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  options.batcher.max_batch = 4;
+  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  CpuBackend local(model);
+
+  constexpr int kRequests = 6, kNew = 10;
+  std::vector<Stream> streams(kRequests);
+  std::vector<std::vector<int32_t>> want(kRequests), first(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    SamplingParams sampling;
+    sampling.temperature = i % 2 ? 0.9f : 0.0f;
+    sampling.seed = 7 + i;
+    const auto prompt =
+        RandomTokens(20 + 60 * i, model->config().vocab_size, 50 + i);  // up to 320 > 256
+    GenerateOptions reference{kNew + 1, sampling, false};
+    want[i] = *Generate(local, prompt, reference);
+
+    auto shipped = prefill.Prefill(prompt, sampling, (*decode)->address(), absl::Seconds(20));
+    ASSERT_TRUE(shipped.ok()) << shipped.status();
+    first[i] = {shipped->first_token};
+    auto id = (*decode)->Decode(shipped->sender, shipped->transfer_id, kNew, false,
+                                absl::Seconds(10), streams[i].Callback());
+    ASSERT_TRUE(id.ok()) << id.status();
+  }
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(streams[i].Wait());
+    std::vector<int32_t> got = first[i];
+    got.insert(got.end(), streams[i].tokens.begin(), streams[i].tokens.end());
+    EXPECT_EQ(got, want[i]) << "request " << i;
+  }
+  EXPECT_EQ((*decode)->waiting_bundles(), 0u);
+  EXPECT_EQ((*decode)->transfer_metrics().transfers_received, static_cast<uint64_t>(kRequests));
+
+  // A decode call whose bundle never comes times out cleanly.
+  Stream never;
+  EXPECT_EQ(
+      (*decode)->Decode(1, 2, 5, false, absl::Milliseconds(50), never.Callback()).status().code(),
+      absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(DisaggregatedTest, BundleFromAnotherModelIsRefused) {
+  auto ours = testing::MakeModel(testing::SmallConfig(), 42, "refuse_ours");
+  auto theirs = testing::MakeModel(testing::SmallConfig(), 43, "refuse_theirs");
+  ASSERT_TRUE(ours && theirs);
+  auto sender = UcxTransport::Create(Loopback(), {});
+  ASSERT_TRUE(sender.ok());
+  PrefillWorker prefill(std::make_unique<CpuBackend>(theirs), std::move(*sender));
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(ours), options);
+  ASSERT_TRUE(decode.ok());
+  auto shipped = prefill.Prefill(RandomTokens(30, ours->config().vocab_size, 1), SamplingParams{},
+                                 (*decode)->address(), absl::Seconds(20));
+  EXPECT_EQ(shipped.status().code(), absl::StatusCode::kFailedPrecondition) << shipped.status();
+  EXPECT_EQ((*decode)->waiting_bundles(), 0u);
+}
+
+}  // namespace
+}  // namespace yoco
