@@ -46,6 +46,7 @@ class DecodeWorker {
   void Cancel(uint64_t sequence_id) { batcher_->Cancel(sequence_id); }
 
   DecodeBatcherStats stats() const { return batcher_->stats(); }
+  uint64_t fingerprint() const { return backend_->model().fingerprint(); }
   size_t waiting_bundles() const;
   const TransferMetrics& transfer_metrics() const { return transport_->metrics(); }
 

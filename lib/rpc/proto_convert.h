@@ -1,0 +1,16 @@
+// Conversions between the API's messages and engine types.
+#ifndef YOCO_LIB_RPC_PROTO_CONVERT_H_
+#define YOCO_LIB_RPC_PROTO_CONVERT_H_
+
+#include "lib/engine/sampler.h"
+#include "yoco/v1/yoco.pb.h"
+
+namespace yoco {
+
+// top_p 0 means "off" on the wire (proto3's default), 1 in the engine.
+SamplingParams FromProto(const v1::SamplingParams& p);
+void ToProto(const SamplingParams& s, v1::SamplingParams* p);
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_RPC_PROTO_CONVERT_H_

@@ -1,0 +1,106 @@
+// Decode RPCs. The batching thread hands events to the RPC thread through a small queue, so a
+// slow client never stalls the batch.
+#include "services/decode/decode_service.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "lib/rpc/grpc_status.h"
+
+namespace yoco {
+namespace {
+
+v1::FinishReason ToProto(DecodeFinish reason) {
+  switch (reason) {
+    case DecodeFinish::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case DecodeFinish::kStop:
+      return v1::FINISH_REASON_STOP;
+    case DecodeFinish::kEos:
+      return v1::FINISH_REASON_EOS;
+    case DecodeFinish::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case DecodeFinish::kError:
+      return v1::FINISH_REASON_UNSPECIFIED;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+struct EventQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<DecodeEvent> events;
+};
+
+}  // namespace
+
+grpc::Status DecodeService::Decode(grpc::ServerContext* context, const v1::DecodeRequest* request,
+                                   grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  if (request->max_new_tokens() < 1) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens must be >= 1");
+  }
+  auto queue = std::make_shared<EventQueue>();
+  const absl::Duration wait = request->wait_for_bundle_ms() > 0
+                                  ? absl::Milliseconds(request->wait_for_bundle_ms())
+                                  : absl::Seconds(30);
+  auto id = worker_.Decode(request->sender_transport(), request->transfer_id(),
+                           static_cast<int>(request->max_new_tokens()), request->stop_at_eos(),
+                           wait, [queue](const DecodeEvent& e) {
+                             std::lock_guard<std::mutex> lock(queue->mu);
+                             queue->events.push_back(e);
+                             queue->cv.notify_all();
+                           });
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  uint32_t index = 0;
+  while (true) {
+    DecodeEvent e;
+    {
+      std::unique_lock<std::mutex> lock(queue->mu);
+      while (queue->events.empty()) {
+        if (context->IsCancelled()) {
+          worker_.Cancel(*id);
+          return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+        }
+        queue->cv.wait_for(lock, std::chrono::milliseconds(50));
+      }
+      e = queue->events.front();
+      queue->events.pop_front();
+    }
+    v1::DecodeEvent out;
+    if (e.finished) {
+      if (e.reason == DecodeFinish::kError) return ToGrpcStatus(e.status);
+      out.mutable_finish()->set_reason(ToProto(e.reason));
+      out.mutable_finish()->mutable_usage()->set_generated_tokens(e.generated);
+      writer->Write(out);
+      return grpc::Status::OK;
+    }
+    out.mutable_token()->set_id(e.token);
+    out.mutable_token()->set_index(index++);
+    if (!writer->Write(out)) {  // the client is gone
+      worker_.Cancel(*id);
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the stream was closed");
+    }
+  }
+}
+
+grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest*,
+                                   v1::CancelResponse* response) {
+  // Sequences are cancelled by cancelling their Decode call (the router holds it).
+  response->set_found(false);
+  return grpc::Status::OK;
+}
+
+grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
+                                          v1::WorkerInfo* response) {
+  const DecodeBatcherStats stats = worker_.stats();
+  response->set_worker_id(worker_id_);
+  response->set_ucx_address(worker_.address());
+  response->set_model_fingerprint(worker_.fingerprint());
+  response->set_active_requests(stats.active);
+  response->set_queued_requests(stats.queued);
+  response->set_used_memory_bytes(stats.memory_in_use_bytes);
+  return grpc::Status::OK;
+}
+
+}  // namespace yoco

@@ -1,0 +1,32 @@
+// DecodeService: the DecodeWorker gRPC service over a DecodeWorker. Each Decode call streams
+// its sequence's tokens from the batching loop; a cancelled call cancels the sequence.
+#ifndef YOCO_SERVICES_DECODE_DECODE_SERVICE_H_
+#define YOCO_SERVICES_DECODE_DECODE_SERVICE_H_
+
+#include <string>
+
+#include "lib/workers/decode_worker.h"
+#include "yoco/v1/worker.grpc.pb.h"
+
+namespace yoco {
+
+class DecodeService final : public v1::DecodeWorker::Service {
+ public:
+  DecodeService(DecodeWorker& worker, std::string worker_id)
+      : worker_(worker), worker_id_(std::move(worker_id)) {}
+
+  grpc::Status Decode(grpc::ServerContext* context, const v1::DecodeRequest* request,
+                      grpc::ServerWriter<v1::DecodeEvent>* writer) override;
+  grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
+                      v1::CancelResponse* response) override;
+  grpc::Status GetWorkerInfo(grpc::ServerContext* context, const v1::GetWorkerInfoRequest* request,
+                             v1::WorkerInfo* response) override;
+
+ private:
+  DecodeWorker& worker_;
+  const std::string worker_id_;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_SERVICES_DECODE_DECODE_SERVICE_H_

@@ -1,0 +1,54 @@
+// yoco-decode: the decode worker. Flags, wiring, run.
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "lib/engine/cpu_backend.h"
+#include "lib/rpc/grpc_server.h"
+#include "lib/workers/decode_worker.h"
+#include "services/decode/decode_service.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50071", "gRPC address HOST:PORT");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus /metrics address HOST:PORT (not served yet)");
+ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
+ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
+ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
+ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
+ABSL_FLAG(int, max_batch, 32, "sequences per decode step");
+ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active sequences, MiB");
+ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAUSTED");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) {
+    std::cerr << "yoco-decode: " << model.status().message() << "\n";
+    return 1;
+  }
+  yoco::DecodeWorkerOptions options;
+  options.transport.tls = absl::GetFlag(FLAGS_tls);
+  options.transport.net_devices = absl::GetFlag(FLAGS_net_devices);
+  options.transport.checksum = false;  // bundles carry their own CRC-32C
+  options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;
+  options.batcher.max_queue = absl::GetFlag(FLAGS_max_queue);
+  auto worker =
+      yoco::DecodeWorker::Create(std::make_unique<yoco::CpuBackend>(
+                                     *model, yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
+                                 options);
+  if (!worker.ok()) {
+    std::cerr << "yoco-decode: " << worker.status().message() << "\n";
+    return 1;
+  }
+  yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen));
+  int port = 0;
+  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
+  if (!server.ok()) {
+    std::cerr << "yoco-decode: " << server.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << "yoco-decode: serving on port " << port << std::endl;
+  (*server)->Wait();
+  return 0;
+}

@@ -1,0 +1,48 @@
+// yoco-prefill: the prefill worker. Flags, wiring, run.
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "lib/engine/cpu_backend.h"
+#include "lib/rpc/grpc_server.h"
+#include "lib/workers/prefill_worker.h"
+#include "services/prefill/prefill_service.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC address HOST:PORT");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus /metrics address HOST:PORT (not served yet)");
+ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
+ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
+ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
+ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) {
+    std::cerr << "yoco-prefill: " << model.status().message() << "\n";
+    return 1;
+  }
+  yoco::UcxTransportOptions transport_options;
+  transport_options.tls = absl::GetFlag(FLAGS_tls);
+  transport_options.net_devices = absl::GetFlag(FLAGS_net_devices);
+  transport_options.checksum = false;  // bundles carry their own CRC-32C
+  auto transport = yoco::UcxTransport::Create(transport_options, {});
+  if (!transport.ok()) {
+    std::cerr << "yoco-prefill: " << transport.status().message() << "\n";
+    return 1;
+  }
+  yoco::PrefillWorker worker(std::make_unique<yoco::CpuBackend>(
+                                 *model, yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
+                             std::move(*transport));
+  yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen));
+  int port = 0;
+  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
+  if (!server.ok()) {
+    std::cerr << "yoco-prefill: " << server.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << "yoco-prefill: serving on port " << port << std::endl;
+  (*server)->Wait();
+  return 0;
+}

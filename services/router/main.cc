@@ -1,0 +1,63 @@
+// yoco-router: the public API in front of prefill and decode workers. Flags, wiring, run.
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "lib/rpc/grpc_server.h"
+#include "lib/text/byte_tokenizer.h"
+#include "lib/text/tiktoken_bpe.h"
+#include "services/router/router_service.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC address HOST:PORT");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus /metrics address HOST:PORT (not served yet)");
+ABSL_FLAG(std::string, model, "", "model folder (its params.json is read)");
+ABSL_FLAG(std::string, prefill, "", "prefill workers, HOST:PORT[,...]");
+ABSL_FLAG(std::string, decode, "", "decode workers, HOST:PORT[,...]");
+ABSL_FLAG(std::string, tiktoken_ranks, "",
+          "a .tiktoken ranks file: BPE with YOCO's special tokens "
+          "(default: the byte tokenizer)");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto config = yoco::ModelConfig::FromFile(absl::GetFlag(FLAGS_model) + "/params.json");
+  if (!config.ok()) {
+    std::cerr << "yoco-router: " << config.status().message() << "\n";
+    return 1;
+  }
+  std::unique_ptr<yoco::Tokenizer> tokenizer = std::make_unique<yoco::ByteTokenizer>();
+  std::string tokenizer_name = "bytes";
+  if (!absl::GetFlag(FLAGS_tiktoken_ranks).empty()) {
+    auto bpe = yoco::TiktokenBpe::Load(absl::GetFlag(FLAGS_tiktoken_ranks), yoco::kCl100kPattern,
+                                       yoco::YocoSpecialTokens());
+    if (!bpe.ok()) {
+      std::cerr << "yoco-router: " << bpe.status().message() << "\n";
+      return 1;
+    }
+    tokenizer = std::move(*bpe);
+    tokenizer_name = "tiktoken";
+  }
+  if (tokenizer->id_limit() > config->vocab_size) {
+    std::cerr << "yoco-router: the tokenizer's ids (< " << tokenizer->id_limit()
+              << ") do not fit the model's vocabulary (" << config->vocab_size << ")\n";
+    return 1;
+  }
+  yoco::RouterOptions options;
+  options.prefill_workers = absl::StrSplit(absl::GetFlag(FLAGS_prefill), ',', absl::SkipEmpty());
+  options.decode_workers = absl::StrSplit(absl::GetFlag(FLAGS_decode), ',', absl::SkipEmpty());
+  if (options.prefill_workers.empty() || options.decode_workers.empty()) {
+    std::cerr << "yoco-router: --prefill and --decode are required\n";
+    return 1;
+  }
+  yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options);
+  int port = 0;
+  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
+  if (!server.ok()) {
+    std::cerr << "yoco-router: " << server.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << "yoco-router: serving on port " << port << std::endl;
+  (*server)->Wait();
+  return 0;
+}

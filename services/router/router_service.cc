@@ -1,0 +1,303 @@
+// The router's request flow: prefill (first token) -> decode stream; on a worker failure,
+// prefill again with the tokens already sent and continue.
+#include "services/router/router_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "lib/engine/sampler.h"
+#include "lib/rpc/grpc_status.h"
+#include "lib/rpc/proto_convert.h"
+
+namespace yoco {
+namespace {
+
+// Appends the valid UTF-8 text of `bytes[*pos, end)` to `out`, invalid bytes as U+FFFD, and
+// advances *pos; an incomplete sequence at the very end is left for the next call (the next
+// token may complete it). Tokens are bytes; the API's text is UTF-8.
+void AppendUtf8(const std::string& bytes, size_t* pos, std::string* out) {
+  size_t i = *pos;
+  while (i < bytes.size()) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    size_t need = c < 0x80           ? 1
+                  : (c >> 5) == 0x6  ? 2
+                  : (c >> 4) == 0xE  ? 3
+                  : (c >> 3) == 0x1E ? 4
+                                     : 0;
+    if (need == 0 || (need == 2 && c < 0xC2) || (need == 4 && c > 0xF4)) {
+      out->append("\xEF\xBF\xBD");
+      ++i;
+      continue;
+    }
+    if (i + need > bytes.size()) {
+      bool prefix_ok = true;  // still possibly completed by later bytes
+      for (size_t k = i + 1; k < bytes.size(); ++k)
+        prefix_ok &= (static_cast<unsigned char>(bytes[k]) & 0xC0) == 0x80;
+      if (prefix_ok) break;
+      out->append("\xEF\xBF\xBD");
+      ++i;
+      continue;
+    }
+    bool ok = true;
+    for (size_t k = 1; k < need; ++k)
+      ok &= (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;
+    if (ok && need == 3) {
+      const unsigned char c1 = static_cast<unsigned char>(bytes[i + 1]);
+      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);  // overlong, surrogates
+    }
+    if (ok && need == 4) {
+      const unsigned char c1 = static_cast<unsigned char>(bytes[i + 1]);
+      ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
+    }
+    if (!ok) {
+      out->append("\xEF\xBF\xBD");
+      ++i;
+      continue;
+    }
+    out->append(bytes, i, need);
+    i += need;
+  }
+  *pos = i;
+}
+
+bool Retryable(const grpc::Status& st) {
+  return st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         st.error_code() == grpc::StatusCode::ABORTED ||
+         st.error_code() == grpc::StatusCode::INTERNAL ||
+         st.error_code() == grpc::StatusCode::UNKNOWN;
+}
+
+double MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer,
+                             std::string tokenizer_name, RouterOptions options)
+    : config_(std::move(config)),
+      tokenizer_(std::move(tokenizer)),
+      tokenizer_name_(std::move(tokenizer_name)),
+      options_(std::move(options)) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  for (const std::string& address : options_.prefill_workers) {
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    prefill_workers_.push_back({address, v1::PrefillWorker::NewStub(channel), nullptr});
+  }
+  for (const std::string& address : options_.decode_workers) {
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    decode_workers_.push_back({address, nullptr, v1::DecodeWorker::NewStub(channel)});
+  }
+}
+
+RouterService::Worker* RouterService::PickWorker(std::vector<Worker>& workers,
+                                                 const std::vector<Worker*>& exclude, bool prefill,
+                                                 v1::WorkerInfo* info) {
+  Worker* best = nullptr;
+  uint64_t best_load = UINT64_MAX;
+  for (Worker& w : workers) {
+    if (std::find(exclude.begin(), exclude.end(), &w) != exclude.end()) continue;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::WorkerInfo candidate;
+    const grpc::Status st = prefill ? w.prefill->GetWorkerInfo(&ctx, {}, &candidate)
+                                    : w.decode->GetWorkerInfo(&ctx, {}, &candidate);
+    if (!st.ok()) continue;
+    const uint64_t load = uint64_t{candidate.active_requests()} + candidate.queued_requests();
+    if (load < best_load) {
+      best = &w;
+      best_load = load;
+      *info = candidate;
+    }
+  }
+  return best;
+}
+
+grpc::Status RouterService::Generate(grpc::ServerContext* context,
+                                     const v1::GenerateRequest* request,
+                                     grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int32_t> prompt;
+  if (request->has_tokens()) {
+    prompt.assign(request->tokens().ids().begin(), request->tokens().ids().end());
+  } else {
+    auto ids = tokenizer_->Encode(request->text());
+    if (!ids.ok()) return ToGrpcStatus(ids.status());
+    prompt.push_back(kBosId);  // prompts start with BOS, as the reference's do
+    prompt.insert(prompt.end(), ids->begin(), ids->end());
+  }
+  if (prompt.empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the prompt is empty");
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                       config_.vocab_size, ")"));
+    }
+  }
+  const SamplingParams sampling = FromProto(request->sampling());
+  if (absl::Status st = sampling.Validate(config_.vocab_size); !st.ok()) return ToGrpcStatus(st);
+  const uint32_t max_new = request->sampling().max_new_tokens() > 0
+                               ? request->sampling().max_new_tokens()
+                               : options_.default_max_new_tokens;
+  if (max_new > (1u << 20))
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens is absurd");
+  if (config_.max_seq_len > 0 &&
+      prompt.size() + max_new > static_cast<size_t>(config_.max_seq_len)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("prompt + max_new_tokens exceeds the model's max_seq_len ",
+                                     config_.max_seq_len));
+  }
+  const bool stop_at_eos = request->sampling().stop_at_eos();
+
+  std::vector<int32_t> generated;
+  size_t text_pos = 0;  // bytes of the decoded output already turned into text
+  v1::Finish finish;
+  auto emit = [&](int32_t id) -> bool {
+    generated.push_back(id);
+    v1::GenerateResponse out;
+    out.mutable_token()->set_id(id);
+    out.mutable_token()->set_index(static_cast<uint32_t>(generated.size() - 1));
+    auto bytes = tokenizer_->Decode(generated);
+    if (bytes.ok()) {
+      std::string text;
+      AppendUtf8(*bytes, &text_pos, &text);
+      out.mutable_token()->set_text(text);
+    }
+    if (generated.size() == 1) finish.mutable_timings()->set_ttft_ms(MsSince(start));
+    return writer->Write(out);
+  };
+  auto stops = [&](int32_t id) {
+    const auto& ids = sampling.stop_token_ids;
+    if (std::find(ids.begin(), ids.end(), id) != ids.end()) return v1::FINISH_REASON_STOP;
+    if (stop_at_eos && id == kEosId) return v1::FINISH_REASON_EOS;
+    return v1::FINISH_REASON_UNSPECIFIED;
+  };
+
+  grpc::Status last_error(grpc::StatusCode::UNAVAILABLE, "no worker answered");
+  std::vector<Worker*> bad_prefill, bad_decode;
+  v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
+  for (int attempt = 0; attempt < options_.attempts && reason == v1::FINISH_REASON_UNSPECIFIED;
+       ++attempt) {
+    if (context->IsCancelled())
+      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+    v1::WorkerInfo decode_info, prefill_info;
+    Worker* decode = PickWorker(decode_workers_, bad_decode, false, &decode_info);
+    Worker* prefill = PickWorker(prefill_workers_, bad_prefill, true, &prefill_info);
+    if (decode == nullptr || prefill == nullptr) {
+      last_error =
+          grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker");
+      break;
+    }
+    // Phase 1: prefill the prompt plus whatever was already sent; it returns the next token.
+    v1::PrefillRequest pre;
+    pre.set_request_id(request->request_id());
+    pre.mutable_prompt()->Add(prompt.begin(), prompt.end());
+    pre.mutable_prompt()->Add(generated.begin(), generated.end());
+    ToProto(sampling, pre.mutable_sampling());
+    pre.set_decode_ucx_address(decode_info.ucx_address());
+    pre.set_transfer_timeout_ms(options_.transfer_timeout_ms);
+    v1::PrefillResponse pre_out;
+    grpc::ClientContext pre_ctx;
+    pre_ctx.set_deadline(context->deadline());
+    const grpc::Status pre_st = prefill->prefill->Prefill(&pre_ctx, pre, &pre_out);
+    if (!pre_st.ok()) {
+      if (!Retryable(pre_st)) return pre_st;
+      last_error = pre_st;
+      bad_prefill.push_back(prefill);
+      continue;
+    }
+    finish.mutable_timings()->set_prefill_ms(finish.timings().prefill_ms() + pre_out.prefill_ms());
+    finish.mutable_timings()->set_transfer_ms(finish.timings().transfer_ms() +
+                                              pre_out.transfer_ms());
+    finish.set_transfer_bytes(finish.transfer_bytes() + pre_out.bundle_bytes());
+    if (!emit(pre_out.first_token()))
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    if ((reason = stops(pre_out.first_token())) != v1::FINISH_REASON_UNSPECIFIED) break;
+    if (generated.size() >= max_new) {
+      reason = v1::FINISH_REASON_LENGTH;
+      break;
+    }
+    // Phase 2: the decode worker streams the rest.
+    const auto decode_start = std::chrono::steady_clock::now();
+    v1::DecodeRequest dec;
+    dec.set_request_id(request->request_id());
+    dec.set_sender_transport(pre_out.sender_transport());
+    dec.set_transfer_id(pre_out.transfer_id());
+    dec.set_max_new_tokens(max_new - static_cast<uint32_t>(generated.size()));
+    dec.set_wait_for_bundle_ms(options_.transfer_timeout_ms);
+    dec.set_stop_at_eos(stop_at_eos);
+    grpc::ClientContext dec_ctx;
+    dec_ctx.set_deadline(context->deadline());
+    auto stream = decode->decode->Decode(&dec_ctx, dec);
+    v1::DecodeEvent event;
+    while (stream->Read(&event)) {
+      if (context->IsCancelled()) {
+        dec_ctx.TryCancel();
+        return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+      }
+      if (event.has_token()) {
+        if (!emit(event.token().id())) {
+          dec_ctx.TryCancel();
+          return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+        }
+      } else if (event.has_finish()) {
+        reason = event.finish().reason();
+      }
+    }
+    const grpc::Status dec_st = stream->Finish();
+    finish.mutable_timings()->set_decode_ms(finish.timings().decode_ms() + MsSince(decode_start));
+    if (reason != v1::FINISH_REASON_UNSPECIFIED) break;
+    if (!dec_st.ok() && !Retryable(dec_st)) return dec_st;
+    last_error = dec_st.ok()
+                     ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early")
+                     : dec_st;
+    bad_decode.push_back(decode);  // continue on another pair with the tokens sent so far
+  }
+  if (reason == v1::FINISH_REASON_UNSPECIFIED) return last_error;
+  finish.set_reason(reason);
+  finish.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(prompt.size()));
+  finish.mutable_usage()->set_generated_tokens(static_cast<uint32_t>(generated.size()));
+  v1::GenerateResponse out;
+  *out.mutable_finish() = finish;
+  writer->Write(out);
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) {
+  auto ids = tokenizer_->Encode(request->text());
+  if (!ids.ok()) return ToGrpcStatus(ids.status());
+  response->mutable_ids()->Add(ids->begin(), ids->end());
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::Detokenize(grpc::ServerContext*, const v1::DetokenizeRequest* request,
+                                       v1::DetokenizeResponse* response) {
+  auto text =
+      tokenizer_->Decode(std::vector<int32_t>(request->ids().begin(), request->ids().end()));
+  if (!text.ok()) return ToGrpcStatus(text.status());
+  response->set_text(*text);
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::GetModelInfo(grpc::ServerContext*, const v1::GetModelInfoRequest*,
+                                         v1::ModelInfo* response) {
+  response->set_params_json(config_.ToJson());
+  response->set_vocab_size(config_.vocab_size);
+  response->set_max_seq_len(config_.max_seq_len);
+  response->set_tokenizer(tokenizer_name_);
+  v1::WorkerInfo info;
+  std::vector<Worker*> none;
+  if (PickWorker(decode_workers_, none, false, &info) != nullptr) {
+    response->set_fingerprint(info.model_fingerprint());
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace yoco

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# End to end on loopback: router + one prefill + two decode workers as real processes. Greedy
+# and sampled tokens through the router equal `yoco generate` in-process, also for prompts
+# longer than one retention chunk; killing the decode worker mid-stream loses no token; bad
+# input is refused with INVALID_ARGUMENT and the services keep serving.
+#   serving_test.sh BIN_DIR MODEL_DIR
+set -euo pipefail
+BIN=$1
+MODEL=$2
+export UCX_WARN_UNUSED_ENV_VARS=n
+base=$((20000 + (RANDOM % 2000) * 10))
+ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE1=127.0.0.1:$((base + 2)) DECODE2=127.0.0.1:$((base + 3))
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
+trap cleanup EXIT
+log=$(mktemp -d)
+"$BIN/yoco-decode" --listen "$DECODE1" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/d1" &
+d1=$!; pids+=("$d1")
+"$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/d2" &
+pids+=($!)
+"$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/p" &
+pids+=($!)
+"$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE1,$DECODE2" 2> "$log/r" &
+pids+=($!)
+
+cli() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" generate "$@"; }
+for i in $(seq 1 100); do
+  if cli --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1; then break; fi
+  sleep 0.2
+  if [ "$i" = 100 ]; then echo "services did not come up"; cat "$log"/*; exit 1; fi
+done
+
+prompt() { python3 -c "import random; r=random.Random($1); print(','.join(['0']+[str(r.randrange(4,512)) for _ in range($2-1)]))"; }
+failures=0
+total=0
+check() {  # name, prompt, extra flags...
+  local name=$1 p=$2; shift 2
+  local want got
+  total=$((total + 1))
+  want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$p" "$@")
+  got=$(cli --tokens "$p" "$@")
+  if [ "$want" = "$got" ]; then echo "ok   $name"; else echo "FAIL $name: want $want got $got"; failures=$((failures + 1)); fi
+}
+check greedy-short "$(prompt 1 12)" --max-new-tokens 20
+check greedy-long "$(prompt 2 300)" --max-new-tokens 20
+check greedy-one-token-prompt "0" --max-new-tokens 8
+check sampled "$(prompt 3 100)" --max-new-tokens 30 --temperature 0.8 --top-k 50 --seed 7
+check sampled-top-p "$(prompt 4 40)" --max-new-tokens 30 --temperature 1.2 --top-p 0.9 --seed 9
+
+# Kill the decode worker that serves a long stream: the router continues on the other one.
+long=$(prompt 5 50)
+want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$long" --max-new-tokens 600)
+cli --tokens "$long" --max-new-tokens 600 > "$log/killed.out" &
+cli_pid=$!
+sleep 0.3
+kill -9 "$d1"
+wait "$cli_pid" || true
+got=$(cat "$log/killed.out")
+total=$((total + 1))
+if [ "$want" = "$got" ]; then echo "ok   decode-worker-killed-mid-stream"; else
+  echo "FAIL decode-worker-killed-mid-stream: $(echo "$got" | tr ',' '\n' | wc -l) tokens"; failures=$((failures + 1)); fi
+
+# Bad input: a clear INVALID_ARGUMENT (code 3), and the services keep serving.
+bad() {
+  local name=$1; shift
+  total=$((total + 1))
+  if out=$(cli "$@" 2>&1); then echo "FAIL $name: accepted"; failures=$((failures + 1)); return; fi
+  if [[ "$out" == *"yoco-cli: 3:"* ]]; then echo "ok   $name"; else echo "FAIL $name: $out"; failures=$((failures + 1)); fi
+}
+bad out-of-range-token --tokens 0,512 --max-new-tokens 4
+bad negative-token --tokens 0,-3 --max-new-tokens 4
+bad negative-temperature --tokens 0,5 --max-new-tokens 4 --temperature -1
+bad top-p-above-one --tokens 0,5 --max-new-tokens 4 --top-p 1.5
+check still-serving "$(prompt 6 20)" --max-new-tokens 10
+
+echo "$((total - failures)) passed, $failures failed"
+[ "$failures" = 0 ]

@@ -1,0 +1,121 @@
+// yoco-cli: a client of the router's public API.
+//   yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) --max-new-tokens N
+//            [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]
+// Streams token ids (comma-separated, with --tokens) or text (with --prompt) to stdout;
+// --stats prints the final usage and timings as one JSON line on stderr.
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+
+#include "absl/strings/str_format.h"
+#include "tools/yoco/command_line.h"
+#include "yoco/v1/yoco.grpc.pb.h"
+
+namespace {
+
+const char* ReasonName(yoco::v1::FinishReason r) {
+  switch (r) {
+    case yoco::v1::FINISH_REASON_LENGTH:
+      return "length";
+    case yoco::v1::FINISH_REASON_STOP:
+      return "stop";
+    case yoco::v1::FINISH_REASON_EOS:
+      return "eos";
+    case yoco::v1::FINISH_REASON_CANCELLED:
+      return "cancelled";
+    default:
+      return "unspecified";
+  }
+}
+
+int Fail(const std::string& message) {
+  std::cerr << "yoco-cli: " << message << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string router;
+  if (args.size() >= 2 && args[0] == "--router") {
+    router = args[1];
+    args.erase(args.begin(), args.begin() + 2);
+  }
+  if (router.empty() || args.empty() || args[0] != "generate") {
+    std::cerr
+        << "usage: yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) "
+           "--max-new-tokens N"
+           " [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]\n";
+    return 2;
+  }
+  args.erase(args.begin());
+  auto cl = yoco::CommandLine::Parse(
+      args, {"prompt", "tokens", "max-new-tokens", "temperature", "top-k", "top-p", "seed"},
+      {"stats", "stop-at-eos"});
+  if (!cl.ok()) return Fail(std::string(cl.status().message()));
+  yoco::v1::GenerateRequest request;
+  const bool tokens_mode = cl->Has("tokens");
+  if (tokens_mode == cl->Has("prompt")) return Fail("give exactly one of --prompt and --tokens");
+  if (tokens_mode) {
+    auto ids = cl->IntList("tokens");
+    if (!ids.ok()) return Fail(std::string(ids.status().message()));
+    request.mutable_tokens()->mutable_ids()->Add(ids->begin(), ids->end());
+  } else {
+    request.set_text(*cl->String("prompt"));
+  }
+  auto max_new = cl->Int("max-new-tokens", std::nullopt);
+  auto temperature = cl->Double("temperature", 0.0);
+  auto top_k = cl->Int("top-k", 0);
+  auto top_p = cl->Double("top-p", 1.0);
+  auto seed = cl->Int("seed", 0);
+  for (const absl::Status& st :
+       {max_new.status(), temperature.status(), top_k.status(), top_p.status(), seed.status()}) {
+    if (!st.ok()) return Fail(std::string(st.message()));
+  }
+  if (*max_new < 1) return Fail("--max-new-tokens must be >= 1");
+  auto* s = request.mutable_sampling();
+  s->set_max_new_tokens(static_cast<uint32_t>(*max_new));
+  s->set_temperature(static_cast<float>(*temperature));
+  s->set_top_k(static_cast<int32_t>(*top_k));
+  s->set_top_p(static_cast<float>(*top_p));
+  s->set_seed(static_cast<uint64_t>(*seed));
+  s->set_stop_at_eos(cl->Has("stop-at-eos"));
+
+  auto stub =
+      yoco::v1::Yoco::NewStub(grpc::CreateChannel(router, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
+  auto stream = stub->Generate(&context, request);
+  yoco::v1::GenerateResponse response;
+  yoco::v1::Finish finish;
+  bool first = true;
+  while (stream->Read(&response)) {
+    if (response.has_token()) {
+      if (tokens_mode) {
+        std::cout << (first ? "" : ",") << response.token().id();
+      } else {
+        std::cout << response.token().text();
+      }
+      std::cout.flush();
+      first = false;
+    } else if (response.has_finish()) {
+      finish = response.finish();
+    }
+  }
+  std::cout << "\n";
+  const grpc::Status st = stream->Finish();
+  if (!st.ok()) return Fail(absl::StrFormat("%d: %s", st.error_code(), st.error_message()));
+  if (cl->Has("stats")) {
+    std::cerr
+        << absl::StrFormat(
+               R"({"prompt_tokens": %d, "cached_prompt_tokens": %d, "generated_tokens": %d, "ttft_ms": %.3f, )"
+               R"("prefill_ms": %.3f, "transfer_ms": %.3f, "decode_ms": %.3f, "transfer_bytes": %d, "finish_reason": "%s"})",
+               finish.usage().prompt_tokens(), finish.usage().cached_prompt_tokens(),
+               finish.usage().generated_tokens(), finish.timings().ttft_ms(),
+               finish.timings().prefill_ms(), finish.timings().transfer_ms(),
+               finish.timings().decode_ms(), finish.transfer_bytes(), ReasonName(finish.reason()))
+        << "\n";
+  }
+  return 0;
+}
