@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# End to end on loopback: router + one prefill + two decode workers as real processes. Greedy
+# End to end on loopback: router + two prefill + two decode workers as real processes. Greedy
 # and sampled tokens through the router equal `yoco generate` in-process, also for prompts
-# longer than one retention chunk; killing the decode worker mid-stream loses no token; bad
-# input is refused with INVALID_ARGUMENT and the services keep serving.
+# longer than one retention chunk and for 32 concurrent streams; killing the decode worker
+# mid-stream loses no token; killing a prefill worker fails nothing; bad input is refused with
+# INVALID_ARGUMENT and the services keep serving.
 #   serving_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -10,6 +11,7 @@ MODEL=$2
 export UCX_WARN_UNUSED_ENV_VARS=n
 base=$((20000 + (RANDOM % 2000) * 10))
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE1=127.0.0.1:$((base + 2)) DECODE2=127.0.0.1:$((base + 3))
+PREFILL2=127.0.0.1:$((base + 4))
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
 trap cleanup EXIT
@@ -19,8 +21,11 @@ d1=$!; pids+=("$d1")
 "$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/d2" &
 pids+=($!)
 "$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/p" &
+p1=$!; pids+=("$p1")
+"$BIN/yoco-prefill" --listen "$PREFILL2" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/p2" &
 pids+=($!)
-"$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE1,$DECODE2" 2> "$log/r" &
+"$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL,$PREFILL2" --decode "$DECODE1,$DECODE2" \
+  2> "$log/r" &
 pids+=($!)
 
 cli() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" generate "$@"; }
@@ -47,6 +52,29 @@ check greedy-one-token-prompt "0" --max-new-tokens 8
 check sampled "$(prompt 3 100)" --max-new-tokens 30 --temperature 0.8 --top-k 50 --seed 7
 check sampled-top-p "$(prompt 4 40)" --max-new-tokens 30 --temperature 1.2 --top-p 0.9 --seed 9
 
+# 32 concurrent streams of mixed lengths, each checked against the in-process engine.
+for i in $(seq 1 32); do
+  p=$(prompt $((100 + i)) $((5 + 13 * i)))
+  echo "$p" > "$log/c$i.prompt"
+  "$BIN/yoco" generate --model "$MODEL" --tokens "$p" --max-new-tokens $((4 + i)) --temperature 0.7 --seed "$i" \
+    > "$log/c$i.want"
+done
+cpids=()
+for i in $(seq 1 32); do
+  cli --tokens "$(cat "$log/c$i.prompt")" --max-new-tokens $((4 + i)) --temperature 0.7 --seed "$i" > "$log/c$i.got" &
+  cpids+=($!)
+done
+for p in "${cpids[@]}"; do wait "$p" || true; done
+concurrent_ok=0
+for i in $(seq 1 32); do cmp -s "$log/c$i.want" "$log/c$i.got" && concurrent_ok=$((concurrent_ok + 1)); done
+total=$((total + 1))
+if [ "$concurrent_ok" = 32 ]; then echo "ok   32-concurrent-streams"; else
+  echo "FAIL 32-concurrent-streams: $concurrent_ok of 32 correct"; failures=$((failures + 1)); fi
+
+# Kill a prefill worker: requests go to the other one.
+kill -9 "$p1"
+check prefill-worker-killed "$(prompt 7 60)" --max-new-tokens 12
+
 # Kill the decode worker that serves a long stream: the router continues on the other one.
 long=$(prompt 5 50)
 want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$long" --max-new-tokens 600)
@@ -71,6 +99,7 @@ bad out-of-range-token --tokens 0,512 --max-new-tokens 4
 bad negative-token --tokens 0,-3 --max-new-tokens 4
 bad negative-temperature --tokens 0,5 --max-new-tokens 4 --temperature -1
 bad top-p-above-one --tokens 0,5 --max-new-tokens 4 --top-p 1.5
+bad absurd-max-new-tokens --tokens 0,5 --max-new-tokens 100000000
 check still-serving "$(prompt 6 20)" --max-new-tokens 10
 
 echo "$((total - failures)) passed, $failures failed"
