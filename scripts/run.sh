@@ -1,14 +1,50 @@
 #!/usr/bin/env bash
-# The main command: installs, builds, and generates tokens with the yoco CLI from the small
-# random model the build makes (build/models/yoco-tiny). Arguments replace the default prompt
-# and options, e.g. scripts/run.sh --tokens 0,5,6 --max-new-tokens 8 --temperature 0.7 --seed 1
+# The main command: installs, builds, and starts the local serving stack on loopback (one
+# router, one prefill worker, one decode worker) with the small model the build makes
+# (build/models/yoco-tiny). Sends one request to show it works, prints how to send more, and
+# serves until Ctrl-C, which stops everything. Ports: YOCO_PORT (router, default 50051) and the
+# next two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 mkdir -p build
 bash scripts/build.sh > build/run-build.log 2>&1 || { cat build/run-build.log; exit 1; }
 
-args=("$@")
-if [ ${#args[@]} -eq 0 ]; then args=(--tokens 0,17,5,99,254,31 --max-new-tokens 16); fi
-echo "+ build/bin/yoco generate --model build/models/yoco-tiny ${args[*]}" >&2
-exec build/bin/yoco generate --model build/models/yoco-tiny "${args[@]}"
+port=${YOCO_PORT:-50051}
+router=127.0.0.1:$port prefill=127.0.0.1:$((port + 1)) decode=127.0.0.1:$((port + 2))
+model=build/models/yoco-tiny
+export UCX_WARN_UNUSED_ENV_VARS=n
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo "stopping..." >&2
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
+  wait 2> /dev/null || true
+}
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
+
+build/bin/yoco-decode --listen "$decode" --model "$model" --tls tcp --net_devices lo &
+pids+=($!)
+build/bin/yoco-prefill --listen "$prefill" --model "$model" --tls tcp --net_devices lo &
+pids+=($!)
+build/bin/yoco-router --listen "$router" --model "$model" --prefill "$prefill" --decode "$decode" &
+pids+=($!)
+
+cli=(build/bin/yoco-cli --router "$router" generate --tokens 0,17,5,99,254,31 --max-new-tokens 16 --stats)
+for i in $(seq 1 100); do
+  if "${cli[@]}" > /dev/null 2>&1; then break; fi
+  if [ "$i" = 100 ]; then echo "the services did not start" >&2; exit 1; fi
+  sleep 0.2
+done
+echo "+ ${cli[*]}" >&2
+"${cli[@]}"
+cat >&2 << MSG
+
+YOCO Serve is running: router $router, prefill worker $prefill, decode worker $decode.
+Send requests with:
+  build/bin/yoco-cli --router $router generate --tokens 0,17,5 --max-new-tokens 16 --stats
+  build/bin/yoco-cli --router $router generate --prompt "Hello" --max-new-tokens 16
+Ctrl-C stops everything.
+MSG
+wait
