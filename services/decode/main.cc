@@ -4,6 +4,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "lib/engine/cpu_backend.h"
+#include "lib/metrics/metrics_server.h"
+#include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/workers/decode_worker.h"
 #include "services/decode/decode_service.h"
@@ -39,6 +41,30 @@ int main(int argc, char** argv) {
                                  options);
   if (!worker.ok()) {
     std::cerr << "yoco-decode: " << worker.status().message() << "\n";
+    return 1;
+  }
+  auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
+  yoco::DecodeWorker* w = worker->get();
+  using Type = yoco::ScrapeCallbacks::Type;
+  callbacks->Add("yoco_decode_active_sequences", "Sequences in the decode batch", Type::kGauge,
+                 [w] { return w->stats().active; });
+  callbacks->Add("yoco_decode_queue_depth", "Sequences waiting for room in the batch", Type::kGauge,
+                 [w] { return w->stats().queued; });
+  callbacks->Add("yoco_decode_batch_size", "Sequences in the last decode step", Type::kGauge,
+                 [w] { return w->stats().last_batch_size; });
+  callbacks->Add("yoco_decode_state_memory_bytes",
+                 "K/V and recurrent state reserved by active sequences", Type::kGauge,
+                 [w] { return static_cast<double>(w->stats().memory_in_use_bytes); });
+  callbacks->Add("yoco_decode_steps_total", "Batched decode steps", Type::kCounter,
+                 [w] { return static_cast<double>(w->stats().steps); });
+  callbacks->Add("yoco_decode_waiting_bundles",
+                 "Bundles received but not yet claimed by a Decode call", Type::kGauge,
+                 [w] { return static_cast<double>(w->waiting_bundles()); });
+  yoco::ExportTransferMetrics("yoco_decode", &w->transfer_metrics(), callbacks.get());
+  auto metrics_server = yoco::MetricsServer::Start(
+      absl::GetFlag(FLAGS_metrics_listen), std::make_shared<prometheus::Registry>(), callbacks);
+  if (!metrics_server.ok()) {
+    std::cerr << "yoco-decode: " << metrics_server.status().message() << "\n";
     return 1;
   }
   yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen));

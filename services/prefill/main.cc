@@ -4,6 +4,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "lib/engine/cpu_backend.h"
+#include "lib/metrics/metrics_server.h"
+#include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/workers/prefill_worker.h"
 #include "services/prefill/prefill_service.h"
@@ -35,6 +37,14 @@ int main(int argc, char** argv) {
   yoco::PrefillWorker worker(std::make_unique<yoco::CpuBackend>(
                                  *model, yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
                              std::move(*transport));
+  auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
+  yoco::ExportTransferMetrics("yoco_prefill", &worker.transport().metrics(), callbacks.get());
+  auto metrics_server = yoco::MetricsServer::Start(
+      absl::GetFlag(FLAGS_metrics_listen), std::make_shared<prometheus::Registry>(), callbacks);
+  if (!metrics_server.ok()) {
+    std::cerr << "yoco-prefill: " << metrics_server.status().message() << "\n";
+    return 1;
+  }
   yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen));
   int port = 0;
   auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);

@@ -4,6 +4,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "lib/metrics/metrics_server.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/text/byte_tokenizer.h"
 #include "lib/text/tiktoken_bpe.h"
@@ -50,7 +51,15 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-router: --prefill and --decode are required\n";
     return 1;
   }
-  yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options);
+  auto registry = std::make_shared<prometheus::Registry>();
+  yoco::RouterMetrics metrics(*registry);
+  auto metrics_server = yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry,
+                                                   std::make_shared<yoco::ScrapeCallbacks>());
+  if (!metrics_server.ok()) {
+    std::cerr << "yoco-router: " << metrics_server.status().message() << "\n";
+    return 1;
+  }
+  yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options, &metrics);
   int port = 0;
   auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
   if (!server.ok()) {

@@ -77,12 +77,55 @@ double MsSince(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
+RouterMetrics::RouterMetrics(prometheus::Registry& registry)
+    : requests(prometheus::BuildCounter()
+                   .Name("yoco_router_requests_total")
+                   .Help("Generate requests by outcome")
+                   .Register(registry)),
+      time_to_first_token(
+          prometheus::BuildHistogram()
+              .Name("yoco_router_time_to_first_token_seconds")
+              .Help("Time from request to the first streamed token")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                               0.5, 1, 2.5, 5, 10})),
+      inter_token(
+          prometheus::BuildHistogram()
+              .Name("yoco_router_inter_token_seconds")
+              .Help("Time between consecutive streamed tokens")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                               0.05, 0.1, 0.25, 0.5, 1})),
+      generated_tokens(prometheus::BuildCounter()
+                           .Name("yoco_router_generated_tokens_total")
+                           .Help("Tokens streamed to clients")
+                           .Register(registry)
+                           .Add({})),
+      retries(prometheus::BuildCounter()
+                  .Name("yoco_router_retries_total")
+                  .Help("Requests continued on another worker pair after a failure")
+                  .Register(registry)
+                  .Add({})) {}
+
+prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
+  const char* name = code == grpc::StatusCode::OK                   ? "ok"
+                     : code == grpc::StatusCode::INVALID_ARGUMENT   ? "invalid_argument"
+                     : code == grpc::StatusCode::RESOURCE_EXHAUSTED ? "resource_exhausted"
+                     : code == grpc::StatusCode::CANCELLED          ? "cancelled"
+                     : code == grpc::StatusCode::DEADLINE_EXCEEDED  ? "deadline_exceeded"
+                     : code == grpc::StatusCode::UNAVAILABLE        ? "unavailable"
+                                                                    : "error";
+  return requests.Add({{"outcome", name}});
+}
+
 RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer,
-                             std::string tokenizer_name, RouterOptions options)
+                             std::string tokenizer_name, RouterOptions options,
+                             RouterMetrics* metrics)
     : config_(std::move(config)),
       tokenizer_(std::move(tokenizer)),
       tokenizer_name_(std::move(tokenizer_name)),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      metrics_(metrics) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   for (const std::string& address : options_.prefill_workers) {
@@ -121,6 +164,14 @@ RouterService::Worker* RouterService::PickWorker(std::vector<Worker>& workers,
 grpc::Status RouterService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  const grpc::Status status = DoGenerate(context, request, writer);
+  if (metrics_) metrics_->Outcome(status.error_code()).Increment();
+  return status;
+}
+
+grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
+                                       const v1::GenerateRequest* request,
+                                       grpc::ServerWriter<v1::GenerateResponse>* writer) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int32_t> prompt;
   if (request->has_tokens()) {
@@ -157,6 +208,7 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context,
 
   std::vector<int32_t> generated;
   size_t text_pos = 0;  // bytes of the decoded output already turned into text
+  auto last_token_time = start;
   v1::Finish finish;
   auto emit = [&](int32_t id) -> bool {
     generated.push_back(id);
@@ -169,7 +221,16 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context,
       AppendUtf8(*bytes, &text_pos, &text);
       out.mutable_token()->set_text(text);
     }
-    if (generated.size() == 1) finish.mutable_timings()->set_ttft_ms(MsSince(start));
+    const auto now = std::chrono::steady_clock::now();
+    if (generated.size() == 1) {
+      finish.mutable_timings()->set_ttft_ms(MsSince(start));
+      if (metrics_)
+        metrics_->time_to_first_token.Observe(std::chrono::duration<double>(now - start).count());
+    } else if (metrics_) {
+      metrics_->inter_token.Observe(std::chrono::duration<double>(now - last_token_time).count());
+    }
+    last_token_time = now;
+    if (metrics_) metrics_->generated_tokens.Increment();
     return writer->Write(out);
   };
   auto stops = [&](int32_t id) {
@@ -184,6 +245,7 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context,
   v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
   for (int attempt = 0; attempt < options_.attempts && reason == v1::FINISH_REASON_UNSPECIFIED;
        ++attempt) {
+    if (attempt > 0 && metrics_) metrics_->retries.Increment();
     if (context->IsCancelled())
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
     v1::WorkerInfo decode_info, prefill_info;

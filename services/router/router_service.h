@@ -12,6 +12,10 @@
 
 #include "lib/engine/model_config.h"
 #include "lib/text/tokenizer.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
 #include "yoco/v1/worker.grpc.pb.h"
 #include "yoco/v1/yoco.grpc.pb.h"
 
@@ -25,10 +29,23 @@ struct RouterOptions {
   uint32_t transfer_timeout_ms = 30000;
 };
 
+// The router's Prometheus metrics.
+struct RouterMetrics {
+  explicit RouterMetrics(prometheus::Registry& registry);
+  prometheus::Counter& Outcome(grpc::StatusCode code);
+
+  prometheus::Family<prometheus::Counter>& requests;  // by outcome
+  prometheus::Histogram& time_to_first_token;         // seconds
+  prometheus::Histogram& inter_token;                 // seconds between streamed tokens
+  prometheus::Counter& generated_tokens;
+  prometheus::Counter& retries;  // worker pairs retried after a failure
+};
+
 class RouterService final : public v1::Yoco::Service {
  public:
+  // `metrics` may be null.
   RouterService(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer,
-                std::string tokenizer_name, RouterOptions options);
+                std::string tokenizer_name, RouterOptions options, RouterMetrics* metrics);
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
@@ -49,11 +66,14 @@ class RouterService final : public v1::Yoco::Service {
   // when none answers. `info` receives its WorkerInfo.
   Worker* PickWorker(std::vector<Worker>& workers, const std::vector<Worker*>& exclude,
                      bool prefill, v1::WorkerInfo* info);
+  grpc::Status DoGenerate(grpc::ServerContext* context, const v1::GenerateRequest* request,
+                          grpc::ServerWriter<v1::GenerateResponse>* writer);
 
   const ModelConfig config_;
   const std::unique_ptr<Tokenizer> tokenizer_;
   const std::string tokenizer_name_;
   const RouterOptions options_;
+  RouterMetrics* const metrics_;
   std::vector<Worker> prefill_workers_;
   std::vector<Worker> decode_workers_;
 };

@@ -10,22 +10,25 @@ BIN=$1
 MODEL=$2
 export UCX_WARN_UNUSED_ENV_VARS=n
 base=$((20000 + (RANDOM % 2000) * 10))
+METRICS_ROUTER=127.0.0.1:$((base + 5)) METRICS_DECODE=127.0.0.1:$((base + 6)) METRICS_PREFILL=127.0.0.1:$((base + 7))
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE1=127.0.0.1:$((base + 2)) DECODE2=127.0.0.1:$((base + 3))
 PREFILL2=127.0.0.1:$((base + 4))
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
 trap cleanup EXIT
 log=$(mktemp -d)
-"$BIN/yoco-decode" --listen "$DECODE1" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/d1" &
+"$BIN/yoco-decode" --listen "$DECODE1" --model "$MODEL" --tls tcp --net_devices lo --threads 1 \
+  --metrics_listen "$METRICS_DECODE" 2> "$log/d1" &
 d1=$!; pids+=("$d1")
 "$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/d2" &
 pids+=($!)
-"$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/p" &
+"$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net_devices lo --threads 1 \
+  --metrics_listen "$METRICS_PREFILL" 2> "$log/p" &
 p1=$!; pids+=("$p1")
 "$BIN/yoco-prefill" --listen "$PREFILL2" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/p2" &
 pids+=($!)
 "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL,$PREFILL2" --decode "$DECODE1,$DECODE2" \
-  2> "$log/r" &
+  --metrics_listen "$METRICS_ROUTER" 2> "$log/r" &
 pids+=($!)
 
 cli() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" generate "$@"; }
@@ -70,6 +73,27 @@ for i in $(seq 1 32); do cmp -s "$log/c$i.want" "$log/c$i.got" && concurrent_ok=
 total=$((total + 1))
 if [ "$concurrent_ok" = 32 ]; then echo "ok   32-concurrent-streams"; else
   echo "FAIL 32-concurrent-streams: $concurrent_ok of 32 correct"; failures=$((failures + 1)); fi
+
+# Prometheus metrics: the counters saw the traffic above.
+metric() {  # address, metric line prefix -> value (0 when absent)
+  python3 - "$1" "$2" << 'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
+values = [float(l.split()[-1]) for l in text.splitlines() if l.startswith(sys.argv[2])]
+print(int(sum(values)))
+PY
+}
+total=$((total + 1))
+ok=$(metric "$METRICS_ROUTER" 'yoco_router_requests_total{outcome="ok"}')
+ttft=$(metric "$METRICS_ROUTER" 'yoco_router_time_to_first_token_seconds_count')
+steps=$(metric "$METRICS_DECODE" 'yoco_decode_steps_total')
+received=$(metric "$METRICS_DECODE" 'yoco_decode_transfers_received_total')
+sent=$(metric "$METRICS_PREFILL" 'yoco_prefill_transfers_sent_total')
+if [ "$ok" -ge 37 ] && [ "$ttft" -ge 37 ] && [ "$steps" -gt 0 ] && [ "$received" -gt 0 ] && [ "$sent" -gt 0 ]; then
+  echo "ok   metrics"
+else
+  echo "FAIL metrics: ok=$ok ttft=$ttft steps=$steps received=$received sent=$sent"; failures=$((failures + 1))
+fi
 
 # Kill a prefill worker: requests go to the other one.
 kill -9 "$p1"
