@@ -24,9 +24,9 @@ stop() {
 trap 'stop; exit 0' INT TERM
 trap stop EXIT
 
-build/bin/yoco-decode --listen "$decode" --model "$model" --tls tcp --net_devices lo &
+build/bin/yoco-decode --listen "$decode" --model "$model" --tls tcp --net-devices lo &
 pids+=($!)
-build/bin/yoco-prefill --listen "$prefill" --model "$model" --tls tcp --net_devices lo &
+build/bin/yoco-prefill --listen "$prefill" --model "$model" --tls tcp --net-devices lo &
 pids+=($!)
 build/bin/yoco-router --listen "$router" --model "$model" --prefill "$prefill" --decode "$decode" &
 pids+=($!)

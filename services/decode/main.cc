@@ -6,6 +6,7 @@
 #include "lib/engine/cpu_backend.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/transfer_metrics_export.h"
+#include "lib/rpc/flag_names.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/workers/decode_worker.h"
 #include "services/decode/decode_service.h"
@@ -22,6 +23,7 @@ ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active 
 ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAUSTED");
 
 int main(int argc, char** argv) {
+  yoco::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model));
   if (!model.ok()) {

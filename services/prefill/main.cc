@@ -6,6 +6,7 @@
 #include "lib/engine/cpu_backend.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/transfer_metrics_export.h"
+#include "lib/rpc/flag_names.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/workers/prefill_worker.h"
 #include "services/prefill/prefill_service.h"
@@ -19,6 +20,7 @@ ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)")
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
 
 int main(int argc, char** argv) {
+  yoco::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model));
   if (!model.ok()) {

@@ -5,6 +5,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "lib/metrics/metrics_server.h"
+#include "lib/rpc/flag_names.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/text/byte_tokenizer.h"
 #include "lib/text/tiktoken_bpe.h"
@@ -21,6 +22,7 @@ ABSL_FLAG(std::string, tiktoken_ranks, "",
           "(default: the byte tokenizer)");
 
 int main(int argc, char** argv) {
+  yoco::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   auto config = yoco::ModelConfig::FromFile(absl::GetFlag(FLAGS_model) + "/params.json");
   if (!config.ok()) {

@@ -17,18 +17,18 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
 trap cleanup EXIT
 log=$(mktemp -d)
-"$BIN/yoco-decode" --listen "$DECODE1" --model "$MODEL" --tls tcp --net_devices lo --threads 1 \
-  --metrics_listen "$METRICS_DECODE" 2> "$log/d1" &
+"$BIN/yoco-decode" --listen "$DECODE1" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
+  --metrics-listen "$METRICS_DECODE" 2> "$log/d1" &
 d1=$!; pids+=("$d1")
-"$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/d2" &
+"$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 2> "$log/d2" &
 pids+=($!)
-"$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net_devices lo --threads 1 \
-  --metrics_listen "$METRICS_PREFILL" 2> "$log/p" &
+"$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
+  --metrics-listen "$METRICS_PREFILL" 2> "$log/p" &
 p1=$!; pids+=("$p1")
-"$BIN/yoco-prefill" --listen "$PREFILL2" --model "$MODEL" --tls tcp --net_devices lo --threads 1 2> "$log/p2" &
+"$BIN/yoco-prefill" --listen "$PREFILL2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 2> "$log/p2" &
 pids+=($!)
 "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL,$PREFILL2" --decode "$DECODE1,$DECODE2" \
-  --metrics_listen "$METRICS_ROUTER" 2> "$log/r" &
+  --metrics-listen "$METRICS_ROUTER" 2> "$log/r" &
 pids+=($!)
 
 cli() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" generate "$@"; }
