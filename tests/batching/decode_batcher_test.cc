@@ -11,6 +11,7 @@
 
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/state_bundle.h"
+#include "tests/batching/decode_event_collector.h"
 #include "tests/engine/test_models.h"
 
 namespace yoco {
@@ -18,35 +19,7 @@ namespace {
 
 using testing::RandomTokens;
 
-// Collects one sequence's events.
-struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> tokens;
-  bool finished = false;
-  DecodeFinish reason = DecodeFinish::kLength;
-
-  std::function<void(const DecodeEvent&)> Callback() {
-    return [this](const DecodeEvent& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (e.finished) {
-        finished = true;
-        reason = e.reason;
-      } else {
-        tokens.push_back(e.token);
-      }
-      cv.notify_all();
-    };
-  }
-  bool WaitFinished(int seconds = 60) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return finished; });
-  }
-  size_t TokenCount() {
-    std::lock_guard<std::mutex> lock(mu);
-    return tokens.size();
-  }
-};
+using Collector = testing::DecodeEventCollector;
 
 class DecodeBatcherTest : public ::testing::Test {
  protected:

@@ -10,6 +10,7 @@
 #include "lib/engine/generation.h"
 #include "lib/workers/decode_worker.h"
 #include "lib/workers/prefill_worker.h"
+#include "tests/batching/decode_event_collector.h"
 #include "tests/engine/test_models.h"
 
 namespace yoco {
@@ -17,29 +18,7 @@ namespace {
 
 using testing::RandomTokens;
 
-struct Stream {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> tokens;
-  bool finished = false;
-  DecodeFinish reason{};
-  std::function<void(const DecodeEvent&)> Callback() {
-    return [this](const DecodeEvent& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (e.finished) {
-        finished = true;
-        reason = e.reason;
-      } else {
-        tokens.push_back(e.token);
-      }
-      cv.notify_all();
-    };
-  }
-  bool Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return finished; });
-  }
-};
+using Stream = testing::DecodeEventCollector;
 
 UcxTransportOptions Loopback() {
   UcxTransportOptions o;
@@ -82,7 +61,7 @@ TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
     ASSERT_TRUE(id.ok()) << id.status();
   }
   for (int i = 0; i < kRequests; ++i) {
-    ASSERT_TRUE(streams[i].Wait());
+    ASSERT_TRUE(streams[i].WaitFinished());
     std::vector<int32_t> got = first[i];
     got.insert(got.end(), streams[i].tokens.begin(), streams[i].tokens.end());
     EXPECT_EQ(got, want[i]) << "request " << i;
