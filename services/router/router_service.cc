@@ -207,7 +207,8 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   const bool stop_at_eos = request->sampling().stop_at_eos();
 
   std::vector<int32_t> generated;
-  size_t text_pos = 0;  // bytes of the decoded output already turned into text
+  std::string output_bytes;  // the generated tokens' bytes so far
+  size_t text_pos = 0;       // how many of them are already sent as text
   auto last_token_time = start;
   v1::Finish finish;
   auto emit = [&](int32_t id) -> bool {
@@ -215,12 +216,13 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     v1::GenerateResponse out;
     out.mutable_token()->set_id(id);
     out.mutable_token()->set_index(static_cast<uint32_t>(generated.size() - 1));
-    auto bytes = tokenizer_->Decode(generated);
-    if (bytes.ok()) {
-      std::string text;
-      AppendUtf8(*bytes, &text_pos, &text);
-      out.mutable_token()->set_text(text);
-    }
+    // Each token's bytes are appended once; a token the tokenizer cannot spell (a model
+    // vocabulary larger than the tokenizer's) shows as U+FFFD.
+    auto bytes = tokenizer_->Decode({&id, 1});
+    output_bytes += bytes.ok() ? *bytes : std::string("\xEF\xBF\xBD");
+    std::string text;
+    AppendUtf8(output_bytes, &text_pos, &text);
+    out.mutable_token()->set_text(text);
     const auto now = std::chrono::steady_clock::now();
     if (generated.size() == 1) {
       finish.mutable_timings()->set_ttft_ms(MsSince(start));

@@ -95,6 +95,30 @@ else
   echo "FAIL metrics: ok=$ok ttft=$ttft steps=$steps received=$received sent=$sent"; failures=$((failures + 1))
 fi
 
+# A client that goes away mid-stream, and one whose deadline passes: either way the decode
+# worker ends the sequence and frees its memory (its gauges return to zero).
+freed() {
+  for _ in $(seq 1 50); do
+    if [ "$(metric "$METRICS_DECODE" yoco_decode_active_sequences)" = 0 ] &&
+       [ "$(metric "$METRICS_DECODE" yoco_decode_state_memory_bytes)" = 0 ]; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+"$BIN/yoco-cli" --router "$ROUTER" generate --tokens "$(prompt 8 30)" --max-new-tokens 100000 > /dev/null 2>&1 &
+gone=$!
+sleep 0.5
+busy=$(metric "$METRICS_DECODE" yoco_decode_active_sequences)
+kill -9 "$gone"
+wait "$gone" 2> /dev/null || true
+total=$((total + 1))
+if [ "$busy" = 1 ] && freed; then echo "ok   client-gone-frees-decode"; else
+  echo "FAIL client-gone-frees-decode (busy=$busy)"; failures=$((failures + 1)); fi
+total=$((total + 1))
+out=$(cli --tokens "$(prompt 9 30)" --max-new-tokens 100000 --timeout-ms 500 2>&1 > /dev/null) || true
+if [[ "$out" == *"yoco-cli: 4:"* ]] && freed; then echo "ok   deadline-frees-decode"; else
+  echo "FAIL deadline-frees-decode: $out"; failures=$((failures + 1)); fi
+
 # Kill a prefill worker: requests go to the other one.
 kill -9 "$p1"
 check prefill-worker-killed "$(prompt 7 60)" --max-new-tokens 12

@@ -1,6 +1,7 @@
 // yoco-cli: a client of the router's public API.
 //   yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) --max-new-tokens N
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]
+//            [--timeout-ms MS]  (the call's deadline, default 10 minutes)
 // Streams token ids (comma-separated, with --tokens) or text (with --prompt) to stdout;
 // --stats prints the final usage and timings as one JSON line on stderr.
 #include <grpcpp/grpcpp.h>
@@ -51,7 +52,8 @@ int main(int argc, char** argv) {
   }
   args.erase(args.begin());
   auto cl = yoco::CommandLine::Parse(
-      args, {"prompt", "tokens", "max-new-tokens", "temperature", "top-k", "top-p", "seed"},
+      args,
+      {"prompt", "tokens", "max-new-tokens", "temperature", "top-k", "top-p", "seed", "timeout-ms"},
       {"stats", "stop-at-eos"});
   if (!cl.ok()) return Fail(std::string(cl.status().message()));
   yoco::v1::GenerateRequest request;
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
   auto top_k = cl->Int("top-k", 0);
   auto top_p = cl->Double("top-p", 1.0);
   auto seed = cl->Int("seed", 0);
+  auto timeout_ms = cl->Int("timeout-ms", 600000);
   for (const absl::Status& st :
        {max_new.status(), temperature.status(), top_k.status(), top_p.status(), seed.status()}) {
     if (!st.ok()) return Fail(std::string(st.message()));
@@ -85,7 +88,7 @@ int main(int argc, char** argv) {
   auto stub =
       yoco::v1::Yoco::NewStub(grpc::CreateChannel(router, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(*timeout_ms));
   auto stream = stub->Generate(&context, request);
   yoco::v1::GenerateResponse response;
   yoco::v1::Finish finish;
