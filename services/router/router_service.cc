@@ -196,6 +196,15 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   const uint32_t max_new = request->sampling().max_new_tokens() > 0
                                ? request->sampling().max_new_tokens()
                                : options_.default_max_new_tokens;
+  if (request->sampling().stop_strings_size() > 16) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "at most 16 stop strings");
+  }
+  for (const std::string& stop : request->sampling().stop_strings()) {
+    if (stop.empty() || stop.size() > 256) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "stop strings must have 1 to 256 bytes");
+    }
+  }
   if (max_new > (1u << 20))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens is absurd");
   if (config_.max_seq_len > 0 &&
@@ -210,6 +219,10 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   std::string output_bytes;  // the generated tokens' bytes so far
   size_t text_pos = 0;       // how many of them are already sent as text
   auto last_token_time = start;
+  const std::vector<std::string> stop_strings(request->sampling().stop_strings().begin(),
+                                              request->sampling().stop_strings().end());
+  std::string sent_text;
+  bool stop_string_hit = false;
   v1::Finish finish;
   auto emit = [&](int32_t id) -> bool {
     generated.push_back(id);
@@ -223,6 +236,13 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     std::string text;
     AppendUtf8(output_bytes, &text_pos, &text);
     out.mutable_token()->set_text(text);
+    // Stop strings end the stream after the token that completes one.
+    const size_t before = sent_text.size();
+    sent_text += text;
+    for (const std::string& stop : stop_strings) {
+      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+      if (!stop.empty() && sent_text.find(stop, from) != std::string::npos) stop_string_hit = true;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (generated.size() == 1) {
       finish.mutable_timings()->set_ttft_ms(MsSince(start));
@@ -283,6 +303,10 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     if (!emit(pre_out.first_token()))
       return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
     if ((reason = stops(pre_out.first_token())) != v1::FINISH_REASON_UNSPECIFIED) break;
+    if (stop_string_hit) {
+      reason = v1::FINISH_REASON_STOP;
+      break;
+    }
     if (generated.size() >= max_new) {
       reason = v1::FINISH_REASON_LENGTH;
       break;
@@ -309,6 +333,11 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
         if (!emit(event.token().id())) {
           dec_ctx.TryCancel();
           return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+        }
+        if (stop_string_hit) {  // the decode worker's sequence ends with the call
+          reason = v1::FINISH_REASON_STOP;
+          dec_ctx.TryCancel();
+          break;
         }
       } else if (event.has_finish()) {
         reason = event.finish().reason();

@@ -119,6 +119,18 @@ out=$(cli --tokens "$(prompt 9 30)" --max-new-tokens 100000 --timeout-ms 500 2>&
 if [[ "$out" == *"yoco-cli: 4:"* ]] && freed; then echo "ok   deadline-frees-decode"; else
   echo "FAIL deadline-frees-decode: $out"; failures=$((failures + 1)); fi
 
+# A stop string ends the stream right after the token that completes it: take a printable
+# character from a greedy text run and stop at it.
+total=$((total + 1))
+full=$(cli --prompt "Hello, world" --max-new-tokens 60)
+stop=$(python3 -c 'import sys; t=sys.argv[1]; print(next((c for c in t[3:] if c.isascii() and c.isalnum()), ""))' "$full")
+if [ -z "$stop" ]; then echo "FAIL stop-string: no character to stop at in: $full"; failures=$((failures + 1)); else
+  cut=$(cli --prompt "Hello, world" --max-new-tokens 60 --stop-string "$stop" --stats 2> "$log/stop.stats")
+  if [[ "$full" == "$cut"* ]] && [[ "$cut" == *"$stop" ]] && grep -q '"finish_reason": "stop"' "$log/stop.stats" &&
+     [ "${#cut}" -lt "${#full}" ]; then echo "ok   stop-string"; else
+    echo "FAIL stop-string: stop='$stop' cut='$cut' full='$full'"; failures=$((failures + 1)); fi
+fi
+
 # Kill a prefill worker: requests go to the other one.
 kill -9 "$p1"
 check prefill-worker-killed "$(prompt 7 60)" --max-new-tokens 12

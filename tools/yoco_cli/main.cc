@@ -1,7 +1,7 @@
 // yoco-cli: a client of the router's public API.
 //   yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) --max-new-tokens N
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]
-//            [--timeout-ms MS]  (the call's deadline, default 10 minutes)
+//            [--timeout-ms MS]  (the call's deadline, default 10 minutes) [--stop-string S]
 // Streams token ids (comma-separated, with --tokens) or text (with --prompt) to stdout;
 // --stats prints the final usage and timings as one JSON line on stderr.
 #include <grpcpp/grpcpp.h>
@@ -51,10 +51,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   args.erase(args.begin());
-  auto cl = yoco::CommandLine::Parse(
-      args,
-      {"prompt", "tokens", "max-new-tokens", "temperature", "top-k", "top-p", "seed", "timeout-ms"},
-      {"stats", "stop-at-eos"});
+  auto cl = yoco::CommandLine::Parse(args,
+                                     {"prompt", "tokens", "max-new-tokens", "temperature", "top-k",
+                                      "top-p", "seed", "timeout-ms", "stop-string"},
+                                     {"stats", "stop-at-eos"});
   if (!cl.ok()) return Fail(std::string(cl.status().message()));
   yoco::v1::GenerateRequest request;
   const bool tokens_mode = cl->Has("tokens");
@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   s->set_top_p(static_cast<float>(*top_p));
   s->set_seed(static_cast<uint64_t>(*seed));
   s->set_stop_at_eos(cl->Has("stop-at-eos"));
+  if (cl->Has("stop-string")) s->add_stop_strings(*cl->String("stop-string"));
 
   auto stub =
       yoco::v1::Yoco::NewStub(grpc::CreateChannel(router, grpc::InsecureChannelCredentials()));
