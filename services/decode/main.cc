@@ -8,6 +8,7 @@
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/flag_names.h"
 #include "lib/rpc/grpc_server.h"
+#include "lib/workers/bundle_transport.h"
 #include "lib/workers/decode_worker.h"
 #include "services/decode/decode_service.h"
 
@@ -31,9 +32,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   yoco::DecodeWorkerOptions options;
-  options.transport.tls = absl::GetFlag(FLAGS_tls);
-  options.transport.net_devices = absl::GetFlag(FLAGS_net_devices);
-  options.transport.checksum = false;  // bundles carry their own CRC-32C
+  options.transport =
+      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices));
   options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;
   options.batcher.max_queue = absl::GetFlag(FLAGS_max_queue);

@@ -8,6 +8,7 @@
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/flag_names.h"
 #include "lib/rpc/grpc_server.h"
+#include "lib/workers/bundle_transport.h"
 #include "lib/workers/prefill_worker.h"
 #include "services/prefill/prefill_service.h"
 
@@ -27,11 +28,8 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: " << model.status().message() << "\n";
     return 1;
   }
-  yoco::UcxTransportOptions transport_options;
-  transport_options.tls = absl::GetFlag(FLAGS_tls);
-  transport_options.net_devices = absl::GetFlag(FLAGS_net_devices);
-  transport_options.checksum = false;  // bundles carry their own CRC-32C
-  auto transport = yoco::UcxTransport::Create(transport_options, {});
+  auto transport = yoco::UcxTransport::Create(
+      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices)), {});
   if (!transport.ok()) {
     std::cerr << "yoco-prefill: " << transport.status().message() << "\n";
     return 1;

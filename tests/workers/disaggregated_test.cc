@@ -8,6 +8,7 @@
 
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
+#include "lib/workers/bundle_transport.h"
 #include "lib/workers/decode_worker.h"
 #include "lib/workers/prefill_worker.h"
 #include "tests/batching/decode_event_collector.h"
@@ -20,13 +21,7 @@ using testing::RandomTokens;
 
 using Stream = testing::DecodeEventCollector;
 
-UcxTransportOptions Loopback() {
-  UcxTransportOptions o;
-  o.tls = "tcp";
-  o.net_devices = "lo";
-  o.checksum = false;  // bundles carry their own CRC-32C
-  return o;
-}
+UcxTransportOptions Loopback() { return BundleTransportOptions("tcp", "lo"); }
 
 TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
   auto model = testing::MakeModel(testing::SmallConfig(), 41, "disaggregated");

@@ -1,0 +1,25 @@
+// Transport settings for shipping state bundles between prefill and decode workers.
+#ifndef YOCO_LIB_WORKERS_BUNDLE_TRANSPORT_H_
+#define YOCO_LIB_WORKERS_BUNDLE_TRANSPORT_H_
+
+#include <string>
+
+#include "lib/transport/ucx_transport.h"
+
+namespace yoco {
+
+// `tls` and `net_devices` as UcxTransportOptions takes them. The transport's own checksum is
+// off: a bundle carries a CRC-32C that the decode worker verifies anyway (ParseStateBundle),
+// and a second pass over every bundle on each side would cost bandwidth for nothing.
+inline UcxTransportOptions BundleTransportOptions(const std::string& tls,
+                                                  const std::string& net_devices) {
+  UcxTransportOptions options;
+  options.tls = tls;
+  options.net_devices = net_devices;
+  options.checksum = false;
+  return options;
+}
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_WORKERS_BUNDLE_TRANSPORT_H_
