@@ -30,11 +30,32 @@ absl::StatusOr<Generation> Generation::Start(Backend& backend, absl::Span<const 
 }
 
 absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<const int32_t> prompt,
-                                               SamplingParams sampling, int32_t* first_token) {
+                                               SamplingParams sampling, int32_t* first_token,
+                                               const PrefillOptions& options) {
   RETURN_IF_ERROR(CheckPrompt(backend, prompt, sampling));
-  Generation gen(SequenceState::Create(backend.model().config()), -1, std::move(sampling));
-  ForwardSegment seg{&gen.state_, prompt, LogitsMode::kLast};
-  RETURN_IF_ERROR(backend.Forward({&seg, 1}, &gen.logits_));
+  if (options.grid < 0) return absl::InvalidArgumentError("the prefill grid must be >= 0");
+  SequenceState state =
+      options.start != nullptr ? *options.start : SequenceState::Create(backend.model().config());
+  if (state.position >= static_cast<int64_t>(prompt.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the start state covers ", state.position,
+                                                   " tokens; the prompt must extend it (it has ",
+                                                   prompt.size(), ")"));
+  }
+  Generation gen(std::move(state), -1, std::move(sampling));
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  while (gen.state_.position < n) {
+    if (options.cancelled && options.cancelled()) {
+      return absl::CancelledError("the prefill was cancelled");
+    }
+    const int64_t from = gen.state_.position;
+    const int64_t to = options.grid > 0 ? std::min(n, (from / options.grid + 1) * options.grid) : n;
+    ForwardSegment seg{&gen.state_, prompt.subspan(from, to - from),
+                       to == n ? LogitsMode::kLast : LogitsMode::kNone};
+    RETURN_IF_ERROR(backend.Forward({&seg, 1}, &gen.logits_));
+    if (options.on_boundary && options.grid > 0 && to % options.grid == 0) {
+      options.on_boundary(gen.state_);
+    }
+  }
   gen.pending_ = gen.sampler_.Sample(gen.sampling_, gen.logits_, gen.state_.position);
   *first_token = gen.pending_;
   return gen;

@@ -5,6 +5,7 @@
 #define YOCO_LIB_ENGINE_GENERATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,23 @@
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
+
+// How Generation::Prefill runs a prompt.
+struct PrefillOptions {
+  // The state to continue from: the first `start.position` prompt tokens already processed
+  // (a prefix-cache snapshot). Null: from the empty state.
+  const SequenceState* start = nullptr;
+  // > 0: the prompt runs in segments cut at absolute positions that are multiples of `grid`.
+  // Floating-point results depend on where segments start, so with a fixed grid a prefill that
+  // resumes from a snapshot at a grid boundary computes bit for bit what an uncached prefill
+  // computes. 0: one segment.
+  int grid = 0;
+  // Called with the state at every grid boundary the prefill passes, the prompt's end included
+  // when it is one (after the segment that ends there), e.g. to save snapshots.
+  std::function<void(const SequenceState&)> on_boundary;
+  // Checked before every segment: true stops the prefill with CANCELLED.
+  std::function<bool()> cancelled;
+};
 
 class Generation {
  public:
@@ -26,7 +44,8 @@ class Generation {
   // position only (early exit), and sample the first new token from those logits. The result is
   // what a prefill worker ships. Gives the same tokens as Start + Next.
   static absl::StatusOr<Generation> Prefill(Backend& backend, absl::Span<const int32_t> prompt,
-                                            SamplingParams sampling, int32_t* first_token);
+                                            SamplingParams sampling, int32_t* first_token,
+                                            const PrefillOptions& options = {});
 
   static absl::StatusOr<Generation> FromBundle(StateBundle bundle);
   StateBundle ToBundle(uint64_t model_fingerprint) const;

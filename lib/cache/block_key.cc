@@ -1,0 +1,75 @@
+// SHA-256 from OpenSSL's libcrypto (already a dependency of gRPC).
+#include "lib/cache/block_key.h"
+
+#include <openssl/sha.h>
+
+#include <cstring>
+
+namespace yoco {
+namespace {
+
+void PutLe(uint64_t v, int bytes, std::string* out) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+BlockKey Digest(const std::string& data) {
+  unsigned char full[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), full);
+  BlockKey key;
+  std::memcpy(key.bytes.data(), full, key.bytes.size());
+  return key;
+}
+
+}  // namespace
+
+std::string BlockKey::Hex() const {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+absl::StatusOr<BlockKey> BlockKey::FromHex(absl::string_view hex) {
+  BlockKey key;
+  if (hex.size() != 2 * key.bytes.size()) {
+    return absl::InvalidArgumentError("a cache handle has 32 hex digits");
+  }
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < key.bytes.size(); ++i) {
+    const int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return absl::InvalidArgumentError("a cache handle has 32 hex digits");
+    key.bytes[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return key;
+}
+
+std::vector<BlockKey> PrefixBlockKeys(uint64_t model_fingerprint, absl::string_view salt,
+                                      absl::Span<const int32_t> tokens) {
+  std::string data = "yoco-prefix-v1";
+  PutLe(model_fingerprint, 8, &data);
+  PutLe(salt.size(), 4, &data);
+  data.append(salt.data(), salt.size());
+  BlockKey key = Digest(data);
+  std::vector<BlockKey> keys;
+  const size_t blocks = tokens.size() / kCacheBlockTokens;
+  keys.reserve(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    data.assign(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
+    for (int64_t i = 0; i < kCacheBlockTokens; ++i) {
+      PutLe(static_cast<uint32_t>(tokens[b * kCacheBlockTokens + i]), 4, &data);
+    }
+    key = Digest(data);
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+}  // namespace yoco

@@ -1,0 +1,147 @@
+// SnapshotStore: a prefill worker's prefix cache in memory. A snapshot at block boundary p is
+// the shared K/V rows [0, p) plus every self-decoder layer's state at p. K/V rows are kept per
+// block and shared (reference counted) between snapshots of the same prefix; states are kept
+// per snapshot, because a recurrent state cannot be rolled back to an earlier position.
+//
+// A byte budget bounds K/V blocks + states; when it is exceeded the least recently used
+// unpinned snapshots go first. Snapshots may be pinned (never evicted, except by EvictAll) and
+// may expire (TTL). Every change bumps generation(), which the router polls to refresh its
+// index. Thread-safe.
+#ifndef YOCO_LIB_CACHE_SNAPSHOT_STORE_H_
+#define YOCO_LIB_CACHE_SNAPSHOT_STORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "lib/cache/block_key.h"
+#include "lib/engine/model_config.h"
+#include "lib/engine/sequence_state.h"
+
+namespace yoco {
+
+enum class CacheTier { kNone, kMemory, kDisk };
+
+// Why a lookup found no snapshot for the prompt.
+enum class CacheMiss {
+  kHit,                  // not a miss
+  kNoSnapshot,           // never cached (or forgotten long ago)
+  kEvicted,              // pushed out by the byte budget or an EvictCache call
+  kExpired,              // its TTL passed
+  kFingerprintMismatch,  // a stored file was made by another model
+  kCorrupt,              // a stored file failed its checksum or did not parse
+};
+
+const char* CacheTierName(CacheTier tier);
+const char* CacheMissName(CacheMiss miss);
+
+struct SnapshotStoreOptions {
+  int64_t budget_bytes = int64_t{1} << 30;
+  // Keys whose removal a later miss can still explain (evicted / expired).
+  size_t remembered_removals = 4096;
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+struct SnapshotRetention {
+  bool pinned = false;
+  absl::Duration ttl = absl::InfiniteDuration();
+};
+
+struct SnapshotInfo {
+  BlockKey key;        // the boundary block's key: the snapshot's handle
+  int64_t tokens = 0;  // prefix length covered
+  int64_t bytes = 0;   // K/V rows + states (rows shared with other snapshots counted too)
+  bool pinned = false;
+  CacheTier tier = CacheTier::kMemory;
+  uint64_t hits = 0;
+  absl::Time expires = absl::InfiniteFuture();
+};
+
+struct SnapshotHit {
+  int64_t tokens = 0;   // prompt tokens covered; 0 on a miss
+  SequenceState state;  // the state at `tokens` (on a hit)
+  BlockKey key;
+  CacheTier tier = CacheTier::kNone;
+  CacheMiss miss = CacheMiss::kNoSnapshot;
+};
+
+struct SnapshotStoreStats {
+  uint64_t lookups = 0;
+  uint64_t hits = 0;
+  uint64_t hit_tokens = 0;
+  uint64_t evictions = 0;    // budget and explicit
+  uint64_t expirations = 0;  // TTL
+  int64_t bytes = 0;
+  int64_t snapshots = 0;
+};
+
+class SnapshotStore {
+ public:
+  SnapshotStore(const ModelConfig& config, SnapshotStoreOptions options);
+
+  // Saves `state` as the snapshot of the prefix whose block keys are `keys`: REQUIRES
+  // state.position == keys.size() * kCacheBlockTokens <= tokens.size(). Saving an existing
+  // snapshot refreshes it and merges the retention (pinned wins, the later expiry wins).
+  // RESOURCE_EXHAUSTED when it does not fit the budget even after evicting every unpinned
+  // snapshot (those evictions stand).
+  absl::StatusOr<SnapshotInfo> Insert(absl::Span<const BlockKey> keys,
+                                      absl::Span<const int32_t> tokens, const SequenceState& state,
+                                      const SnapshotRetention& retention);
+
+  // The longest snapshot of a prefix of the prompt whose block keys are `keys` and tokens
+  // `tokens`, restored into a state; on a miss, why.
+  SnapshotHit Lookup(absl::Span<const BlockKey> keys, absl::Span<const int32_t> tokens);
+
+  std::vector<SnapshotInfo> List();
+  bool Evict(const BlockKey& key);  // also a pinned one
+  size_t EvictAll();
+
+  uint64_t generation() const;
+  SnapshotStoreStats stats() const;
+
+ private:
+  struct KvBlock {
+    std::vector<int32_t> tokens;
+    std::vector<float> k, v;  // [kCacheBlockTokens, kv_dim]
+    int refs = 0;
+  };
+  struct Snapshot {
+    std::vector<BlockKey> chain;  // keys of blocks 0..n-1
+    std::vector<std::vector<float>> self_states;
+    bool pinned = false;
+    absl::Time expires = absl::InfiniteFuture();
+    uint64_t last_use = 0;  // use_clock_ at the last insert or hit
+    uint64_t hits = 0;
+  };
+
+  int64_t SnapshotBytes(const Snapshot& s) const;
+  SnapshotInfo InfoLocked(const BlockKey& key, const Snapshot& s) const;
+  void RemoveLocked(std::map<BlockKey, Snapshot>::iterator it, CacheMiss reason);
+  void ExpireLocked();
+  // Evicts least recently used unpinned snapshots other than `keep` until within budget.
+  void EnforceBudgetLocked(const BlockKey& keep);
+
+  const int64_t kv_dim_;
+  const int64_t block_bytes_;
+  const SnapshotStoreOptions options_;
+
+  mutable std::mutex mu_;
+  std::map<BlockKey, KvBlock> blocks_;
+  std::map<BlockKey, Snapshot> snapshots_;
+  std::map<BlockKey, CacheMiss> removed_;  // why a snapshot went, for miss reasons
+  std::deque<BlockKey> removed_order_;
+  uint64_t use_clock_ = 0;
+  uint64_t generation_ = 0;
+  SnapshotStoreStats stats_;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_CACHE_SNAPSHOT_STORE_H_

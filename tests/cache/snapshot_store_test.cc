@@ -1,0 +1,187 @@
+// SnapshotStore on synthetic states: exact restore, longest prefix, shared blocks, LRU under a
+// budget, pinning, TTL and the miss reasons.
+#include "lib/cache/snapshot_store.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/engine/test_models.h"
+
+namespace yoco {
+namespace {
+
+class SnapshotStoreTest : public ::testing::Test {
+ protected:
+  SnapshotStoreTest() : config_(testing::SmallConfig()) {}
+
+  // A state after `n` tokens with random contents.
+  SequenceState State(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d;
+    SequenceState s = SequenceState::Create(config_);
+    s.position = n;
+    s.shared_k.resize(n * config_.kv_dim());
+    s.shared_v.resize(n * config_.kv_dim());
+    for (float& x : s.shared_k) x = d(rng);
+    for (float& x : s.shared_v) x = d(rng);
+    for (auto& layer : s.self_states)
+      for (float& x : layer) x = d(rng);
+    return s;
+  }
+
+  // The state truncated to its first `n` K/V rows (what a snapshot at n must restore, with the
+  // self states it was saved with).
+  SequenceState Prefix(const SequenceState& s, int64_t n) {
+    SequenceState p = s;
+    p.position = n;
+    p.shared_k.resize(n * config_.kv_dim());
+    p.shared_v.resize(n * config_.kv_dim());
+    return p;
+  }
+
+  SnapshotStoreOptions Options(int64_t budget) {
+    SnapshotStoreOptions o;
+    o.budget_bytes = budget;
+    o.now = [this] { return now_; };
+    return o;
+  }
+
+  int64_t BlockBytes() const { return kCacheBlockTokens * (2 * config_.kv_dim() * 4 + 4); }
+  int64_t StateBytes() const { return config_.n_self_layers() * config_.self_state_floats() * 4; }
+
+  ModelConfig config_;
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+};
+
+TEST_F(SnapshotStoreTest, RestoresExactlyAndPicksTheLongestPrefix) {
+  SnapshotStore store(config_, Options(int64_t{1} << 30));
+  const auto tokens = testing::RandomTokens(600, 96, 1);
+  const auto keys = PrefixBlockKeys(1, "", tokens);  // 4 blocks
+  const SequenceState at256 = State(256, 1), at512 = State(512, 2);
+  ASSERT_TRUE(store.Insert(absl::MakeConstSpan(keys).subspan(0, 2), tokens, at256, {}).ok());
+  ASSERT_TRUE(store.Insert(absl::MakeConstSpan(keys).subspan(0, 4), tokens, at512, {}).ok());
+
+  SnapshotHit hit = store.Lookup(keys, tokens);
+  EXPECT_EQ(hit.miss, CacheMiss::kHit);
+  EXPECT_EQ(hit.tier, CacheTier::kMemory);
+  ASSERT_EQ(hit.tokens, 512);
+  // Rows [0, 256) came from the first insert (shared blocks); rows [256, 512) from the second.
+  SequenceState expected = at512;
+  std::copy(at256.shared_k.begin(), at256.shared_k.end(), expected.shared_k.begin());
+  std::copy(at256.shared_v.begin(), at256.shared_v.end(), expected.shared_v.begin());
+  EXPECT_TRUE(hit.state == expected);
+
+  hit = store.Lookup(absl::MakeConstSpan(keys).subspan(0, 3), tokens);  // at most 384 usable
+  ASSERT_EQ(hit.tokens, 256);
+  EXPECT_TRUE(hit.state == Prefix(at256, 256));
+  EXPECT_EQ(store.stats().hits, 2u);
+  EXPECT_EQ(store.stats().hit_tokens, 768u);
+}
+
+TEST_F(SnapshotStoreTest, SharesKvBlocksBetweenSnapshotsOfOnePrefix) {
+  SnapshotStore store(config_, Options(int64_t{1} << 30));
+  const auto tokens = testing::RandomTokens(512, 96, 2);
+  const auto keys = PrefixBlockKeys(1, "", tokens);
+  const SequenceState s = State(512, 3);
+  ASSERT_TRUE(
+      store.Insert(absl::MakeConstSpan(keys).subspan(0, 2), tokens, Prefix(s, 256), {}).ok());
+  ASSERT_TRUE(store.Insert(keys, tokens, s, {}).ok());
+  EXPECT_EQ(store.stats().bytes, 4 * BlockBytes() + 2 * StateBytes());
+  ASSERT_TRUE(store.Evict(keys[3]));
+  EXPECT_EQ(store.stats().bytes, 2 * BlockBytes() + StateBytes());  // the shared half stays
+  ASSERT_EQ(store.Lookup(keys, tokens).tokens, 256);
+  EXPECT_EQ(store.EvictAll(), 1u);
+  EXPECT_EQ(store.stats().bytes, 0);
+}
+
+TEST_F(SnapshotStoreTest, TokensMustMatchNotOnlyTheKey) {
+  SnapshotStore store(config_, Options(int64_t{1} << 30));
+  const auto tokens = testing::RandomTokens(256, 96, 3);
+  const auto keys = PrefixBlockKeys(1, "", tokens);
+  ASSERT_TRUE(store.Insert(keys, tokens, State(256, 4), {}).ok());
+  auto other = tokens;
+  other[5] = other[5] == 10 ? 11 : 10;  // as if two prefixes collided on one key
+  EXPECT_EQ(store.Lookup(keys, other).tokens, 0);
+  EXPECT_EQ(store.Lookup(keys, tokens).tokens, 256);
+}
+
+TEST_F(SnapshotStoreTest, EvictsLeastRecentlyUsedWithinTheBudgetAndSaysWhy) {
+  const int64_t one = BlockBytes() + StateBytes();  // a one-block snapshot
+  SnapshotStore store(config_, Options(2 * one));
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<BlockKey>> keys;
+  for (uint32_t i = 0; i < 3; ++i) {
+    prompts.push_back(testing::RandomTokens(128, 96, 10 + i));
+    keys.push_back(PrefixBlockKeys(1, "", prompts.back()));
+  }
+  ASSERT_TRUE(store.Insert(keys[0], prompts[0], State(128, 1), {}).ok());
+  ASSERT_TRUE(store.Insert(keys[1], prompts[1], State(128, 2), {}).ok());
+  ASSERT_EQ(store.Lookup(keys[0], prompts[0]).tokens, 128);  // 0 is now more recent than 1
+  const uint64_t generation = store.generation();
+  ASSERT_TRUE(store.Insert(keys[2], prompts[2], State(128, 3), {}).ok());
+  EXPECT_GT(store.generation(), generation);
+  EXPECT_LE(store.stats().bytes, 2 * one);
+  EXPECT_EQ(store.Lookup(keys[0], prompts[0]).tokens, 128);
+  EXPECT_EQ(store.Lookup(keys[2], prompts[2]).tokens, 128);
+  SnapshotHit miss = store.Lookup(keys[1], prompts[1]);
+  EXPECT_EQ(miss.tokens, 0);
+  EXPECT_EQ(miss.miss, CacheMiss::kEvicted);
+  EXPECT_EQ(store.stats().evictions, 1u);
+  const auto never = testing::RandomTokens(128, 96, 99);
+  EXPECT_EQ(store.Lookup(PrefixBlockKeys(1, "", never), never).miss, CacheMiss::kNoSnapshot);
+}
+
+TEST_F(SnapshotStoreTest, PinnedSnapshotsStayAndBoundTheBudget) {
+  const int64_t one = BlockBytes() + StateBytes();
+  SnapshotStore store(config_, Options(2 * one));
+  std::vector<std::vector<int32_t>> p;
+  std::vector<std::vector<BlockKey>> k;
+  for (uint32_t i = 0; i < 4; ++i) {
+    p.push_back(testing::RandomTokens(128, 96, 20 + i));
+    k.push_back(PrefixBlockKeys(1, "", p.back()));
+  }
+  SnapshotRetention pin;
+  pin.pinned = true;
+  ASSERT_TRUE(store.Insert(k[0], p[0], State(128, 1), pin).ok());
+  ASSERT_TRUE(store.Insert(k[1], p[1], State(128, 2), {}).ok());
+  ASSERT_TRUE(store.Insert(k[2], p[2], State(128, 3), {}).ok());  // evicts 1, not the pinned 0
+  EXPECT_EQ(store.Lookup(k[0], p[0]).tokens, 128);
+  EXPECT_EQ(store.Lookup(k[1], p[1]).tokens, 0);
+  ASSERT_TRUE(store.Insert(k[2], p[2], State(128, 3), pin).ok());  // pins the existing one
+  auto full = store.Insert(k[3], p[3], State(128, 4), pin);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  EXPECT_EQ(store.Lookup(k[0], p[0]).tokens, 128);
+  EXPECT_EQ(store.Lookup(k[2], p[2]).tokens, 128);
+  EXPECT_EQ(store.Lookup(k[3], p[3]).tokens, 0);
+}
+
+TEST_F(SnapshotStoreTest, ExpiresAfterItsTtl) {
+  SnapshotStore store(config_, Options(int64_t{1} << 30));
+  const auto tokens = testing::RandomTokens(128, 96, 5);
+  const auto keys = PrefixBlockKeys(1, "", tokens);
+  SnapshotRetention ttl;
+  ttl.ttl = absl::Seconds(10);
+  ASSERT_TRUE(store.Insert(keys, tokens, State(128, 1), ttl).ok());
+  now_ += absl::Seconds(9);
+  EXPECT_EQ(store.Lookup(keys, tokens).tokens, 128);
+  EXPECT_EQ(store.List().size(), 1u);
+  now_ += absl::Seconds(2);
+  SnapshotHit miss = store.Lookup(keys, tokens);
+  EXPECT_EQ(miss.tokens, 0);
+  EXPECT_EQ(miss.miss, CacheMiss::kExpired);
+  EXPECT_TRUE(store.List().empty());
+  EXPECT_EQ(store.stats().bytes, 0);
+  EXPECT_EQ(store.stats().expirations, 1u);
+}
+
+TEST_F(SnapshotStoreTest, RefusesStatesOffTheBlockGrid) {
+  SnapshotStore store(config_, Options(int64_t{1} << 30));
+  const auto tokens = testing::RandomTokens(200, 96, 6);
+  const auto keys = PrefixBlockKeys(1, "", tokens);
+  EXPECT_EQ(store.Insert(keys, tokens, State(200, 1), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace yoco
