@@ -52,6 +52,24 @@ grpc::Status DecodeService::Decode(grpc::ServerContext* context, const v1::Decod
                              queue->cv.notify_all();
                            });
   if (!id.ok()) return ToGrpcStatus(id.status());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_.emplace(request->request_id(), *id);
+  }
+  struct Unregister {
+    DecodeService* service;
+    std::multimap<std::string, uint64_t>::value_type entry;
+    ~Unregister() {
+      std::lock_guard<std::mutex> lock(service->mu_);
+      auto [begin, end] = service->running_.equal_range(entry.first);
+      for (auto it = begin; it != end; ++it) {
+        if (it->second == entry.second) {
+          service->running_.erase(it);
+          break;
+        }
+      }
+    }
+  } unregister{this, {request->request_id(), *id}};
   uint32_t index = 0;
   while (true) {
     DecodeEvent e;
@@ -84,10 +102,12 @@ grpc::Status DecodeService::Decode(grpc::ServerContext* context, const v1::Decod
   }
 }
 
-grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest*,
+grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                    v1::CancelResponse* response) {
-  // Sequences are cancelled by cancelling their Decode call (the router holds it).
-  response->set_found(false);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [begin, end] = running_.equal_range(request->request_id());
+  for (auto it = begin; it != end; ++it) worker_.Cancel(it->second);
+  response->set_found(begin != end);
   return grpc::Status::OK;
 }
 

@@ -1,8 +1,11 @@
 // DecodeService: the DecodeWorker gRPC service over a DecodeWorker. Each Decode call streams
-// its sequence's tokens from the batching loop; a cancelled call cancels the sequence.
+// its sequence's tokens from the batching loop; a cancelled call, or Cancel with its request
+// id, cancels the sequence.
 #ifndef YOCO_SERVICES_DECODE_DECODE_SERVICE_H_
 #define YOCO_SERVICES_DECODE_DECODE_SERVICE_H_
 
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "lib/workers/decode_worker.h"
@@ -25,6 +28,8 @@ class DecodeService final : public v1::DecodeWorker::Service {
  private:
   DecodeWorker& worker_;
   const std::string worker_id_;
+  std::mutex mu_;
+  std::multimap<std::string, uint64_t> running_;  // request id -> batcher sequence id
 };
 
 }  // namespace yoco

@@ -5,6 +5,7 @@
 #include "absl/flags/parse.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/metrics/metrics_server.h"
+#include "lib/metrics/snapshot_store_export.h"
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/flag_names.h"
 #include "lib/rpc/grpc_server.h"
@@ -19,6 +20,10 @@ ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors
 ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
 ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
+ABSL_FLAG(int64_t, cache_mb, 1024, "prefix-cache memory in MiB (0: no prefix cache)");
+ABSL_FLAG(int, snapshot_every_blocks, 16,
+          "also snapshot every this many 128-token blocks of long prompts (0: only at the last "
+          "full block)");
 
 int main(int argc, char** argv) {
   yoco::UnderscoreFlagNames(argc, argv);
@@ -34,11 +39,17 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: " << transport.status().message() << "\n";
     return 1;
   }
+  yoco::PrefillWorkerOptions options;
+  options.cache_budget_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
+  options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
   yoco::PrefillWorker worker(std::make_unique<yoco::CpuBackend>(
                                  *model, yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
-                             std::move(*transport));
+                             std::move(*transport), options);
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
   yoco::ExportTransferMetrics("yoco_prefill", &worker.transport().metrics(), callbacks.get());
+  if (worker.cache() != nullptr) {
+    yoco::ExportSnapshotStoreMetrics("yoco_prefill_cache", worker.cache(), callbacks.get());
+  }
   auto metrics_server = yoco::MetricsServer::Start(
       absl::GetFlag(FLAGS_metrics_listen), std::make_shared<prometheus::Registry>(), callbacks);
   if (!metrics_server.ok()) {

@@ -6,24 +6,67 @@
 #include "lib/rpc/proto_convert.h"
 
 namespace yoco {
+namespace {
 
-grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
-                                     const v1::PrefillRequest* request,
-                                     v1::PrefillResponse* response) {
-  const std::vector<int32_t> prompt(request->prompt().begin(), request->prompt().end());
+void ToProto(const SnapshotInfo& info, const std::string& worker, v1::CacheEntry* out) {
+  out->set_handle(info.key.Hex());
+  out->set_tokens(static_cast<uint32_t>(info.tokens));
+  out->set_bytes(static_cast<uint64_t>(info.bytes));
+  out->set_tier(CacheTierName(info.tier));
+  out->set_pinned(info.pinned);
+  out->set_hits(info.hits);
+  out->set_worker(worker);
+  out->set_expires_unix_ms(info.expires == absl::InfiniteFuture() ? 0
+                                                                  : absl::ToUnixMillis(info.expires));
+}
+
+}  // namespace
+
+PrefillService::CancelFlag::CancelFlag(PrefillService& service, const std::string& request_id)
+    : service_(service), request_id_(request_id), flag_(std::make_shared<std::atomic<bool>>()) {
+  std::lock_guard<std::mutex> lock(service_.mu_);
+  service_.running_.emplace(request_id_, flag_);
+}
+
+PrefillService::CancelFlag::~CancelFlag() {
+  std::lock_guard<std::mutex> lock(service_.mu_);
+  auto [begin, end] = service_.running_.equal_range(request_id_);
+  for (auto it = begin; it != end; ++it) {
+    if (it->second == flag_) {
+      service_.running_.erase(it);
+      break;
+    }
+  }
+}
+
+grpc::Status PrefillService::CheckTokens(
+    const google::protobuf::RepeatedField<int32_t>& tokens) const {
   const int vocab = worker_.model().config().vocab_size;
-  for (int32_t id : prompt) {
+  for (int32_t id : tokens) {
     if (id < 0 || id >= vocab) {
       return grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
           absl::StrCat("token id ", id, " is outside the vocabulary [0, ", vocab, ")"));
     }
   }
-  const absl::Duration timeout = request->transfer_timeout_ms() > 0
-                                     ? absl::Milliseconds(request->transfer_timeout_ms())
-                                     : absl::Seconds(30);
-  auto result = worker_.Prefill(prompt, FromProto(request->sampling()),
-                                request->decode_ucx_address(), timeout);
+  return grpc::Status::OK;
+}
+
+grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
+                                     const v1::PrefillRequest* request,
+                                     v1::PrefillResponse* response) {
+  if (grpc::Status st = CheckTokens(request->prompt()); !st.ok()) return st;
+  CancelFlag flag(*this, request->request_id());
+  PrefillCall call;
+  call.prompt.assign(request->prompt().begin(), request->prompt().end());
+  call.sampling = FromProto(request->sampling());
+  call.cache_salt = request->cache_salt();
+  call.decode_address = request->decode_ucx_address();
+  if (request->transfer_timeout_ms() > 0) {
+    call.transfer_timeout = absl::Milliseconds(request->transfer_timeout_ms());
+  }
+  call.cancelled = [context, &flag] { return context->IsCancelled() || flag.cancelled(); };
+  auto result = worker_.Prefill(call);
   if (!result.ok()) return ToGrpcStatus(result.status());
   response->set_first_token(result->first_token);
   response->set_bundle_bytes(result->bundle_bytes);
@@ -31,13 +74,20 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   response->set_transfer_ms(result->transfer_ms);
   response->set_transfer_id(result->transfer_id);
   response->set_sender_transport(result->sender);
+  response->set_cached_tokens(static_cast<uint32_t>(result->cached_tokens));
+  response->set_cache_tier(CacheTierName(result->cache_tier));
+  if (result->cache_miss != CacheMiss::kHit) {
+    response->set_cache_miss_reason(CacheMissName(result->cache_miss));
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelRequest*,
+grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                     v1::CancelResponse* response) {
-  // A prefill runs to completion within its RPC; cancelling the RPC is the way to stop it.
-  response->set_found(false);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [begin, end] = running_.equal_range(request->request_id());
+  for (auto it = begin; it != end; ++it) it->second->store(true);
+  response->set_found(begin != end);
   return grpc::Status::OK;
 }
 
@@ -46,7 +96,58 @@ grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWo
   response->set_worker_id(worker_id_);
   response->set_ucx_address(worker_.transport().address());
   response->set_model_fingerprint(worker_.model().fingerprint());
-  response->set_active_requests(static_cast<uint32_t>(worker_.transport().open_transfers()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    response->set_active_requests(static_cast<uint32_t>(running_.size()));
+  }
+  if (SnapshotStore* cache = worker_.cache()) {
+    const SnapshotStoreStats stats = cache->stats();
+    response->set_cache_generation(cache->generation());
+    response->set_cache_bytes(static_cast<uint64_t>(stats.bytes));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status PrefillService::Precache(grpc::ServerContext* context,
+                                      const v1::WorkerPrecacheRequest* request,
+                                      v1::PrecacheResponse* response) {
+  if (grpc::Status st = CheckTokens(request->tokens()); !st.ok()) return st;
+  const std::vector<int32_t> document(request->tokens().begin(), request->tokens().end());
+  SnapshotRetention retention;
+  retention.pinned = request->pin();
+  if (request->ttl_seconds() > 0) retention.ttl = absl::Seconds(request->ttl_seconds());
+  auto result = worker_.Precache(document, request->cache_salt(), retention,
+                                 [context] { return context->IsCancelled(); });
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  response->set_handle(result->snapshot.key.Hex());
+  response->set_tokens(static_cast<uint32_t>(result->tokens));
+  response->set_cached_tokens(static_cast<uint32_t>(result->snapshot.tokens));
+  response->set_bytes(static_cast<uint64_t>(result->snapshot.bytes));
+  response->set_worker(worker_id_);
+  return grpc::Status::OK;
+}
+
+grpc::Status PrefillService::ListCache(grpc::ServerContext*, const v1::ListCacheRequest*,
+                                       v1::ListCacheResponse* response) {
+  if (SnapshotStore* cache = worker_.cache()) {
+    for (const SnapshotInfo& info : cache->List()) {
+      ToProto(info, worker_id_, response->add_entries());
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status PrefillService::EvictCache(grpc::ServerContext*, const v1::EvictCacheRequest* request,
+                                        v1::EvictCacheResponse* response) {
+  SnapshotStore* cache = worker_.cache();
+  if (cache == nullptr) return grpc::Status::OK;
+  if (request->all()) {
+    response->set_evicted(static_cast<uint32_t>(cache->EvictAll()));
+    return grpc::Status::OK;
+  }
+  auto key = BlockKey::FromHex(request->handle());
+  if (!key.ok()) return ToGrpcStatus(key.status());
+  response->set_evicted(cache->Evict(*key) ? 1 : 0);
   return grpc::Status::OK;
 }
 

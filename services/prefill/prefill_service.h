@@ -1,7 +1,12 @@
-// PrefillService: the PrefillWorker gRPC service over a PrefillWorker.
+// PrefillService: the PrefillWorker gRPC service over a PrefillWorker. Prefills stop when their
+// call is cancelled (client, deadline) or when Cancel names their request id.
 #ifndef YOCO_SERVICES_PREFILL_PREFILL_SERVICE_H_
 #define YOCO_SERVICES_PREFILL_PREFILL_SERVICE_H_
 
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "lib/workers/prefill_worker.h"
@@ -20,10 +25,33 @@ class PrefillService final : public v1::PrefillWorker::Service {
                       v1::CancelResponse* response) override;
   grpc::Status GetWorkerInfo(grpc::ServerContext* context, const v1::GetWorkerInfoRequest* request,
                              v1::WorkerInfo* response) override;
+  grpc::Status Precache(grpc::ServerContext* context, const v1::WorkerPrecacheRequest* request,
+                        v1::PrecacheResponse* response) override;
+  grpc::Status ListCache(grpc::ServerContext* context, const v1::ListCacheRequest* request,
+                         v1::ListCacheResponse* response) override;
+  grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
+                          v1::EvictCacheResponse* response) override;
 
  private:
+  // A cancellation flag registered under a request id for the lifetime of one call.
+  class CancelFlag {
+   public:
+    CancelFlag(PrefillService& service, const std::string& request_id);
+    ~CancelFlag();
+    bool cancelled() const { return flag_->load(); }
+
+   private:
+    PrefillService& service_;
+    const std::string request_id_;
+    std::shared_ptr<std::atomic<bool>> flag_;
+  };
+
+  grpc::Status CheckTokens(const google::protobuf::RepeatedField<int32_t>& tokens) const;
+
   PrefillWorker& worker_;
   const std::string worker_id_;
+  std::mutex mu_;
+  std::multimap<std::string, std::shared_ptr<std::atomic<bool>>> running_;  // by request id
 };
 
 }  // namespace yoco

@@ -17,6 +17,15 @@
 namespace yoco {
 namespace {
 
+PrefillCall Call(std::vector<int32_t> prompt, SamplingParams sampling, std::string address) {
+  PrefillCall call;
+  call.prompt = std::move(prompt);
+  call.sampling = std::move(sampling);
+  call.decode_address = std::move(address);
+  call.transfer_timeout = absl::Seconds(20);
+  return call;
+}
+
 using testing::RandomTokens;
 
 using Stream = testing::DecodeEventCollector;
@@ -48,7 +57,7 @@ TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
     GenerateOptions reference{kNew + 1, sampling, false};
     want[i] = *Generate(local, prompt, reference);
 
-    auto shipped = prefill.Prefill(prompt, sampling, (*decode)->address(), absl::Seconds(20));
+    auto shipped = prefill.Prefill(Call(prompt, sampling, (*decode)->address()));
     ASSERT_TRUE(shipped.ok()) << shipped.status();
     first[i] = {shipped->first_token};
     auto id = (*decode)->Decode(shipped->sender, shipped->transfer_id, kNew, false,
@@ -82,10 +91,60 @@ TEST(DisaggregatedTest, BundleFromAnotherModelIsRefused) {
   options.transport = Loopback();
   auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(ours), options);
   ASSERT_TRUE(decode.ok());
-  auto shipped = prefill.Prefill(RandomTokens(30, ours->config().vocab_size, 1), SamplingParams{},
-                                 (*decode)->address(), absl::Seconds(20));
+  auto shipped =
+      prefill.Prefill(Call(RandomTokens(30, ours->config().vocab_size, 1), {}, (*decode)->address()));
   EXPECT_EQ(shipped.status().code(), absl::StatusCode::kFailedPrecondition) << shipped.status();
   EXPECT_EQ((*decode)->waiting_bundles(), 0u);
+}
+
+TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 44, "cache_hit");
+  ASSERT_TRUE(model);
+  CpuBackend local(model);
+  auto sender = UcxTransport::Create(Loopback(), {});
+  ASSERT_TRUE(sender.ok());
+  PrefillWorkerOptions cache;
+  cache.cache_budget_bytes = 64 << 20;
+  PrefillWorker prefill(std::make_unique<CpuBackend>(model), std::move(*sender), cache);
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  ASSERT_TRUE(decode.ok());
+
+  const int vocab = model->config().vocab_size;
+  const auto document = RandomTokens(300, vocab, 60);
+  SnapshotRetention pin;
+  pin.pinned = true;
+  auto precached = prefill.Precache(document, "", pin, nullptr);
+  ASSERT_TRUE(precached.ok()) << precached.status();
+  EXPECT_EQ(precached->tokens, 300);
+  EXPECT_EQ(precached->snapshot.tokens, 256);
+  EXPECT_TRUE(precached->snapshot.pinned);
+  EXPECT_EQ(prefill.Precache(RandomTokens(100, vocab, 61), "", pin, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  for (uint32_t q = 0; q < 2; ++q) {
+    auto prompt = document;
+    const auto question = RandomTokens(30, vocab, 70 + q);
+    prompt.insert(prompt.end(), question.begin() + 1, question.end());
+    SamplingParams sampling;
+    sampling.temperature = q == 0 ? 0.0f : 0.8f;
+    sampling.seed = 5;
+    const auto want = *Generate(local, prompt, {9, sampling, false});
+
+    auto shipped = prefill.Prefill(Call(prompt, sampling, (*decode)->address()));
+    ASSERT_TRUE(shipped.ok()) << shipped.status();
+    EXPECT_EQ(shipped->cached_tokens, 256);
+    EXPECT_EQ(shipped->cache_tier, CacheTier::kMemory);
+    Stream stream;
+    auto id = (*decode)->Decode(shipped->sender, shipped->transfer_id, 8, false, absl::Seconds(10),
+                                stream.Callback());
+    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_TRUE(stream.WaitFinished());
+    std::vector<int32_t> got = {shipped->first_token};
+    got.insert(got.end(), stream.tokens.begin(), stream.tokens.end());
+    EXPECT_EQ(got, want) << "question " << q;
+  }
 }
 
 }  // namespace

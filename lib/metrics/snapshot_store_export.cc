@@ -1,0 +1,30 @@
+// SnapshotStoreStats export. The memory tier is the only tier so far, so "memory" is in the
+// names of the per-tier values.
+#include "lib/metrics/snapshot_store_export.h"
+
+namespace yoco {
+
+void ExportSnapshotStoreMetrics(const std::string& prefix, SnapshotStore* store,
+                                ScrapeCallbacks* callbacks) {
+  using Type = ScrapeCallbacks::Type;
+  auto add = [&](const char* name, const char* help, Type type,
+                 double (*read)(const SnapshotStoreStats&)) {
+    callbacks->Add(prefix + name, help, type, [store, read] { return read(store->stats()); });
+  };
+  add("_lookups_total", "Prefix-cache lookups (one per prefill)", Type::kCounter,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.lookups); });
+  add("_hits_total", "Lookups that restored a snapshot", Type::kCounter,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.hits); });
+  add("_hit_tokens_memory_total", "Prompt tokens restored from memory snapshots", Type::kCounter,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.hit_tokens); });
+  add("_snapshot_bytes_memory", "Bytes of K/V blocks and states held in memory", Type::kGauge,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.bytes); });
+  add("_snapshots_memory", "Snapshots held in memory", Type::kGauge,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.snapshots); });
+  add("_evictions_total", "Snapshots evicted (budget or EvictCache)", Type::kCounter,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.evictions); });
+  add("_expirations_total", "Snapshots dropped when their TTL passed", Type::kCounter,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.expirations); });
+}
+
+}  // namespace yoco
