@@ -1,0 +1,143 @@
+// Probing runs outside the lock (RPCs may take up to their deadline); results are applied
+// under it.
+#include "lib/routing/worker_registry.h"
+
+#include <algorithm>
+
+namespace yoco {
+
+WorkerRegistry::WorkerRegistry(std::vector<std::string> addresses, WorkerProbes probes,
+                               absl::Duration interval)
+    : probes_(std::move(probes)) {
+  for (std::string& a : addresses) workers_.push_back(Worker{std::move(a)});
+  ProbeAll();
+  if (interval > absl::ZeroDuration()) {
+    prober_ = std::thread([this, interval] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_cv_.wait_for(lock, absl::ToChronoMilliseconds(interval), [&] { return stop_; })) {
+        lock.unlock();
+        ProbeAll();
+        lock.lock();
+      }
+    });
+  }
+}
+
+WorkerRegistry::~WorkerRegistry() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (prober_.joinable()) prober_.join();
+}
+
+void WorkerRegistry::ProbeAll() {
+  for (size_t i = 0; i < workers_.size(); ++i) Probe(i);
+}
+
+void WorkerRegistry::Probe(size_t index) {
+  absl::StatusOr<v1::WorkerInfo> info = probes_.info(index);
+  if (!info.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    workers_[index].healthy = false;
+    return;
+  }
+  std::optional<std::vector<BlockKey>> listed;
+  bool relist = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Worker& w = workers_[index];
+    relist = probes_.snapshots &&
+             (!w.listed || w.listed_generation != info->cache_generation() ||
+              w.info.model_fingerprint() != info->model_fingerprint());
+  }
+  if (relist) {
+    absl::StatusOr<std::vector<BlockKey>> keys = probes_.snapshots(index);
+    if (keys.ok()) listed = std::move(*keys);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker& w = workers_[index];
+  w.healthy = true;
+  w.info = *info;
+  if (listed.has_value()) {
+    w.snapshots = std::set<BlockKey>(listed->begin(), listed->end());
+    w.listed = true;
+    w.listed_generation = info->cache_generation();
+  }
+}
+
+void WorkerRegistry::MarkFailed(size_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  workers_[index].healthy = false;
+}
+
+std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& exclude,
+                                                   absl::Span<const BlockKey> keys,
+                                                   int64_t prompt_tokens,
+                                                   int64_t load_penalty_tokens) {
+  for (int round = 0; round < 2; ++round) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::optional<WorkerChoice> best;
+      int64_t best_cost = INT64_MAX;
+      for (size_t i = 0; i < workers_.size(); ++i) {
+        const Worker& w = workers_[i];
+        if (!w.healthy || std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
+        int64_t cached = 0;
+        for (size_t j = keys.size(); j > 0; --j) {
+          if (w.snapshots.count(keys[j - 1])) {
+            cached = static_cast<int64_t>(j) * kCacheBlockTokens;
+            break;
+          }
+        }
+        const int64_t load =
+            int64_t{w.info.active_requests()} + w.info.queued_requests() + w.in_flight;
+        const int64_t cost = std::max<int64_t>(prompt_tokens - cached, 0) +
+                             load * load_penalty_tokens;
+        if (cost < best_cost) {
+          best_cost = cost;
+          best = WorkerChoice{i, w.info, cached};
+        }
+      }
+      if (best.has_value() || round == 1) return best;
+    }
+    ProbeAll();  // nothing healthy: maybe the workers have just come up
+  }
+  return std::nullopt;
+}
+
+WorkerRegistry::InFlight::InFlight(WorkerRegistry& registry, size_t index)
+    : registry_(registry), index_(index) {
+  std::lock_guard<std::mutex> lock(registry_.mu_);
+  ++registry_.workers_[index_].in_flight;
+}
+
+WorkerRegistry::InFlight::~InFlight() {
+  std::lock_guard<std::mutex> lock(registry_.mu_);
+  --registry_.workers_[index_].in_flight;
+}
+
+bool WorkerRegistry::healthy(size_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workers_[index].healthy;
+}
+
+uint64_t WorkerRegistry::fingerprint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Worker& w : workers_) {
+    if (w.healthy) return w.info.model_fingerprint();
+  }
+  return 0;
+}
+
+std::vector<size_t> WorkerRegistry::HealthyWorkers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<size_t> out;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i].healthy) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace yoco

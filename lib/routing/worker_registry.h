@@ -1,0 +1,105 @@
+// WorkerRegistry: the router's view of one pool of workers (prefill or decode). A background
+// thread probes every worker's WorkerInfo at a fixed interval; a worker that does not answer,
+// or that the router saw fail, is skipped until it answers again. For prefill workers it also
+// keeps the index of which prefix-cache snapshots each worker holds, refreshed whenever the
+// worker's cache generation changes, so it is rebuilt from the workers after a router restart.
+//
+// Choosing a worker prices "resume from the snapshot on worker X" against load:
+//   cost = prompt tokens X would still prefill + load × load_penalty_tokens,
+// load = active + queued requests it reported + requests this router has in flight to it.
+#ifndef YOCO_LIB_ROUTING_WORKER_REGISTRY_H_
+#define YOCO_LIB_ROUTING_WORKER_REGISTRY_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "lib/cache/block_key.h"
+#include "yoco/v1/worker.pb.h"
+
+namespace yoco {
+
+struct WorkerProbes {
+  std::function<absl::StatusOr<v1::WorkerInfo>(size_t worker)> info;
+  // Snapshot keys a worker holds; null for workers without a prefix cache.
+  std::function<absl::StatusOr<std::vector<BlockKey>>(size_t worker)> snapshots;
+};
+
+struct WorkerChoice {
+  size_t index = 0;
+  v1::WorkerInfo info;
+  int64_t cached_tokens = 0;  // of the prompt, per the index
+};
+
+class WorkerRegistry {
+ public:
+  // Probes once before returning, then every `interval` on its own thread (none if zero).
+  WorkerRegistry(std::vector<std::string> addresses, WorkerProbes probes, absl::Duration interval);
+  ~WorkerRegistry();
+
+  WorkerRegistry(const WorkerRegistry&) = delete;
+  WorkerRegistry& operator=(const WorkerRegistry&) = delete;
+
+  void ProbeAll();
+  void Probe(size_t index);
+  // The router saw the worker fail: skipped until a probe succeeds again.
+  void MarkFailed(size_t index);
+
+  // The cheapest healthy worker not in `exclude`; `keys` are the prompt's usable block keys
+  // (empty: choose by load alone). If none is healthy, probes everything once more first.
+  std::optional<WorkerChoice> Choose(const std::vector<size_t>& exclude,
+                                     absl::Span<const BlockKey> keys, int64_t prompt_tokens,
+                                     int64_t load_penalty_tokens);
+
+  // Counts a request in flight to a worker for as long as it lives.
+  class InFlight {
+   public:
+    InFlight(WorkerRegistry& registry, size_t index);
+    ~InFlight();
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    WorkerRegistry& registry_;
+    size_t index_;
+  };
+
+  size_t size() const { return workers_.size(); }
+  const std::string& address(size_t index) const { return workers_[index].address; }
+  bool healthy(size_t index) const;
+  // The model fingerprint a healthy worker reports (0 when none is healthy).
+  uint64_t fingerprint() const;
+  std::vector<size_t> HealthyWorkers() const;
+
+ private:
+  struct Worker {
+    std::string address;
+    bool healthy = false;
+    v1::WorkerInfo info;
+    uint32_t in_flight = 0;
+    bool listed = false;  // `snapshots` reflects `listed_generation`
+    uint64_t listed_generation = 0;
+    std::set<BlockKey> snapshots;
+  };
+
+  const WorkerProbes probes_;
+  std::vector<Worker> workers_;  // fixed size; fields guarded by mu_
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread prober_;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_ROUTING_WORKER_REGISTRY_H_

@@ -1,0 +1,146 @@
+// WorkerRegistry with scripted probes: health, load, in-flight requests, the snapshot index and
+// its price against load, background probing.
+#include "lib/routing/worker_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace yoco {
+namespace {
+
+// Three scripted workers.
+struct FakeWorkers {
+  std::mutex mu;
+  std::vector<bool> up = {true, true, true};
+  std::vector<uint32_t> load = {0, 0, 0};
+  std::vector<uint64_t> generation = {0, 0, 0};
+  std::vector<std::vector<BlockKey>> snapshots = {{}, {}, {}};
+  std::atomic<int> list_calls{0};
+
+  WorkerProbes Probes() {
+    WorkerProbes p;
+    p.info = [this](size_t i) -> absl::StatusOr<v1::WorkerInfo> {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!up[i]) return absl::UnavailableError("down");
+      v1::WorkerInfo info;
+      info.set_model_fingerprint(42);
+      info.set_active_requests(load[i]);
+      info.set_cache_generation(generation[i]);
+      return info;
+    };
+    p.snapshots = [this](size_t i) -> absl::StatusOr<std::vector<BlockKey>> {
+      ++list_calls;
+      std::lock_guard<std::mutex> lock(mu);
+      return snapshots[i];
+    };
+    return p;
+  }
+};
+
+std::vector<std::string> Addresses() { return {"a:1", "b:2", "c:3"}; }
+
+std::vector<BlockKey> Keys(int n) {
+  std::vector<int32_t> tokens(n * kCacheBlockTokens, 7);
+  return PrefixBlockKeys(42, "", tokens);
+}
+
+TEST(WorkerRegistryTest, PicksTheLeastLoadedHealthyWorker) {
+  FakeWorkers fake;
+  fake.load = {3, 1, 2};
+  fake.up[1] = false;
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
+  EXPECT_FALSE(registry.healthy(1));
+  auto choice = registry.Choose({}, {}, 100, 1);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->index, 2u);
+  EXPECT_EQ(registry.Choose({2}, {}, 100, 1)->index, 0u);  // excluded after a failure
+  {
+    WorkerRegistry::InFlight a(registry, 2), b(registry, 2);  // 2 + 2 in flight > 3
+    EXPECT_EQ(registry.Choose({}, {}, 100, 1)->index, 0u);
+  }
+  EXPECT_EQ(registry.Choose({}, {}, 100, 1)->index, 2u);
+  fake.up[1] = true;
+  registry.Probe(1);
+  EXPECT_EQ(registry.Choose({}, {}, 100, 1)->index, 1u);
+  registry.MarkFailed(1);
+  EXPECT_EQ(registry.Choose({}, {}, 100, 1)->index, 2u);
+  EXPECT_EQ(registry.fingerprint(), 42u);
+}
+
+TEST(WorkerRegistryTest, NoHealthyWorkerProbesAgainThenGivesUp) {
+  FakeWorkers fake;
+  fake.up = {false, false, false};
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
+  EXPECT_FALSE(registry.Choose({}, {}, 10, 1).has_value());
+  fake.up[0] = true;  // came up after the last probe: Choose probes once more
+  auto choice = registry.Choose({}, {}, 10, 1);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->index, 0u);
+}
+
+TEST(WorkerRegistryTest, PricesSnapshotsAgainstLoad) {
+  FakeWorkers fake;
+  const auto keys = Keys(8);  // a 1024-token prefix
+  fake.snapshots[0] = {keys[3]};  // 512 tokens cached on worker 0
+  fake.snapshots[2] = {keys[7]};  // 1024 on worker 2
+  fake.generation = {1, 0, 1};
+  fake.load = {0, 0, 0};
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
+  const int64_t prompt = 8 * kCacheBlockTokens + 50;
+  auto choice = registry.Choose({}, keys, prompt, 256);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->index, 2u);
+  EXPECT_EQ(choice->cached_tokens, 1024);
+  // Worker 2 busy: each request costs 256 tokens, so 3 (768) outweigh its 512-token advantage.
+  fake.load[2] = 3;
+  registry.Probe(2);
+  choice = registry.Choose({}, keys, prompt, 256);
+  EXPECT_EQ(choice->index, 0u);
+  EXPECT_EQ(choice->cached_tokens, 512);
+}
+
+TEST(WorkerRegistryTest, RelistsOnlyWhenTheCacheChangesAndRebuildsAfterARestart) {
+  FakeWorkers fake;
+  const auto keys = Keys(2);
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
+  EXPECT_EQ(fake.list_calls.load(), 3);
+  registry.ProbeAll();
+  EXPECT_EQ(fake.list_calls.load(), 3);  // nothing changed
+  fake.snapshots[1] = {keys[1]};
+  fake.generation[1] = 5;
+  registry.ProbeAll();
+  EXPECT_EQ(fake.list_calls.load(), 4);
+  EXPECT_EQ(registry.Choose({}, keys, 300, 1)->index, 1u);
+
+  WorkerRegistry restarted(Addresses(), fake.Probes(), absl::ZeroDuration());
+  auto choice = restarted.Choose({}, keys, 300, 1);
+  EXPECT_EQ(choice->index, 1u);
+  EXPECT_EQ(choice->cached_tokens, 256);
+}
+
+TEST(WorkerRegistryTest, BackgroundProbingNoticesFailureAndRecovery) {
+  FakeWorkers fake;
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::Milliseconds(10));
+  auto wait_for = [&](bool want) {
+    for (int i = 0; i < 500 && registry.healthy(0) != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return registry.healthy(0) == want;
+  };
+  {
+    std::lock_guard<std::mutex> lock(fake.mu);
+    fake.up[0] = false;
+  }
+  EXPECT_TRUE(wait_for(false));
+  {
+    std::lock_guard<std::mutex> lock(fake.mu);
+    fake.up[0] = true;
+  }
+  EXPECT_TRUE(wait_for(true));
+}
+
+}  // namespace
+}  // namespace yoco
