@@ -14,7 +14,8 @@ WorkerRegistry::WorkerRegistry(std::vector<std::string> addresses, WorkerProbes 
   if (interval > absl::ZeroDuration()) {
     prober_ = std::thread([this, interval] {
       std::unique_lock<std::mutex> lock(mu_);
-      while (!stop_cv_.wait_for(lock, absl::ToChronoMilliseconds(interval), [&] { return stop_; })) {
+      while (
+          !stop_cv_.wait_for(lock, absl::ToChronoMilliseconds(interval), [&] { return stop_; })) {
         lock.unlock();
         ProbeAll();
         lock.lock();
@@ -48,9 +49,8 @@ void WorkerRegistry::Probe(size_t index) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const Worker& w = workers_[index];
-    relist = probes_.snapshots &&
-             (!w.listed || w.listed_generation != info->cache_generation() ||
-              w.info.model_fingerprint() != info->model_fingerprint());
+    relist = probes_.snapshots && (!w.listed || w.listed_generation != info->cache_generation() ||
+                                   w.info.model_fingerprint() != info->model_fingerprint());
   }
   if (relist) {
     absl::StatusOr<std::vector<BlockKey>> keys = probes_.snapshots(index);
@@ -60,6 +60,7 @@ void WorkerRegistry::Probe(size_t index) {
   Worker& w = workers_[index];
   w.healthy = true;
   w.info = *info;
+  w.in_flight_at_probe = w.in_flight;
   if (listed.has_value()) {
     w.snapshots = std::set<BlockKey>(listed->begin(), listed->end());
     w.listed = true;
@@ -91,10 +92,10 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
             break;
           }
         }
-        const int64_t load =
-            int64_t{w.info.active_requests()} + w.info.queued_requests() + w.in_flight;
-        const int64_t cost = std::max<int64_t>(prompt_tokens - cached, 0) +
-                             load * load_penalty_tokens;
+        const int64_t reported = int64_t{w.info.active_requests()} + w.info.queued_requests();
+        const int64_t load = w.in_flight + std::max<int64_t>(reported - w.in_flight_at_probe, 0);
+        const int64_t cost =
+            std::max<int64_t>(prompt_tokens - cached, 0) + load * load_penalty_tokens;
         if (cost < best_cost) {
           best_cost = cost;
           best = WorkerChoice{i, w.info, cached};

@@ -6,7 +6,8 @@
 //
 // Choosing a worker prices "resume from the snapshot on worker X" against load:
 //   cost = prompt tokens X would still prefill + load × load_penalty_tokens,
-// load = active + queued requests it reported + requests this router has in flight to it.
+// load = requests this router has in flight to it (exact, current) + the active and queued
+// requests it reported beyond those at the last probe (other routers' work).
 #ifndef YOCO_LIB_ROUTING_WORKER_REGISTRY_H_
 #define YOCO_LIB_ROUTING_WORKER_REGISTRY_H_
 
@@ -87,6 +88,7 @@ class WorkerRegistry {
     bool healthy = false;
     v1::WorkerInfo info;
     uint32_t in_flight = 0;
+    uint32_t in_flight_at_probe = 0;
     bool listed = false;  // `snapshots` reflects `listed_generation`
     uint64_t listed_generation = 0;
     std::set<BlockKey> snapshots;

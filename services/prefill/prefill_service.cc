@@ -16,8 +16,8 @@ void ToProto(const SnapshotInfo& info, const std::string& worker, v1::CacheEntry
   out->set_pinned(info.pinned);
   out->set_hits(info.hits);
   out->set_worker(worker);
-  out->set_expires_unix_ms(info.expires == absl::InfiniteFuture() ? 0
-                                                                  : absl::ToUnixMillis(info.expires));
+  out->set_expires_unix_ms(
+      info.expires == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(info.expires));
 }
 
 }  // namespace

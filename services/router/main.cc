@@ -20,6 +20,11 @@ ABSL_FLAG(std::string, decode, "", "decode workers, HOST:PORT[,...]");
 ABSL_FLAG(std::string, tiktoken_ranks, "",
           "a .tiktoken ranks file: BPE with YOCO's special tokens "
           "(default: the byte tokenizer)");
+ABSL_FLAG(int, probe_interval_ms, 1000,
+          "how often workers' health, load and prefix caches are probed");
+ABSL_FLAG(int64_t, cache_load_penalty_tokens, 1024,
+          "routing: one request of load on a prefill worker weighs as much as this many prompt "
+          "tokens it has cached");
 
 int main(int argc, char** argv) {
   yoco::UnderscoreFlagNames(argc, argv);
@@ -53,6 +58,8 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-router: --prefill and --decode are required\n";
     return 1;
   }
+  options.probe_interval = absl::Milliseconds(absl::GetFlag(FLAGS_probe_interval_ms));
+  options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
   auto registry = std::make_shared<prometheus::Registry>();
   yoco::RouterMetrics metrics(*registry);
   auto metrics_server = yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry,

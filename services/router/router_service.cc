@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "lib/engine/sampler.h"
@@ -105,7 +106,17 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                   .Name("yoco_router_retries_total")
                   .Help("Requests continued on another worker pair after a failure")
                   .Register(registry)
-                  .Add({})) {}
+                  .Add({})),
+      cache_hits(prometheus::BuildCounter()
+                     .Name("yoco_router_cache_hits_total")
+                     .Help("Requests whose prefill resumed from a prefix-cache snapshot")
+                     .Register(registry)
+                     .Add({})),
+      cached_prompt_tokens(prometheus::BuildCounter()
+                               .Name("yoco_router_cached_prompt_tokens_total")
+                               .Help("Prompt tokens restored from prefix-cache snapshots")
+                               .Register(registry)
+                               .Add({})) {}
 
 prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
   const char* name = code == grpc::StatusCode::OK                   ? "ok"
@@ -128,37 +139,81 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
       metrics_(metrics) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(2); };
   for (const std::string& address : options_.prefill_workers) {
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    prefill_workers_.push_back({address, v1::PrefillWorker::NewStub(channel), nullptr});
+    prefill_stubs_.push_back(v1::PrefillWorker::NewStub(channel));
   }
   for (const std::string& address : options_.decode_workers) {
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    decode_workers_.push_back({address, nullptr, v1::DecodeWorker::NewStub(channel)});
+    decode_stubs_.push_back(v1::DecodeWorker::NewStub(channel));
   }
+  WorkerProbes prefill_probes;
+  prefill_probes.info = [this, deadline](size_t i) -> absl::StatusOr<v1::WorkerInfo> {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::WorkerInfo info;
+    const grpc::Status st = prefill_stubs_[i]->GetWorkerInfo(&ctx, {}, &info);
+    if (!st.ok()) return absl::UnavailableError(st.error_message());
+    return info;
+  };
+  prefill_probes.snapshots = [this, deadline](size_t i) -> absl::StatusOr<std::vector<BlockKey>> {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::ListCacheResponse list;
+    const grpc::Status st = prefill_stubs_[i]->ListCache(&ctx, {}, &list);
+    if (!st.ok()) return absl::UnavailableError(st.error_message());
+    std::vector<BlockKey> keys;
+    for (const v1::CacheEntry& e : list.entries()) {
+      auto key = BlockKey::FromHex(e.handle());
+      if (key.ok()) keys.push_back(*key);
+    }
+    return keys;
+  };
+  WorkerProbes decode_probes;
+  decode_probes.info = [this, deadline](size_t i) -> absl::StatusOr<v1::WorkerInfo> {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::WorkerInfo info;
+    const grpc::Status st = decode_stubs_[i]->GetWorkerInfo(&ctx, {}, &info);
+    if (!st.ok()) return absl::UnavailableError(st.error_message());
+    return info;
+  };
+  prefill_workers_ = std::make_unique<WorkerRegistry>(options_.prefill_workers, prefill_probes,
+                                                      options_.probe_interval);
+  decode_workers_ = std::make_unique<WorkerRegistry>(options_.decode_workers, decode_probes,
+                                                     options_.probe_interval);
 }
 
-RouterService::Worker* RouterService::PickWorker(std::vector<Worker>& workers,
-                                                 const std::vector<Worker*>& exclude, bool prefill,
-                                                 v1::WorkerInfo* info) {
-  Worker* best = nullptr;
-  uint64_t best_load = UINT64_MAX;
-  for (Worker& w : workers) {
-    if (std::find(exclude.begin(), exclude.end(), &w) != exclude.end()) continue;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    v1::WorkerInfo candidate;
-    const grpc::Status st = prefill ? w.prefill->GetWorkerInfo(&ctx, {}, &candidate)
-                                    : w.decode->GetWorkerInfo(&ctx, {}, &candidate);
-    if (!st.ok()) continue;
-    const uint64_t load = uint64_t{candidate.active_requests()} + candidate.queued_requests();
-    if (load < best_load) {
-      best = &w;
-      best_load = load;
-      *info = candidate;
+grpc::Status RouterService::PromptTokens(bool has_tokens, const v1::TokenIds& tokens,
+                                         const std::string& text, std::vector<int32_t>* out) const {
+  out->clear();
+  if (has_tokens) {
+    out->assign(tokens.ids().begin(), tokens.ids().end());
+  } else {
+    auto ids = tokenizer_->Encode(text);
+    if (!ids.ok()) return ToGrpcStatus(ids.status());
+    out->push_back(kBosId);  // prompts start with BOS, as the reference's do
+    out->insert(out->end(), ids->begin(), ids->end());
+  }
+  if (out->empty() || (!has_tokens && text.empty()))
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the prompt is empty");
+  for (int32_t id : *out) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                       config_.vocab_size, ")"));
     }
   }
-  return best;
+  return grpc::Status::OK;
+}
+
+std::vector<BlockKey> RouterService::UsableKeys(const std::string& salt,
+                                                const std::vector<int32_t>& tokens) const {
+  if (tokens.empty()) return {};
+  const uint64_t fingerprint = prefill_workers_->fingerprint();
+  return PrefixBlockKeys(fingerprint, salt,
+                         absl::MakeConstSpan(tokens).subspan(0, tokens.size() - 1));
 }
 
 grpc::Status RouterService::Generate(grpc::ServerContext* context,
@@ -174,22 +229,10 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int32_t> prompt;
-  if (request->has_tokens()) {
-    prompt.assign(request->tokens().ids().begin(), request->tokens().ids().end());
-  } else {
-    auto ids = tokenizer_->Encode(request->text());
-    if (!ids.ok()) return ToGrpcStatus(ids.status());
-    prompt.push_back(kBosId);  // prompts start with BOS, as the reference's do
-    prompt.insert(prompt.end(), ids->begin(), ids->end());
-  }
-  if (prompt.empty())
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the prompt is empty");
-  for (int32_t id : prompt) {
-    if (id < 0 || id >= config_.vocab_size) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
-                                       config_.vocab_size, ")"));
-    }
+  if (grpc::Status st =
+          PromptTokens(request->has_tokens(), request->tokens(), request->text(), &prompt);
+      !st.ok()) {
+    return st;
   }
   const SamplingParams sampling = FromProto(request->sampling());
   if (absl::Status st = sampling.Validate(config_.vocab_size); !st.ok()) return ToGrpcStatus(st);
@@ -263,38 +306,62 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   };
 
   grpc::Status last_error(grpc::StatusCode::UNAVAILABLE, "no worker answered");
-  std::vector<Worker*> bad_prefill, bad_decode;
+  std::vector<size_t> bad_prefill, bad_decode;
   v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
+  bool cache_reported = false;
   for (int attempt = 0; attempt < options_.attempts && reason == v1::FINISH_REASON_UNSPECIFIED;
        ++attempt) {
     if (attempt > 0 && metrics_) metrics_->retries.Increment();
     if (context->IsCancelled())
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-    v1::WorkerInfo decode_info, prefill_info;
-    Worker* decode = PickWorker(decode_workers_, bad_decode, false, &decode_info);
-    Worker* prefill = PickWorker(prefill_workers_, bad_prefill, true, &prefill_info);
-    if (decode == nullptr || prefill == nullptr) {
+    std::vector<int32_t> input = prompt;  // the prompt plus whatever was already sent
+    input.insert(input.end(), generated.begin(), generated.end());
+    const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), input);
+    std::optional<WorkerChoice> decode_choice = decode_workers_->Choose(bad_decode, {}, 0, 1);
+    std::optional<WorkerChoice> prefill_choice = prefill_workers_->Choose(
+        bad_prefill, keys, static_cast<int64_t>(input.size()), options_.cache_load_penalty_tokens);
+    if (!decode_choice.has_value() || !prefill_choice.has_value()) {
       last_error =
           grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker");
       break;
     }
+    const size_t decode_index = decode_choice->index, prefill_index = prefill_choice->index;
+    WorkerRegistry::InFlight decode_in_flight(*decode_workers_, decode_index);
+    const v1::WorkerInfo& decode_info = decode_choice->info;
     // Phase 1: prefill the prompt plus whatever was already sent; it returns the next token.
     v1::PrefillRequest pre;
     pre.set_request_id(request->request_id());
-    pre.mutable_prompt()->Add(prompt.begin(), prompt.end());
-    pre.mutable_prompt()->Add(generated.begin(), generated.end());
+    pre.mutable_prompt()->Add(input.begin(), input.end());
+    pre.set_cache_salt(request->cache_salt());
     ToProto(sampling, pre.mutable_sampling());
     pre.set_decode_ucx_address(decode_info.ucx_address());
     pre.set_transfer_timeout_ms(options_.transfer_timeout_ms);
     v1::PrefillResponse pre_out;
-    grpc::ClientContext pre_ctx;
-    pre_ctx.set_deadline(context->deadline());
-    const grpc::Status pre_st = prefill->prefill->Prefill(&pre_ctx, pre, &pre_out);
+    grpc::Status pre_st;
+    {
+      WorkerRegistry::InFlight prefill_in_flight(*prefill_workers_, prefill_index);
+      // Propagates the client's deadline and cancellation to the prefill worker.
+      std::unique_ptr<grpc::ClientContext> pre_ctx =
+          grpc::ClientContext::FromServerContext(*context);
+      pre_st = prefill_stubs_[prefill_index]->Prefill(pre_ctx.get(), pre, &pre_out);
+    }
     if (!pre_st.ok()) {
       if (!Retryable(pre_st)) return pre_st;
       last_error = pre_st;
-      bad_prefill.push_back(prefill);
+      prefill_workers_->MarkFailed(prefill_index);
+      bad_prefill.push_back(prefill_index);
       continue;
+    }
+    if (!cache_reported) {  // the first prefill is the one that saw the client's prompt
+      cache_reported = true;
+      finish.mutable_usage()->set_cached_prompt_tokens(
+          std::min<uint32_t>(pre_out.cached_tokens(), static_cast<uint32_t>(prompt.size())));
+      finish.set_cache_tier(pre_out.cache_tier());
+      finish.set_cache_miss_reason(pre_out.cache_miss_reason());
+      if (metrics_ && pre_out.cached_tokens() > 0) {
+        metrics_->cache_hits.Increment();
+        metrics_->cached_prompt_tokens.Increment(pre_out.cached_tokens());
+      }
     }
     finish.mutable_timings()->set_prefill_ms(finish.timings().prefill_ms() + pre_out.prefill_ms());
     finish.mutable_timings()->set_transfer_ms(finish.timings().transfer_ms() +
@@ -322,7 +389,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     dec.set_stop_at_eos(stop_at_eos);
     grpc::ClientContext dec_ctx;
     dec_ctx.set_deadline(context->deadline());
-    auto stream = decode->decode->Decode(&dec_ctx, dec);
+    auto stream = decode_stubs_[decode_index]->Decode(&dec_ctx, dec);
     v1::DecodeEvent event;
     while (stream->Read(&event)) {
       if (context->IsCancelled()) {
@@ -350,7 +417,9 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     last_error = dec_st.ok()
                      ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early")
                      : dec_st;
-    bad_decode.push_back(decode);  // continue on another pair with the tokens sent so far
+    // Continue on another pair with the tokens sent so far.
+    decode_workers_->MarkFailed(decode_index);
+    bad_decode.push_back(decode_index);
   }
   if (reason == v1::FINISH_REASON_UNSPECIFIED) return last_error;
   finish.set_reason(reason);
@@ -385,10 +454,76 @@ grpc::Status RouterService::GetModelInfo(grpc::ServerContext*, const v1::GetMode
   response->set_vocab_size(config_.vocab_size);
   response->set_max_seq_len(config_.max_seq_len);
   response->set_tokenizer(tokenizer_name_);
-  v1::WorkerInfo info;
-  std::vector<Worker*> none;
-  if (PickWorker(decode_workers_, none, false, &info) != nullptr) {
-    response->set_fingerprint(info.model_fingerprint());
+  response->set_fingerprint(prefill_workers_->fingerprint());
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::Precache(grpc::ServerContext* context,
+                                     const v1::PrecacheRequest* request,
+                                     v1::PrecacheResponse* response) {
+  std::vector<int32_t> document;
+  if (grpc::Status st =
+          PromptTokens(request->has_tokens(), request->tokens(), request->text(), &document);
+      !st.ok()) {
+    return st;
+  }
+  if (config_.max_seq_len > 0 && document.size() > static_cast<size_t>(config_.max_seq_len)) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("the document exceeds the model's max_seq_len ", config_.max_seq_len));
+  }
+  // Prefer the worker that already holds most of the document.
+  const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), document);
+  std::optional<WorkerChoice> choice = prefill_workers_->Choose(
+      {}, keys, static_cast<int64_t>(document.size()), options_.cache_load_penalty_tokens);
+  if (!choice.has_value()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill worker");
+  }
+  v1::WorkerPrecacheRequest req;
+  req.mutable_tokens()->Add(document.begin(), document.end());
+  req.set_pin(request->pin());
+  req.set_ttl_seconds(request->ttl_seconds());
+  req.set_cache_salt(request->cache_salt());
+  grpc::Status st;
+  {
+    WorkerRegistry::InFlight in_flight(*prefill_workers_, choice->index);
+    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+    st = prefill_stubs_[choice->index]->Precache(ctx.get(), req, response);
+  }
+  if (!st.ok()) return st;
+  response->set_worker(prefill_workers_->address(choice->index));
+  prefill_workers_->Probe(choice->index);  // so the next prompt is routed to the snapshot
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::ListCache(grpc::ServerContext* context, const v1::ListCacheRequest*,
+                                      v1::ListCacheResponse* response) {
+  for (size_t i : prefill_workers_->HealthyWorkers()) {
+    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+    v1::ListCacheResponse part;
+    if (!prefill_stubs_[i]->ListCache(ctx.get(), {}, &part).ok()) continue;
+    for (v1::CacheEntry& e : *part.mutable_entries()) {
+      e.set_worker(prefill_workers_->address(i));
+      *response->add_entries() = std::move(e);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::EvictCache(grpc::ServerContext* context,
+                                       const v1::EvictCacheRequest* request,
+                                       v1::EvictCacheResponse* response) {
+  if (!request->all()) {
+    if (auto key = BlockKey::FromHex(request->handle()); !key.ok())
+      return ToGrpcStatus(key.status());
+  }
+  for (size_t i : prefill_workers_->HealthyWorkers()) {
+    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+    v1::EvictCacheResponse part;
+    if (prefill_stubs_[i]->EvictCache(ctx.get(), *request, &part).ok()) {
+      response->set_evicted(response->evicted() + part.evicted());
+    }
+    prefill_workers_->Probe(i);
   }
   return grpc::Status::OK;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/engine/model_config.h"
+#include "lib/routing/worker_registry.h"
 #include "lib/text/tokenizer.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -27,6 +28,10 @@ struct RouterOptions {
   int attempts = 3;  // worker pairs tried per request
   uint32_t default_max_new_tokens = 16;
   uint32_t transfer_timeout_ms = 30000;
+  absl::Duration probe_interval = absl::Seconds(1);  // worker health and cache index refresh
+  // What one request of load on a prefill worker costs against prompt tokens it has cached
+  // (WorkerRegistry::Choose).
+  int64_t cache_load_penalty_tokens = 1024;
 };
 
 // The router's Prometheus metrics.
@@ -38,7 +43,9 @@ struct RouterMetrics {
   prometheus::Histogram& time_to_first_token;         // seconds
   prometheus::Histogram& inter_token;                 // seconds between streamed tokens
   prometheus::Counter& generated_tokens;
-  prometheus::Counter& retries;  // worker pairs retried after a failure
+  prometheus::Counter& retries;               // worker pairs retried after a failure
+  prometheus::Counter& cache_hits;            // requests that resumed from a snapshot
+  prometheus::Counter& cached_prompt_tokens;  // prompt tokens not prefilled thanks to the cache
 };
 
 class RouterService final : public v1::Yoco::Service {
@@ -55,27 +62,33 @@ class RouterService final : public v1::Yoco::Service {
                           v1::DetokenizeResponse* response) override;
   grpc::Status GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest* request,
                             v1::ModelInfo* response) override;
+  grpc::Status Precache(grpc::ServerContext* context, const v1::PrecacheRequest* request,
+                        v1::PrecacheResponse* response) override;
+  grpc::Status ListCache(grpc::ServerContext* context, const v1::ListCacheRequest* request,
+                         v1::ListCacheResponse* response) override;
+  grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
+                          v1::EvictCacheResponse* response) override;
 
  private:
-  struct Worker {
-    std::string address;
-    std::unique_ptr<v1::PrefillWorker::Stub> prefill;
-    std::unique_ptr<v1::DecodeWorker::Stub> decode;
-  };
-  // The reachable worker with the fewest active + queued requests, skipping `exclude`; null
-  // when none answers. `info` receives its WorkerInfo.
-  Worker* PickWorker(std::vector<Worker>& workers, const std::vector<Worker*>& exclude,
-                     bool prefill, v1::WorkerInfo* info);
   grpc::Status DoGenerate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                           grpc::ServerWriter<v1::GenerateResponse>* writer);
+  // Token ids of a prompt or document given as text (BOS first) or ids, checked against the
+  // vocabulary.
+  grpc::Status PromptTokens(bool has_tokens, const v1::TokenIds& tokens, const std::string& text,
+                            std::vector<int32_t>* out) const;
+  // The block keys of `tokens` a prefill can resume from (all but the last token's block).
+  std::vector<BlockKey> UsableKeys(const std::string& salt,
+                                   const std::vector<int32_t>& tokens) const;
 
   const ModelConfig config_;
   const std::unique_ptr<Tokenizer> tokenizer_;
   const std::string tokenizer_name_;
   const RouterOptions options_;
   RouterMetrics* const metrics_;
-  std::vector<Worker> prefill_workers_;
-  std::vector<Worker> decode_workers_;
+  std::vector<std::unique_ptr<v1::PrefillWorker::Stub>> prefill_stubs_;
+  std::vector<std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
+  std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
+  std::unique_ptr<WorkerRegistry> decode_workers_;
 };
 
 }  // namespace yoco

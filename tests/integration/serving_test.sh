@@ -3,7 +3,8 @@
 # and sampled tokens through the router equal `yoco generate` in-process, also for prompts
 # longer than one retention chunk and for 32 concurrent streams; killing the decode worker
 # mid-stream loses no token; killing a prefill worker fails nothing; bad input is refused with
-# INVALID_ARGUMENT and the services keep serving.
+# INVALID_ARGUMENT (or RESOURCE_EXHAUSTED) and the services keep serving. Prefix cache: a
+# pre-cached document's hits give the tokens of a miss, eviction and a router restart included.
 #   serving_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -27,9 +28,12 @@ pids+=($!)
 p1=$!; pids+=("$p1")
 "$BIN/yoco-prefill" --listen "$PREFILL2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 2> "$log/p2" &
 pids+=($!)
-"$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL,$PREFILL2" --decode "$DECODE1,$DECODE2" \
-  --metrics-listen "$METRICS_ROUTER" 2> "$log/r" &
-pids+=($!)
+start_router() {
+  "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL,$PREFILL2" \
+    --decode "$DECODE1,$DECODE2" --metrics-listen "$METRICS_ROUTER" --probe-interval-ms 200 2>> "$log/r" &
+  router_pid=$!; pids+=("$router_pid")
+}
+start_router
 
 cli() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" generate "$@"; }
 for i in $(seq 1 100); do
@@ -105,7 +109,7 @@ freed() {
   done
   return 1
 }
-"$BIN/yoco-cli" --router "$ROUTER" generate --tokens "$(prompt 8 30)" --max-new-tokens 100000 > /dev/null 2>&1 &
+"$BIN/yoco-cli" --router "$ROUTER" generate --tokens "$(prompt 8 30)" --max-new-tokens 4000 > /dev/null 2>&1 &
 gone=$!
 sleep 0.5
 busy=$(metric "$METRICS_DECODE" yoco_decode_active_sequences)
@@ -115,7 +119,7 @@ total=$((total + 1))
 if [ "$busy" = 1 ] && freed; then echo "ok   client-gone-frees-decode"; else
   echo "FAIL client-gone-frees-decode (busy=$busy)"; failures=$((failures + 1)); fi
 total=$((total + 1))
-out=$(cli --tokens "$(prompt 9 30)" --max-new-tokens 100000 --timeout-ms 500 2>&1 > /dev/null) || true
+out=$(cli --tokens "$(prompt 9 30)" --max-new-tokens 4000 --timeout-ms 500 2>&1 > /dev/null) || true
 if [[ "$out" == *"yoco-cli: 4:"* ]] && freed; then echo "ok   deadline-frees-decode"; else
   echo "FAIL deadline-frees-decode: $out"; failures=$((failures + 1)); fi
 
@@ -130,6 +134,50 @@ if [ -z "$stop" ]; then echo "FAIL stop-string: no character to stop at in: $ful
      [ "${#cut}" -lt "${#full}" ]; then echo "ok   stop-string"; else
     echo "FAIL stop-string: stop='$stop' cut='$cut' full='$full'"; failures=$((failures + 1)); fi
 fi
+
+# Prefix cache: pre-cache a 400-token document (snapshot at its last block boundary, 384), then
+# ask questions after it: the tokens equal the in-process engine's, and the stats show the hit.
+ctl() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" "$@"; }
+json() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+doc=$(prompt 20 400)
+question=$(prompt 21 30 | cut -d, -f2-)
+cached_check() {  # name, expected cached tokens, expected miss reason, flags...
+  local name=$1 want_cached=$2 want_reason=$3; shift 3
+  local want got stats
+  total=$((total + 1))
+  want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$doc,$question" "$@")
+  got=$(cli --tokens "$doc,$question" --stats "$@" 2> "$log/cache.stats")
+  stats=$(cat "$log/cache.stats")
+  if [ "$want" = "$got" ] && [ "$(json "$stats" cached_prompt_tokens)" = "$want_cached" ] &&
+     [ "$(json "$stats" cache_miss_reason)" = "$want_reason" ]; then echo "ok   $name"; else
+    echo "FAIL $name: want $want got $got stats $stats"; failures=$((failures + 1)); fi
+}
+total=$((total + 1))
+pre=$(ctl precache --tokens "$doc" --pin)
+handle=$(json "$pre" handle)
+if [ "$(json "$pre" tokens)" = 400 ] && [ "$(json "$pre" cached_tokens)" = 384 ] &&
+   [ "$(json "$pre" bytes)" -gt 0 ]; then echo "ok   precache"; else echo "FAIL precache: $pre"; failures=$((failures + 1)); fi
+cached_check cache-hit-greedy 384 "" --max-new-tokens 16
+cached_check cache-hit-sampled 384 "" --max-new-tokens 16 --temperature 0.8 --seed 3
+total=$((total + 1))
+if ctl list-cache | grep -q "\"handle\": \"$handle\", \"tokens\": 384, .*\"pinned\": true"; then
+  echo "ok   list-cache"; else echo "FAIL list-cache: $(ctl list-cache)"; failures=$((failures + 1)); fi
+total=$((total + 1))
+if [ "$(json "$(ctl evict-cache --handle "$handle")" evicted)" = 1 ]; then echo "ok   evict-cache"; else
+  echo "FAIL evict-cache"; failures=$((failures + 1)); fi
+cached_check cache-miss-after-evict 0 evicted --max-new-tokens 16
+# That prefill saved the prompt's last full block (384 again): the next one hits, also through
+# a restarted router, which rebuilds its index from the workers.
+kill -9 "$router_pid"
+wait "$router_pid" 2> /dev/null || true
+start_router
+for i in $(seq 1 100); do cli --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1 && break; sleep 0.1; done
+cached_check cache-hit-after-router-restart 384 "" --max-new-tokens 16
+total=$((total + 1))
+hits=$(metric "$METRICS_ROUTER" yoco_router_cache_hits_total)
+hit_tokens=$(metric "$METRICS_ROUTER" yoco_router_cached_prompt_tokens_total)
+if [ "$hits" = 1 ] && [ "$hit_tokens" = 384 ]; then echo "ok   cache-metrics"; else
+  echo "FAIL cache-metrics: hits=$hits tokens=$hit_tokens"; failures=$((failures + 1)); fi
 
 # Kill a prefill worker: requests go to the other one.
 kill -9 "$p1"
@@ -160,6 +208,15 @@ bad negative-token --tokens 0,-3 --max-new-tokens 4
 bad negative-temperature --tokens 0,5 --max-new-tokens 4 --temperature -1
 bad top-p-above-one --tokens 0,5 --max-new-tokens 4 --top-p 1.5
 bad absurd-max-new-tokens --tokens 0,5 --max-new-tokens 100000000
+bad prompt-beyond-max-seq-len --tokens "$(prompt 10 4100)" --max-new-tokens 4
+bad empty-prompt --prompt "" --max-new-tokens 4
+# A message beyond the servers' 64 MiB limit: RESOURCE_EXHAUSTED (8), nothing else disturbed.
+total=$((total + 1))
+head -c $((65 << 20)) /dev/zero | tr '\0' 'a' > "$log/huge.txt"
+if out=$(ctl precache --file "$log/huge.txt" 2>&1); then echo "FAIL oversized-message: accepted"; failures=$((failures + 1))
+elif [[ "$out" == *"yoco-cli: 8:"* ]]; then echo "ok   oversized-message"; else
+  echo "FAIL oversized-message: $out"; failures=$((failures + 1)); fi
+rm -f "$log/huge.txt"
 check still-serving "$(prompt 6 20)" --max-new-tokens 10
 
 echo "$((total - failures)) passed, $failures failed"

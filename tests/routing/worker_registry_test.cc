@@ -83,7 +83,7 @@ TEST(WorkerRegistryTest, NoHealthyWorkerProbesAgainThenGivesUp) {
 
 TEST(WorkerRegistryTest, PricesSnapshotsAgainstLoad) {
   FakeWorkers fake;
-  const auto keys = Keys(8);  // a 1024-token prefix
+  const auto keys = Keys(8);      // a 1024-token prefix
   fake.snapshots[0] = {keys[3]};  // 512 tokens cached on worker 0
   fake.snapshots[2] = {keys[7]};  // 1024 on worker 2
   fake.generation = {1, 0, 1};

@@ -91,8 +91,8 @@ TEST(DisaggregatedTest, BundleFromAnotherModelIsRefused) {
   options.transport = Loopback();
   auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(ours), options);
   ASSERT_TRUE(decode.ok());
-  auto shipped =
-      prefill.Prefill(Call(RandomTokens(30, ours->config().vocab_size, 1), {}, (*decode)->address()));
+  auto shipped = prefill.Prefill(
+      Call(RandomTokens(30, ours->config().vocab_size, 1), {}, (*decode)->address()));
   EXPECT_EQ(shipped.status().code(), absl::StatusCode::kFailedPrecondition) << shipped.status();
   EXPECT_EQ((*decode)->waiting_bundles(), 0u);
 }

@@ -2,11 +2,19 @@
 //   yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) --max-new-tokens N
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]
 //            [--timeout-ms MS]  (the call's deadline, default 10 minutes) [--stop-string S]
-// Streams token ids (comma-separated, with --tokens) or text (with --prompt) to stdout;
-// --stats prints the final usage and timings as one JSON line on stderr.
+//            [--cache-salt S]
+//   yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | --tokens 0,17,...)
+//            [--pin] [--ttl-seconds N] [--cache-salt S]
+//   yoco-cli --router HOST:PORT list-cache
+//   yoco-cli --router HOST:PORT evict-cache (--handle H | --all)
+// generate streams token ids (comma-separated, with --tokens) or text (with --prompt) to stdout;
+// --stats prints the final usage, cache and timings as one JSON line on stderr. The cache
+// commands print one JSON line on stdout.
 #include <grpcpp/grpcpp.h>
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "absl/strings/str_format.h"
 #include "tools/yoco/command_line.h"
@@ -34,29 +42,97 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-}  // namespace
+int Fail(const grpc::Status& st) {
+  return Fail(absl::StrFormat("%d: %s", st.error_code(), st.error_message()));
+}
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  std::string router;
-  if (args.size() >= 2 && args[0] == "--router") {
-    router = args[1];
-    args.erase(args.begin(), args.begin() + 2);
+std::unique_ptr<yoco::v1::Yoco::Stub> Connect(const std::string& router) {
+  return yoco::v1::Yoco::NewStub(grpc::CreateChannel(router, grpc::InsecureChannelCredentials()));
+}
+
+int Precache(const std::string& router, const std::vector<std::string>& args) {
+  auto cl = yoco::CommandLine::Parse(args, {"file", "text", "tokens", "ttl-seconds", "cache-salt"},
+                                     {"pin"});
+  if (!cl.ok()) return Fail(std::string(cl.status().message()));
+  yoco::v1::PrecacheRequest request;
+  if (cl->Has("file") + cl->Has("text") + cl->Has("tokens") != 1) {
+    return Fail("give exactly one of --file, --text and --tokens");
   }
-  if (router.empty() || args.empty() || args[0] != "generate") {
-    std::cerr
-        << "usage: yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) "
-           "--max-new-tokens N"
-           " [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]\n";
-    return 2;
+  if (cl->Has("tokens")) {
+    auto ids = cl->IntList("tokens");
+    if (!ids.ok()) return Fail(std::string(ids.status().message()));
+    request.mutable_tokens()->mutable_ids()->Add(ids->begin(), ids->end());
+  } else if (cl->Has("text")) {
+    request.set_text(*cl->String("text"));
+  } else {
+    std::ifstream in(*cl->String("file"), std::ios::binary);
+    if (!in) return Fail("cannot read " + *cl->String("file"));
+    std::stringstream text;
+    text << in.rdbuf();
+    request.set_text(text.str());
   }
-  args.erase(args.begin());
+  auto ttl = cl->Int("ttl-seconds", 0);
+  if (!ttl.ok()) return Fail(std::string(ttl.status().message()));
+  if (*ttl < 0) return Fail("--ttl-seconds must be >= 0");
+  request.set_ttl_seconds(static_cast<uint32_t>(*ttl));
+  request.set_pin(cl->Has("pin"));
+  if (cl->Has("cache-salt")) request.set_cache_salt(*cl->String("cache-salt"));
+  grpc::ClientContext context;
+  yoco::v1::PrecacheResponse response;
+  const grpc::Status st = Connect(router)->Precache(&context, request, &response);
+  if (!st.ok()) return Fail(st);
+  std::cout
+      << absl::StrFormat(
+             R"({"handle": "%s", "tokens": %d, "cached_tokens": %d, "bytes": %d, "worker": "%s"})",
+             response.handle(), response.tokens(), response.cached_tokens(), response.bytes(),
+             response.worker())
+      << "\n";
+  return 0;
+}
+
+int ListCache(const std::string& router) {
+  grpc::ClientContext context;
+  yoco::v1::ListCacheResponse response;
+  const grpc::Status st = Connect(router)->ListCache(&context, {}, &response);
+  if (!st.ok()) return Fail(st);
+  std::string out = R"({"entries": [)";
+  for (int i = 0; i < response.entries_size(); ++i) {
+    const auto& e = response.entries(i);
+    out += absl::StrFormat(
+        R"(%s{"handle": "%s", "tokens": %d, "bytes": %d, "tier": "%s", "pinned": %s, "hits": %d, "worker": "%s"})",
+        i ? ", " : "", e.handle(), e.tokens(), e.bytes(), e.tier(), e.pinned() ? "true" : "false",
+        e.hits(), e.worker());
+  }
+  std::cout << out << "]}\n";
+  return 0;
+}
+
+int EvictCache(const std::string& router, const std::vector<std::string>& args) {
+  auto cl = yoco::CommandLine::Parse(args, {"handle"}, {"all"});
+  if (!cl.ok()) return Fail(std::string(cl.status().message()));
+  if (cl->Has("handle") == cl->Has("all")) return Fail("give exactly one of --handle and --all");
+  yoco::v1::EvictCacheRequest request;
+  if (cl->Has("all")) {
+    request.set_all(true);
+  } else {
+    request.set_handle(*cl->String("handle"));
+  }
+  grpc::ClientContext context;
+  yoco::v1::EvictCacheResponse response;
+  const grpc::Status st = Connect(router)->EvictCache(&context, request, &response);
+  if (!st.ok()) return Fail(st);
+  std::cout << absl::StrFormat(R"({"evicted": %d})", response.evicted()) << "\n";
+  return 0;
+}
+
+int Generate(const std::string& router, const std::vector<std::string>& args) {
   auto cl = yoco::CommandLine::Parse(args,
                                      {"prompt", "tokens", "max-new-tokens", "temperature", "top-k",
-                                      "top-p", "seed", "timeout-ms", "stop-string"},
+                                      "top-p", "seed", "timeout-ms", "stop-string", "cache-salt"},
                                      {"stats", "stop-at-eos"});
   if (!cl.ok()) return Fail(std::string(cl.status().message()));
   yoco::v1::GenerateRequest request;
+  if (cl->Has("cache-salt")) request.set_cache_salt(*cl->String("cache-salt"));
   const bool tokens_mode = cl->Has("tokens");
   if (tokens_mode == cl->Has("prompt")) return Fail("give exactly one of --prompt and --tokens");
   if (tokens_mode) {
@@ -86,8 +162,7 @@ int main(int argc, char** argv) {
   s->set_stop_at_eos(cl->Has("stop-at-eos"));
   if (cl->Has("stop-string")) s->add_stop_strings(*cl->String("stop-string"));
 
-  auto stub =
-      yoco::v1::Yoco::NewStub(grpc::CreateChannel(router, grpc::InsecureChannelCredentials()));
+  auto stub = Connect(router);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(*timeout_ms));
   auto stream = stub->Generate(&context, request);
@@ -109,17 +184,46 @@ int main(int argc, char** argv) {
   }
   std::cout << "\n";
   const grpc::Status st = stream->Finish();
-  if (!st.ok()) return Fail(absl::StrFormat("%d: %s", st.error_code(), st.error_message()));
+  if (!st.ok()) return Fail(st);
   if (cl->Has("stats")) {
     std::cerr
         << absl::StrFormat(
                R"({"prompt_tokens": %d, "cached_prompt_tokens": %d, "generated_tokens": %d, "ttft_ms": %.3f, )"
-               R"("prefill_ms": %.3f, "transfer_ms": %.3f, "decode_ms": %.3f, "transfer_bytes": %d, "finish_reason": "%s"})",
+               R"("prefill_ms": %.3f, "transfer_ms": %.3f, "decode_ms": %.3f, "transfer_bytes": %d, "finish_reason": "%s", )"
+               R"("cache_tier": "%s", "cache_miss_reason": "%s"})",
                finish.usage().prompt_tokens(), finish.usage().cached_prompt_tokens(),
                finish.usage().generated_tokens(), finish.timings().ttft_ms(),
                finish.timings().prefill_ms(), finish.timings().transfer_ms(),
-               finish.timings().decode_ms(), finish.transfer_bytes(), ReasonName(finish.reason()))
+               finish.timings().decode_ms(), finish.transfer_bytes(), ReasonName(finish.reason()),
+               finish.cache_tier(), finish.cache_miss_reason())
         << "\n";
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string router;
+  if (args.size() >= 2 && args[0] == "--router") {
+    router = args[1];
+    args.erase(args.begin(), args.begin() + 2);
+  }
+  const std::string command = args.empty() ? "" : args[0];
+  if (!args.empty()) args.erase(args.begin());
+  if (!router.empty()) {
+    if (command == "generate") return Generate(router, args);
+    if (command == "precache") return Precache(router, args);
+    if (command == "list-cache") return ListCache(router);
+    if (command == "evict-cache") return EvictCache(router, args);
+  }
+  std::cerr << "usage: yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) "
+               "--max-new-tokens N [--temperature T] [--top-k K] [--top-p P] [--seed S] "
+               "[--stop-at-eos] [--stop-string S] [--cache-salt S] [--stats] [--timeout-ms MS]\n"
+               "       yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | "
+               "--tokens 0,17,...) [--pin] [--ttl-seconds N] [--cache-salt S]\n"
+               "       yoco-cli --router HOST:PORT list-cache\n"
+               "       yoco-cli --router HOST:PORT evict-cache (--handle H | --all)\n";
+  return 2;
 }
