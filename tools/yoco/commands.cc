@@ -8,6 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/gemm.h"
 #include "lib/bench/engine_bench.h"
+#include "lib/bench/prefix_cache_bench.h"
+#include "lib/cache/block_key.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
 #include "lib/engine/model.h"
@@ -161,6 +163,47 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
   if (mkdtemp(work) == nullptr) return absl::InternalError("cannot create a temporary folder");
   options.work_dir = work;
   ASSIGN_OR_RETURN(EngineBenchReport report, RunEngineBench(options, log));
+  out << report.ToTable();
+  if (cl.Has("json")) {
+    std::ofstream json(*cl.String("json"), std::ios::trunc);
+    json << report.ToJson();
+    if (!json) return absl::PermissionDeniedError("cannot write " + *cl.String("json"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& out,
+                           std::ostream& log) {
+  ASSIGN_OR_RETURN(
+      CommandLine cl,
+      CommandLine::Parse(args, {"params", "threads", "json", "weights", "document-lengths"}, {}));
+  PrefixCacheBenchOptions options;
+  options.config = DefaultBenchConfig();
+  if (cl.Has("params")) {
+    ASSIGN_OR_RETURN(options.config, ModelConfig::FromFile(*cl.String("params")));
+  }
+  ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
+  if (threads < 0 || threads > 1024)
+    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  cpu::SetKernelThreads(static_cast<int>(threads));
+  const std::string weights = cl.Has("weights") ? *cl.String("weights") : "bf16";
+  if (weights != "bf16" && weights != "f32") {
+    return absl::InvalidArgumentError("--weights must be bf16 or f32");
+  }
+  options.weights = weights == "bf16" ? WeightFormat::kBF16 : WeightFormat::kF32;
+  if (cl.Has("document-lengths")) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> lengths, cl.IntList("document-lengths"));
+    options.document_lengths.assign(lengths.begin(), lengths.end());
+  }
+  for (int64_t n : options.document_lengths) {
+    if (n < kCacheBlockTokens || n > (1 << 20)) {
+      return absl::InvalidArgumentError("--document-lengths must be in [128, 1048576]");
+    }
+  }
+  char work[] = "/tmp/yoco-bench-cache-XXXXXX";
+  if (mkdtemp(work) == nullptr) return absl::InternalError("cannot create a temporary folder");
+  options.work_dir = work;
+  ASSIGN_OR_RETURN(PrefixCacheBenchReport report, RunPrefixCacheBench(options, log));
   out << report.ToTable();
   if (cl.Has("json")) {
     std::ofstream json(*cl.String("json"), std::ios::trunc);

@@ -22,6 +22,11 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
 //   [--decode-steps N]; prints the table to `out`, progress to `log`.
 absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log);
 
+// yoco bench-cache [--params P.json] [--threads T] [--json OUT.json] [--weights bf16|f32]
+//   [--document-lengths 2048,8192]; prints the table to `out`, progress to `log`.
+absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& out,
+                           std::ostream& log);
+
 }  // namespace yoco
 
 #endif  // YOCO_TOOLS_YOCO_COMMANDS_H_

@@ -17,7 +17,9 @@ constexpr char kUsage[] =
     "             [--threads T]\n"
     "  bench      [--params P.json] [--threads T] [--json OUT.json] [--long]\n"
     "             [--weights bf16|f32] [--decode-steps N] [--prefill-lengths 512,2048]\n"
-    "             [--decode-batches 1,8,32] [--decode-context 2048]\n";
+    "             [--decode-batches 1,8,32] [--decode-context 2048]\n"
+    "  bench-cache [--params P.json] [--threads T] [--json OUT.json] [--weights bf16|f32]\n"
+    "             [--document-lengths 2048,8192]\n";
 
 }  // namespace
 
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
     status = yoco::RunGenerate(args, std::cout);
   } else if (command == "bench") {
     status = yoco::RunBench(args, std::cout, std::cerr);
+  } else if (command == "bench-cache") {
+    status = yoco::RunBenchCache(args, std::cout, std::cerr);
   } else if (command == "help" || command == "--help" || command == "-h") {
     std::cout << kUsage;
     return 0;
