@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -38,11 +39,23 @@ const char* CacheMissName(CacheMiss miss) {
   return "none";
 }
 
-SnapshotStore::SnapshotStore(const ModelConfig& config, SnapshotStoreOptions options)
+SnapshotStore::SnapshotStore(const ModelConfig& config, SnapshotStoreOptions options,
+                             std::unique_ptr<SnapshotDiskTier> disk)
     : kv_dim_(config.kv_dim()),
       block_bytes_(kCacheBlockTokens *
                    (2 * config.kv_dim() * int64_t{sizeof(float)} + int64_t{sizeof(int32_t)})),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      disk_(std::move(disk)) {}
+
+void SnapshotStore::ReportDiscarded(const std::vector<DiscardedSnapshot>& discarded) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const DiscardedSnapshot& d : discarded) {
+    RememberRemovalLocked(d.key, d.reason.code() == absl::StatusCode::kFailedPrecondition
+                                     ? CacheMiss::kFingerprintMismatch
+                                     : CacheMiss::kCorrupt);
+    ++stats_.discarded;
+  }
+}
 
 int64_t SnapshotStore::SnapshotBytes(const Snapshot& s) const {
   int64_t bytes = static_cast<int64_t>(s.chain.size()) * block_bytes_;
@@ -62,6 +75,50 @@ SnapshotInfo SnapshotStore::InfoLocked(const BlockKey& key, const Snapshot& s) c
   return info;
 }
 
+SnapshotFile SnapshotStore::ToFileLocked(const Snapshot& s) const {
+  SnapshotFile file;
+  file.chain = s.chain;
+  file.pinned = s.pinned;
+  file.expires = s.expires;
+  const int64_t n = static_cast<int64_t>(s.chain.size()) * kCacheBlockTokens;
+  file.state.position = n;
+  file.state.self_states = s.self_states;
+  file.state.shared_k.reserve(n * kv_dim_);
+  file.state.shared_v.reserve(n * kv_dim_);
+  file.tokens.reserve(n);
+  for (const BlockKey& bk : s.chain) {
+    const KvBlock& block = blocks_.at(bk);
+    file.tokens.insert(file.tokens.end(), block.tokens.begin(), block.tokens.end());
+    file.state.shared_k.insert(file.state.shared_k.end(), block.k.begin(), block.k.end());
+    file.state.shared_v.insert(file.state.shared_v.end(), block.v.begin(), block.v.end());
+  }
+  return file;
+}
+
+bool SnapshotStore::PutOnDiskLocked(const Snapshot& s) {
+  std::vector<BlockKey> evicted;
+  const bool ok = disk_->Put(ToFileLocked(s), &evicted).ok();
+  for (const BlockKey& key : evicted) {
+    if (snapshots_.count(key)) continue;  // still in memory
+    RememberRemovalLocked(key, CacheMiss::kEvicted);
+    ++stats_.evictions;
+  }
+  ++generation_;
+  return ok;
+}
+
+void SnapshotStore::RememberRemovalLocked(const BlockKey& key, CacheMiss reason) {
+  if (removed_.emplace(key, reason).second) {
+    removed_order_.push_back(key);
+  } else {
+    removed_[key] = reason;
+  }
+  while (removed_order_.size() > options_.remembered_removals) {
+    removed_.erase(removed_order_.front());
+    removed_order_.pop_front();
+  }
+}
+
 void SnapshotStore::RemoveLocked(std::map<BlockKey, Snapshot>::iterator it, CacheMiss reason) {
   for (const auto& layer : it->second.self_states) stats_.bytes -= layer.size() * sizeof(float);
   for (const BlockKey& bk : it->second.chain) {
@@ -71,12 +128,10 @@ void SnapshotStore::RemoveLocked(std::map<BlockKey, Snapshot>::iterator it, Cach
       stats_.bytes -= block_bytes_;
     }
   }
-  if (removed_.emplace(it->first, reason).second) removed_order_.push_back(it->first);
-  while (removed_order_.size() > options_.remembered_removals) {
-    removed_.erase(removed_order_.front());
-    removed_order_.pop_front();
+  if (reason != CacheMiss::kHit) {
+    RememberRemovalLocked(it->first, reason);
+    (reason == CacheMiss::kExpired ? stats_.expirations : stats_.evictions)++;
   }
-  (reason == CacheMiss::kExpired ? stats_.expirations : stats_.evictions)++;
   snapshots_.erase(it);
   ++generation_;
 }
@@ -85,8 +140,18 @@ void SnapshotStore::ExpireLocked() {
   const absl::Time now = options_.now();
   for (auto it = snapshots_.begin(); it != snapshots_.end();) {
     auto next = std::next(it);
-    if (it->second.expires <= now) RemoveLocked(it, CacheMiss::kExpired);
+    if (it->second.expires <= now) {
+      if (disk_) disk_->Remove(it->first);
+      RemoveLocked(it, CacheMiss::kExpired);
+    }
     it = next;
+  }
+  if (disk_) {
+    for (const BlockKey& key : disk_->Expire(now)) {
+      RememberRemovalLocked(key, CacheMiss::kExpired);
+      ++stats_.expirations;
+      ++generation_;
+    }
   }
 }
 
@@ -98,40 +163,21 @@ void SnapshotStore::EnforceBudgetLocked(const BlockKey& keep) {
       if (victim == snapshots_.end() || it->second.last_use < victim->second.last_use) victim = it;
     }
     if (victim == snapshots_.end()) return;
-    RemoveLocked(victim, CacheMiss::kEvicted);
+    // Spill to disk when there is one; a snapshot already there stays there.
+    bool on_disk = disk_ && disk_->Contains(victim->first);
+    if (disk_ && !on_disk) on_disk = PutOnDiskLocked(victim->second);
+    if (on_disk) ++stats_.spills;
+    RemoveLocked(victim, on_disk ? CacheMiss::kHit : CacheMiss::kEvicted);
   }
 }
 
-absl::StatusOr<SnapshotInfo> SnapshotStore::Insert(absl::Span<const BlockKey> keys,
-                                                   absl::Span<const int32_t> tokens,
-                                                   const SequenceState& state,
-                                                   const SnapshotRetention& retention) {
-  const int64_t n = static_cast<int64_t>(keys.size()) * kCacheBlockTokens;
-  if (keys.empty() || state.position != n || static_cast<int64_t>(tokens.size()) < n ||
-      static_cast<int64_t>(state.shared_k.size()) < n * kv_dim_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a snapshot must sit on a block boundary: ", keys.size(), " blocks, state at ",
-                     state.position, ", ", tokens.size(), " tokens"));
-  }
-  const absl::Time now = options_.now();
-  const absl::Time expires = retention.ttl == absl::InfiniteDuration()
-                                 ? absl::InfiniteFuture()
-                                 : now + std::max(retention.ttl, absl::ZeroDuration());
-  std::lock_guard<std::mutex> lock(mu_);
-  ExpireLocked();
-  auto existing = snapshots_.find(keys.back());
-  if (existing != snapshots_.end()) {
-    Snapshot& s = existing->second;
-    s.pinned |= retention.pinned;
-    s.expires = std::max(s.expires, expires);
-    s.last_use = ++use_clock_;
-    ++generation_;
-    return InfoLocked(existing->first, s);
-  }
+absl::StatusOr<std::map<BlockKey, SnapshotStore::Snapshot>::iterator> SnapshotStore::InsertLocked(
+    absl::Span<const BlockKey> keys, absl::Span<const int32_t> tokens, const SequenceState& state,
+    bool pinned, absl::Time expires) {
   Snapshot s;
   s.chain.assign(keys.begin(), keys.end());
   s.self_states = state.self_states;
-  s.pinned = retention.pinned;
+  s.pinned = pinned;
   s.expires = expires;
   s.last_use = ++use_clock_;
   for (const auto& layer : s.self_states) stats_.bytes += layer.size() * sizeof(float);
@@ -156,6 +202,45 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Insert(absl::Span<const BlockKey> ke
         absl::StrCat("the snapshot does not fit the cache budget of ", options_.budget_bytes,
                      " bytes next to the pinned snapshots"));
   }
+  return it;
+}
+
+absl::StatusOr<SnapshotInfo> SnapshotStore::Insert(absl::Span<const BlockKey> keys,
+                                                   absl::Span<const int32_t> tokens,
+                                                   const SequenceState& state,
+                                                   const SnapshotRetention& retention) {
+  const int64_t n = static_cast<int64_t>(keys.size()) * kCacheBlockTokens;
+  if (keys.empty() || state.position != n || static_cast<int64_t>(tokens.size()) < n ||
+      static_cast<int64_t>(state.shared_k.size()) < n * kv_dim_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a snapshot must sit on a block boundary: ", keys.size(), " blocks, state at ",
+                     state.position, ", ", tokens.size(), " tokens"));
+  }
+  const absl::Time now = options_.now();
+  const absl::Time expires = retention.ttl == absl::InfiniteDuration()
+                                 ? absl::InfiniteFuture()
+                                 : now + std::max(retention.ttl, absl::ZeroDuration());
+  // Pre-cached documents (pinned or with a TTL) are written through to disk.
+  const bool write_through = retention.pinned || expires != absl::InfiniteFuture();
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpireLocked();
+  auto it = snapshots_.find(keys.back());
+  if (it != snapshots_.end()) {
+    Snapshot& s = it->second;
+    s.pinned |= retention.pinned;
+    s.expires = std::max(s.expires, expires);
+    s.last_use = ++use_clock_;
+    ++generation_;
+  } else {
+    absl::StatusOr<std::map<BlockKey, Snapshot>::iterator> inserted =
+        InsertLocked(keys, tokens, state, retention.pinned, expires);
+    if (!inserted.ok()) return inserted.status();
+    it = *inserted;
+  }
+  if (disk_ && write_through) {
+    // Best effort: the memory copy serves either way.
+    PutOnDiskLocked(it->second);
+  }
   return InfoLocked(it->first, it->second);
 }
 
@@ -165,38 +250,62 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
   ++stats_.lookups;
+  auto same_tokens = [&](const std::vector<int32_t>& stored) {
+    return std::equal(stored.begin(), stored.end(), tokens.begin());
+  };
   for (size_t j = std::min(keys.size(), tokens.size() / kCacheBlockTokens); j > 0; --j) {
-    auto it = snapshots_.find(keys[j - 1]);
-    if (it == snapshots_.end()) continue;
-    Snapshot& s = it->second;
-    // The key covers the tokens; comparing them as well makes a hash collision harmless.
-    bool same = s.chain.size() == j;
-    for (size_t b = 0; same && b < j; ++b) {
-      const KvBlock& block = blocks_.at(s.chain[b]);
-      same = std::equal(block.tokens.begin(), block.tokens.end(),
-                        tokens.begin() + b * kCacheBlockTokens);
-    }
-    if (!same) continue;
     const int64_t n = static_cast<int64_t>(j) * kCacheBlockTokens;
-    hit.state.position = n;
-    hit.state.self_states = s.self_states;
-    hit.state.shared_k.resize(n * kv_dim_);
-    hit.state.shared_v.resize(n * kv_dim_);
-    for (size_t b = 0; b < j; ++b) {
-      const KvBlock& block = blocks_.at(s.chain[b]);
-      const size_t offset = b * kCacheBlockTokens * kv_dim_;
-      std::memcpy(hit.state.shared_k.data() + offset, block.k.data(), block.k.size() * 4);
-      std::memcpy(hit.state.shared_v.data() + offset, block.v.data(), block.v.size() * 4);
+    auto it = snapshots_.find(keys[j - 1]);
+    if (it != snapshots_.end() && it->second.chain.size() == j) {
+      Snapshot& s = it->second;
+      // The key covers the tokens; comparing them as well makes a hash collision harmless.
+      bool same = true;
+      for (size_t b = 0; same && b < j; ++b) {
+        const KvBlock& block = blocks_.at(s.chain[b]);
+        same = std::equal(block.tokens.begin(), block.tokens.end(),
+                          tokens.begin() + b * kCacheBlockTokens);
+      }
+      if (same) {
+        hit.state.position = n;
+        hit.state.self_states = s.self_states;
+        hit.state.shared_k.resize(n * kv_dim_);
+        hit.state.shared_v.resize(n * kv_dim_);
+        for (size_t b = 0; b < j; ++b) {
+          const KvBlock& block = blocks_.at(s.chain[b]);
+          const size_t offset = b * kCacheBlockTokens * kv_dim_;
+          std::memcpy(hit.state.shared_k.data() + offset, block.k.data(), block.k.size() * 4);
+          std::memcpy(hit.state.shared_v.data() + offset, block.v.data(), block.v.size() * 4);
+        }
+        hit.tier = CacheTier::kMemory;
+        s.last_use = ++use_clock_;
+        ++s.hits;
+        stats_.hit_tokens_memory += n;
+      }
+    } else if (disk_ && disk_->Contains(keys[j - 1])) {
+      absl::StatusOr<SnapshotFile> file = disk_->Load(keys[j - 1]);
+      if (!file.ok()) {
+        RememberRemovalLocked(keys[j - 1], file.status().code() == absl::StatusCode::kDataLoss
+                                               ? CacheMiss::kCorrupt
+                                               : CacheMiss::kFingerprintMismatch);
+        ++stats_.discarded;
+        ++generation_;
+        continue;
+      }
+      if (file->chain.size() != j || !same_tokens(file->tokens)) continue;
+      // Back into memory (best effort), so the next hit is a memory hit.
+      InsertLocked(file->chain, file->tokens, file->state, file->pinned, file->expires)
+          .IgnoreError();
+      hit.state = std::move(file->state);
+      hit.tier = CacheTier::kDisk;
+      stats_.hit_tokens_disk += n;
     }
-    hit.tokens = n;
-    hit.key = it->first;
-    hit.tier = CacheTier::kMemory;
-    hit.miss = CacheMiss::kHit;
-    s.last_use = ++use_clock_;
-    ++s.hits;
-    ++stats_.hits;
-    stats_.hit_tokens += n;
-    return hit;
+    if (hit.tier != CacheTier::kNone) {
+      hit.tokens = n;
+      hit.key = keys[j - 1];
+      hit.miss = CacheMiss::kHit;
+      ++stats_.hits;
+      return hit;
+    }
   }
   hit.miss = CacheMiss::kNoSnapshot;
   for (size_t j = keys.size(); j > 0; --j) {
@@ -214,25 +323,48 @@ std::vector<SnapshotInfo> SnapshotStore::List() {
   ExpireLocked();
   std::vector<SnapshotInfo> out;
   for (const auto& [key, s] : snapshots_) out.push_back(InfoLocked(key, s));
+  if (disk_) {
+    for (const DiskSnapshotInfo& d : disk_->List()) {
+      if (snapshots_.count(d.key)) continue;
+      SnapshotInfo info;
+      info.key = d.key;
+      info.tokens = d.tokens;
+      info.bytes = d.bytes;
+      info.pinned = d.pinned;
+      info.tier = CacheTier::kDisk;
+      info.expires = d.expires;
+      out.push_back(info);
+    }
+  }
   return out;
 }
 
 bool SnapshotStore::Evict(const BlockKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
+  bool found = disk_ && disk_->Remove(key);
   auto it = snapshots_.find(key);
-  if (it == snapshots_.end()) return false;
-  RemoveLocked(it, CacheMiss::kEvicted);
-  return true;
+  if (it != snapshots_.end()) {
+    RemoveLocked(it, CacheMiss::kEvicted);
+  } else if (found) {
+    RememberRemovalLocked(key, CacheMiss::kEvicted);
+    ++stats_.evictions;
+    ++generation_;
+  }
+  return found || it != snapshots_.end();
 }
 
 size_t SnapshotStore::EvictAll() {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  while (!snapshots_.empty()) {
-    RemoveLocked(snapshots_.begin(), CacheMiss::kEvicted);
-    ++n;
+  std::set<BlockKey> keys;
+  for (const auto& [key, s] : snapshots_) keys.insert(key);
+  if (disk_) {
+    for (const DiskSnapshotInfo& d : disk_->List()) keys.insert(d.key);
+    disk_->RemoveAll();
   }
-  return n;
+  while (!snapshots_.empty()) RemoveLocked(snapshots_.begin(), CacheMiss::kEvicted);
+  for (const BlockKey& key : keys) RememberRemovalLocked(key, CacheMiss::kEvicted);
+  ++generation_;
+  return keys.size();
 }
 
 uint64_t SnapshotStore::generation() const {
@@ -244,6 +376,10 @@ SnapshotStoreStats SnapshotStore::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   SnapshotStoreStats s = stats_;
   s.snapshots = static_cast<int64_t>(snapshots_.size());
+  if (disk_) {
+    s.disk_bytes = disk_->bytes();
+    s.disk_snapshots = static_cast<int64_t>(disk_->List().size());
+  }
   return s;
 }
 

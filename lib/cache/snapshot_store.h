@@ -4,9 +4,11 @@
 // per snapshot, because a recurrent state cannot be rolled back to an earlier position.
 //
 // A byte budget bounds K/V blocks + states; when it is exceeded the least recently used
-// unpinned snapshots go first. Snapshots may be pinned (never evicted, except by EvictAll) and
-// may expire (TTL). Every change bumps generation(), which the router polls to refresh its
-// index. Thread-safe.
+// unpinned snapshots go first, to the disk tier when there is one. Snapshots may be pinned
+// (never evicted, except by Evict/EvictAll) and may expire (TTL); pinned or expiring snapshots
+// (pre-cached documents) are also written through to disk, so they survive a restart. A lookup
+// that finds a snapshot only on disk loads it back into memory. Every change bumps generation(),
+// which the router polls to refresh its index. Thread-safe.
 #ifndef YOCO_LIB_CACHE_SNAPSHOT_STORE_H_
 #define YOCO_LIB_CACHE_SNAPSHOT_STORE_H_
 
@@ -22,6 +24,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
+#include "lib/cache/snapshot_disk_tier.h"
 #include "lib/engine/model_config.h"
 #include "lib/engine/sequence_state.h"
 
@@ -75,16 +78,26 @@ struct SnapshotHit {
 struct SnapshotStoreStats {
   uint64_t lookups = 0;
   uint64_t hits = 0;
-  uint64_t hit_tokens = 0;
-  uint64_t evictions = 0;    // budget and explicit
+  uint64_t hit_tokens_memory = 0;
+  uint64_t hit_tokens_disk = 0;
+  uint64_t evictions = 0;    // gone from every tier: budget or explicit
+  uint64_t spills = 0;       // moved from memory to disk by the memory budget
   uint64_t expirations = 0;  // TTL
-  int64_t bytes = 0;
-  int64_t snapshots = 0;
+  uint64_t discarded = 0;    // disk files refused: corrupt or another model's
+  int64_t bytes = 0;         // memory
+  int64_t snapshots = 0;     // memory
+  int64_t disk_bytes = 0;
+  int64_t disk_snapshots = 0;
 };
 
 class SnapshotStore {
  public:
-  SnapshotStore(const ModelConfig& config, SnapshotStoreOptions options);
+  // `disk` may be null (memory only).
+  SnapshotStore(const ModelConfig& config, SnapshotStoreOptions options,
+                std::unique_ptr<SnapshotDiskTier> disk = nullptr);
+
+  // Files the disk tier refused when it opened: later misses on them say why.
+  void ReportDiscarded(const std::vector<DiscardedSnapshot>& discarded);
 
   // Saves `state` as the snapshot of the prefix whose block keys are `keys`: REQUIRES
   // state.position == keys.size() * kCacheBlockTokens <= tokens.size(). Saving an existing
@@ -123,6 +136,14 @@ class SnapshotStore {
 
   int64_t SnapshotBytes(const Snapshot& s) const;
   SnapshotInfo InfoLocked(const BlockKey& key, const Snapshot& s) const;
+  absl::StatusOr<std::map<BlockKey, Snapshot>::iterator> InsertLocked(
+      absl::Span<const BlockKey> keys, absl::Span<const int32_t> tokens, const SequenceState& state,
+      bool pinned, absl::Time expires);
+  SnapshotFile ToFileLocked(const Snapshot& s) const;
+  // Writes to the disk tier, recording the files its budget pushed out.
+  bool PutOnDiskLocked(const Snapshot& s);
+  void RememberRemovalLocked(const BlockKey& key, CacheMiss reason);
+  // Drops a snapshot from memory; with `reason` kHit it moved to disk and is not gone.
   void RemoveLocked(std::map<BlockKey, Snapshot>::iterator it, CacheMiss reason);
   void ExpireLocked();
   // Evicts least recently used unpinned snapshots other than `keep` until within budget.
@@ -131,6 +152,7 @@ class SnapshotStore {
   const int64_t kv_dim_;
   const int64_t block_bytes_;
   const SnapshotStoreOptions options_;
+  const std::unique_ptr<SnapshotDiskTier> disk_;  // guarded by mu_
 
   mutable std::mutex mu_;
   std::map<BlockKey, KvBlock> blocks_;

@@ -1,5 +1,4 @@
-// SnapshotStoreStats export. The memory tier is the only tier so far, so "memory" is in the
-// names of the per-tier values.
+// SnapshotStoreStats export; per-tier values carry the tier in their names.
 #include "lib/metrics/snapshot_store_export.h"
 
 namespace yoco {
@@ -16,12 +15,22 @@ void ExportSnapshotStoreMetrics(const std::string& prefix, SnapshotStore* store,
   add("_hits_total", "Lookups that restored a snapshot", Type::kCounter,
       [](const SnapshotStoreStats& s) { return static_cast<double>(s.hits); });
   add("_hit_tokens_memory_total", "Prompt tokens restored from memory snapshots", Type::kCounter,
-      [](const SnapshotStoreStats& s) { return static_cast<double>(s.hit_tokens); });
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.hit_tokens_memory); });
+  add("_hit_tokens_disk_total", "Prompt tokens restored from disk snapshots", Type::kCounter,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.hit_tokens_disk); });
+  add("_snapshot_bytes_disk", "Bytes of snapshot files in the disk tier", Type::kGauge,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.disk_bytes); });
+  add("_snapshots_disk", "Snapshot files in the disk tier", Type::kGauge,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.disk_snapshots); });
+  add("_spills_total", "Snapshots moved from memory to disk by the memory budget", Type::kCounter,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.spills); });
+  add("_discarded_total", "Snapshot files refused: corrupt or made by another model",
+      Type::kCounter, [](const SnapshotStoreStats& s) { return static_cast<double>(s.discarded); });
   add("_snapshot_bytes_memory", "Bytes of K/V blocks and states held in memory", Type::kGauge,
       [](const SnapshotStoreStats& s) { return static_cast<double>(s.bytes); });
   add("_snapshots_memory", "Snapshots held in memory", Type::kGauge,
       [](const SnapshotStoreStats& s) { return static_cast<double>(s.snapshots); });
-  add("_evictions_total", "Snapshots evicted (budget or EvictCache)", Type::kCounter,
+  add("_evictions_total", "Snapshots gone from every tier (budget or EvictCache)", Type::kCounter,
       [](const SnapshotStoreStats& s) { return static_cast<double>(s.evictions); });
   add("_expirations_total", "Snapshots dropped when their TTL passed", Type::kCounter,
       [](const SnapshotStoreStats& s) { return static_cast<double>(s.expirations); });

@@ -11,12 +11,13 @@ namespace yoco {
 
 PrefillWorker::PrefillWorker(std::unique_ptr<Backend> backend,
                              std::unique_ptr<UcxTransport> transport,
-                             const PrefillWorkerOptions& options)
+                             const PrefillWorkerOptions& options,
+                             std::unique_ptr<SnapshotDiskTier> disk)
     : options_(options), backend_(std::move(backend)), transport_(std::move(transport)) {
   if (options_.cache_budget_bytes > 0) {
     SnapshotStoreOptions store;
     store.budget_bytes = options_.cache_budget_bytes;
-    cache_ = std::make_unique<SnapshotStore>(backend_->model().config(), store);
+    cache_ = std::make_unique<SnapshotStore>(backend_->model().config(), store, std::move(disk));
   }
 }
 

@@ -56,9 +56,11 @@ struct PrecacheResult {
 
 class PrefillWorker {
  public:
-  // `backend` runs prefills one at a time; `transport` sends (it needs no receive callbacks).
+  // `backend` runs prefills one at a time; `transport` sends (it needs no receive callbacks);
+  // `disk` (optional) is the prefix cache's disk tier.
   PrefillWorker(std::unique_ptr<Backend> backend, std::unique_ptr<UcxTransport> transport,
-                const PrefillWorkerOptions& options = {});
+                const PrefillWorkerOptions& options = {},
+                std::unique_ptr<SnapshotDiskTier> disk = nullptr);
 
   // Prefills the prompt and delivers the bundle to the decode worker. Returns once the decode
   // worker has verified and taken the bundle. INVALID_ARGUMENT for a bad prompt or sampling;

@@ -21,6 +21,10 @@ ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm"
 ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
 ABSL_FLAG(int64_t, cache_mb, 1024, "prefix-cache memory in MiB (0: no prefix cache)");
+ABSL_FLAG(std::string, cache_dir, "",
+          "prefix-cache disk tier: a folder for snapshot files that survive restarts (empty: "
+          "memory only)");
+ABSL_FLAG(int64_t, cache_disk_mb, 8192, "prefix-cache disk tier size in MiB");
 ABSL_FLAG(int, snapshot_every_blocks, 16,
           "also snapshot every this many 128-token blocks of long prompts (0: only at the last "
           "full block)");
@@ -42,9 +46,28 @@ int main(int argc, char** argv) {
   yoco::PrefillWorkerOptions options;
   options.cache_budget_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
+  std::unique_ptr<yoco::SnapshotDiskTier> disk;
+  std::vector<yoco::DiscardedSnapshot> discarded;
+  if (!absl::GetFlag(FLAGS_cache_dir).empty() && options.cache_budget_bytes > 0) {
+    auto opened = yoco::SnapshotDiskTier::Open(
+        {absl::GetFlag(FLAGS_cache_dir), absl::GetFlag(FLAGS_cache_disk_mb) << 20},
+        (*model)->config(), (*model)->fingerprint(), &discarded);
+    if (!opened.ok()) {
+      std::cerr << "yoco-prefill: " << opened.status().message() << "\n";
+      return 1;
+    }
+    disk = std::move(*opened);
+    for (const yoco::DiscardedSnapshot& d : discarded) {
+      std::cerr << "yoco-prefill: discarded snapshot " << d.key.Hex() << ": " << d.reason.message()
+                << "\n";
+    }
+    std::cerr << "yoco-prefill: " << disk->List().size() << " snapshots on disk in "
+              << absl::GetFlag(FLAGS_cache_dir) << "\n";
+  }
   yoco::PrefillWorker worker(std::make_unique<yoco::CpuBackend>(
                                  *model, yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
-                             std::move(*transport), options);
+                             std::move(*transport), options, std::move(disk));
+  if (worker.cache() != nullptr) worker.cache()->ReportDiscarded(discarded);
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
   yoco::ExportTransferMetrics("yoco_prefill", &worker.transport().metrics(), callbacks.get());
   if (worker.cache() != nullptr) {

@@ -139,6 +139,11 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
       metrics_(metrics) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  // Reconnect to a restarted worker within a second, not after gRPC's default backoff (which
+  // grows to two minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(2); };
   for (const std::string& address : options_.prefill_workers) {
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);

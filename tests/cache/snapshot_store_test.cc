@@ -76,7 +76,7 @@ TEST_F(SnapshotStoreTest, RestoresExactlyAndPicksTheLongestPrefix) {
   ASSERT_EQ(hit.tokens, 256);
   EXPECT_TRUE(hit.state == Prefix(at256, 256));
   EXPECT_EQ(store.stats().hits, 2u);
-  EXPECT_EQ(store.stats().hit_tokens, 768u);
+  EXPECT_EQ(store.stats().hit_tokens_memory, 768u);
 }
 
 TEST_F(SnapshotStoreTest, SharesKvBlocksBetweenSnapshotsOfOnePrefix) {

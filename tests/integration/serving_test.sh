@@ -23,9 +23,12 @@ log=$(mktemp -d)
 d1=$!; pids+=("$d1")
 "$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 2> "$log/d2" &
 pids+=($!)
-"$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
-  --metrics-listen "$METRICS_PREFILL" 2> "$log/p" &
-p1=$!; pids+=("$p1")
+start_prefill1() {
+  "$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
+    --metrics-listen "$METRICS_PREFILL" --cache-dir "$log/cache1" 2>> "$log/p" &
+  p1=$!; pids+=("$p1")
+}
+start_prefill1
 "$BIN/yoco-prefill" --listen "$PREFILL2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 2> "$log/p2" &
 pids+=($!)
 start_router() {
@@ -178,6 +181,40 @@ hits=$(metric "$METRICS_ROUTER" yoco_router_cache_hits_total)
 hit_tokens=$(metric "$METRICS_ROUTER" yoco_router_cached_prompt_tokens_total)
 if [ "$hits" = 1 ] && [ "$hit_tokens" = 384 ]; then echo "ok   cache-metrics"; else
   echo "FAIL cache-metrics: hits=$hits tokens=$hit_tokens"; failures=$((failures + 1)); fi
+
+# Disk tier: pre-cached documents are written through to the prefill worker's --cache-dir.
+# Restart that worker: one document comes back from disk; the other's file was corrupted while
+# it was down, so it is refused and the request is served by recomputing, with the same tokens.
+doc2=$(prompt 22 300)
+doc3=$(prompt 23 260)
+pre2=$(ctl precache --tokens "$doc2" --pin)
+pre3=$(ctl precache --tokens "$doc3" --pin)
+total=$((total + 1))
+if [ "$(json "$pre2" worker)" = "$PREFILL" ] && [ "$(json "$pre3" worker)" = "$PREFILL" ] &&
+   [ -f "$log/cache1/$(json "$pre3" handle).snap" ]; then echo "ok   precache-written-to-disk"; else
+  echo "FAIL precache-written-to-disk: $pre2 $pre3"; failures=$((failures + 1)); fi
+kill -9 "$p1"
+wait "$p1" 2> /dev/null || true
+python3 - "$log/cache1/$(json "$pre3" handle).snap" << 'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(200); b = f.read(1); f.seek(200); f.write(bytes([b[0] ^ 0x55]))
+PY
+start_prefill1
+for i in $(seq 1 100); do  # until the router lists the restarted worker's snapshots again
+  ctl list-cache 2> /dev/null | grep -q "$(json "$pre2" handle)" && break
+  sleep 0.1
+done
+doc="$doc2"
+cached_check disk-hit-after-worker-restart 256 "" --max-new-tokens 16
+total=$((total + 1))
+if grep -q '"cache_tier": "disk"' "$log/cache.stats"; then echo "ok   disk-tier-reported"; else
+  echo "FAIL disk-tier-reported: $(cat "$log/cache.stats")"; failures=$((failures + 1)); fi
+doc="$doc3"
+cached_check corrupt-snapshot-recomputed 0 corrupt --max-new-tokens 16
+total=$((total + 1))
+if grep -q "discarded snapshot $(json "$pre3" handle)" "$log/p"; then echo "ok   corrupt-snapshot-reported"; else
+  echo "FAIL corrupt-snapshot-reported: $(cat "$log/p")"; failures=$((failures + 1)); fi
 
 # Kill a prefill worker: requests go to the other one.
 kill -9 "$p1"

@@ -1,0 +1,99 @@
+// Snapshot file encoding; the outer checksum is verified before any field is trusted.
+#include "lib/cache/snapshot_file.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "lib/checksum/crc32c.h"
+#include "lib/engine/state_bundle.h"
+
+namespace yoco {
+namespace {
+
+constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'S', 'N', 'A', 'P'};
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 4;
+
+template <typename T>
+void Put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+template <typename T>
+T Get(absl::string_view in, size_t* pos) {
+  T v;
+  std::memcpy(&v, in.data() + *pos, sizeof v);
+  *pos += sizeof v;
+  return v;
+}
+
+}  // namespace
+
+std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_fingerprint) {
+  StateBundle bundle;
+  bundle.model_fingerprint = model_fingerprint;
+  bundle.state = file.state;
+  const std::string body = SerializeStateBundle(bundle);
+  std::string out(kMagic, sizeof kMagic);
+  Put<uint32_t>(&out, SnapshotFile::kVersion);
+  Put<uint32_t>(&out, file.pinned ? 1u : 0u);
+  Put<int64_t>(&out, file.expires == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(file.expires));
+  Put<uint32_t>(&out, static_cast<uint32_t>(file.chain.size()));
+  for (const BlockKey& k : file.chain) {
+    out.append(reinterpret_cast<const char*>(k.bytes.data()), k.bytes.size());
+  }
+  out.append(reinterpret_cast<const char*>(file.tokens.data()), file.tokens.size() * 4);
+  Put<uint64_t>(&out, body.size());
+  out += body;
+  Put<uint32_t>(&out, Crc32c(out.data(), out.size()));
+  return out;
+}
+
+absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const ModelConfig& config,
+                                               uint64_t model_fingerprint) {
+  if (bytes.size() < kHeaderBytes + 8 + 4 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
+    return absl::DataLossError("not a snapshot file, or truncated");
+  }
+  uint32_t stored_crc;
+  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
+  if (Crc32c(bytes.data(), bytes.size() - 4) != stored_crc) {
+    return absl::DataLossError("snapshot file checksum mismatch (corrupt or truncated)");
+  }
+  size_t pos = 8;
+  const uint32_t version = Get<uint32_t>(bytes, &pos);
+  if (version != SnapshotFile::kVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("snapshot file version ", version, " is not supported"));
+  }
+  SnapshotFile file;
+  file.pinned = (Get<uint32_t>(bytes, &pos) & 1u) != 0;
+  const int64_t expires_ms = Get<int64_t>(bytes, &pos);
+  file.expires = expires_ms == 0 ? absl::InfiniteFuture() : absl::FromUnixMillis(expires_ms);
+  const uint64_t blocks = Get<uint32_t>(bytes, &pos);
+  if (blocks == 0) return absl::InvalidArgumentError("snapshot file: no blocks");
+  const uint64_t fixed = blocks * (16 + 4 * kCacheBlockTokens);
+  if (bytes.size() < pos + fixed + 8 + 4) {
+    return absl::InvalidArgumentError("snapshot file: sizes do not add up");
+  }
+  file.chain.resize(blocks);
+  for (BlockKey& k : file.chain) {
+    std::memcpy(k.bytes.data(), bytes.data() + pos, k.bytes.size());
+    pos += k.bytes.size();
+  }
+  file.tokens.resize(blocks * kCacheBlockTokens);
+  std::memcpy(file.tokens.data(), bytes.data() + pos, file.tokens.size() * 4);
+  pos += file.tokens.size() * 4;
+  const uint64_t body_bytes = Get<uint64_t>(bytes, &pos);
+  if (body_bytes != bytes.size() - 4 - pos) {
+    return absl::InvalidArgumentError("snapshot file: sizes do not add up");
+  }
+  absl::StatusOr<StateBundle> bundle =
+      ParseStateBundle(bytes.substr(pos, body_bytes), config, model_fingerprint);
+  if (!bundle.ok()) return bundle.status();
+  if (bundle->state.position != static_cast<int64_t>(file.tokens.size())) {
+    return absl::InvalidArgumentError("snapshot file: the state does not sit at its last block");
+  }
+  file.state = std::move(bundle->state);
+  return file;
+}
+
+}  // namespace yoco

@@ -1,0 +1,46 @@
+// SnapshotFile: the on-disk form of one prefix-cache snapshot, self-contained (it repeats the
+// K/V rows it shares with other snapshots in memory) so that any file can be checked, loaded or
+// deleted on its own.
+//
+// Layout (little-endian), version 1:
+//   "YOCOSNAP"  u32 version  u32 flags (bit 0: pinned)  i64 expires_unix_ms (0: never)
+//   u32 n_blocks  u8 keys[n_blocks][16]  i32 tokens[n_blocks * kCacheBlockTokens]
+//   u64 bundle_bytes  StateBundle at position n_blocks * kCacheBlockTokens (its own
+//   fingerprint, shapes and CRC-32C; no pending token)
+//   u32 crc32c of every byte before it
+#ifndef YOCO_LIB_CACHE_SNAPSHOT_FILE_H_
+#define YOCO_LIB_CACHE_SNAPSHOT_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "lib/cache/block_key.h"
+#include "lib/engine/model_config.h"
+#include "lib/engine/sequence_state.h"
+
+namespace yoco {
+
+struct SnapshotFile {
+  static constexpr uint32_t kVersion = 1;
+
+  std::vector<BlockKey> chain;  // keys of blocks 0..n-1; chain.back() names the snapshot
+  std::vector<int32_t> tokens;  // chain.size() * kCacheBlockTokens
+  SequenceState state;          // at tokens.size()
+  bool pinned = false;
+  absl::Time expires = absl::InfiniteFuture();
+};
+
+std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_fingerprint);
+
+// DATA_LOSS: truncated, not a snapshot, or checksum mismatch; FAILED_PRECONDITION: another
+// model's (fingerprint) or an unsupported version; INVALID_ARGUMENT: shapes that do not fit.
+absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const ModelConfig& config,
+                                               uint64_t model_fingerprint);
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_CACHE_SNAPSHOT_FILE_H_
