@@ -68,7 +68,15 @@ int main(int argc, char** argv) {
                                  *model, yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
                              std::move(*transport), options, std::move(disk));
   if (worker.cache() != nullptr) worker.cache()->ReportDiscarded(discarded);
+  yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen));
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
+  callbacks->Add("yoco_prefill_active_requests", "Prefills running or waiting for the engine",
+                 yoco::ScrapeCallbacks::Type::kGauge,
+                 [&service] { return static_cast<double>(service.active_requests()); });
+  callbacks->Add("yoco_prefill_cancelled_total",
+                 "Prefills stopped because their call was cancelled or timed out",
+                 yoco::ScrapeCallbacks::Type::kCounter,
+                 [&service] { return static_cast<double>(service.cancelled_requests()); });
   yoco::ExportTransferMetrics("yoco_prefill", &worker.transport().metrics(), callbacks.get());
   if (worker.cache() != nullptr) {
     yoco::ExportSnapshotStoreMetrics("yoco_prefill_cache", worker.cache(), callbacks.get());
@@ -79,7 +87,6 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: " << metrics_server.status().message() << "\n";
     return 1;
   }
-  yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen));
   int port = 0;
   auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
   if (!server.ok()) {

@@ -67,7 +67,10 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   }
   call.cancelled = [context, &flag] { return context->IsCancelled() || flag.cancelled(); };
   auto result = worker_.Prefill(call);
-  if (!result.ok()) return ToGrpcStatus(result.status());
+  if (!result.ok()) {
+    if (result.status().code() == absl::StatusCode::kCancelled) ++cancelled_;
+    return ToGrpcStatus(result.status());
+  }
   response->set_first_token(result->first_token);
   response->set_bundle_bytes(result->bundle_bytes);
   response->set_prefill_ms(result->prefill_ms);
@@ -80,6 +83,11 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
     response->set_cache_miss_reason(CacheMissName(result->cache_miss));
   }
   return grpc::Status::OK;
+}
+
+size_t PrefillService::active_requests() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_.size();
 }
 
 grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
@@ -96,10 +104,7 @@ grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWo
   response->set_worker_id(worker_id_);
   response->set_ucx_address(worker_.transport().address());
   response->set_model_fingerprint(worker_.model().fingerprint());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    response->set_active_requests(static_cast<uint32_t>(running_.size()));
-  }
+  response->set_active_requests(static_cast<uint32_t>(active_requests()));
   if (SnapshotStore* cache = worker_.cache()) {
     const SnapshotStoreStats stats = cache->stats();
     response->set_cache_generation(cache->generation());

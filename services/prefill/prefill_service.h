@@ -32,6 +32,10 @@ class PrefillService final : public v1::PrefillWorker::Service {
   grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
                           v1::EvictCacheResponse* response) override;
 
+  // For metrics: prefills running or waiting for the engine, and prefills stopped by a cancel.
+  size_t active_requests();
+  uint64_t cancelled_requests() const { return cancelled_.load(); }
+
  private:
   // A cancellation flag registered under a request id for the lifetime of one call.
   class CancelFlag {
@@ -52,6 +56,7 @@ class PrefillService final : public v1::PrefillWorker::Service {
   const std::string worker_id_;
   std::mutex mu_;
   std::multimap<std::string, std::shared_ptr<std::atomic<bool>>> running_;  // by request id
+  std::atomic<uint64_t> cancelled_{0};
 };
 
 }  // namespace yoco

@@ -126,6 +126,21 @@ out=$(cli --tokens "$(prompt 9 30)" --max-new-tokens 4000 --timeout-ms 500 2>&1 
 if [[ "$out" == *"yoco-cli: 4:"* ]] && freed; then echo "ok   deadline-frees-decode"; else
   echo "FAIL deadline-frees-decode: $out"; failures=$((failures + 1)); fi
 
+# A deadline that passes during prefill stops the prefill: no bundle is shipped for it and the
+# prefill worker's active requests return to zero.
+total=$((total + 1))
+sent_before=$(metric "$METRICS_PREFILL" 'yoco_prefill_transfers_sent_total')
+out=$(cli --tokens "$(prompt 11 4090)" --max-new-tokens 4 --timeout-ms 30 2>&1 > /dev/null) || true
+prefill_idle=no
+for _ in $(seq 1 50); do
+  [ "$(metric "$METRICS_PREFILL" yoco_prefill_active_requests)" = 0 ] && { prefill_idle=yes; break; }
+  sleep 0.1
+done
+sent_after=$(metric "$METRICS_PREFILL" 'yoco_prefill_transfers_sent_total')
+if [[ "$out" == *"yoco-cli: 4:"* ]] && [ "$prefill_idle" = yes ] && [ "$sent_after" = "$sent_before" ]; then
+  echo "ok   deadline-frees-prefill (cancelled so far: $(metric "$METRICS_PREFILL" yoco_prefill_cancelled_total))"
+else echo "FAIL deadline-frees-prefill: $out idle=$prefill_idle sent $sent_before -> $sent_after"; failures=$((failures + 1)); fi
+
 # A stop string ends the stream right after the token that completes it: take a printable
 # character from a greedy text run and stop at it.
 total=$((total + 1))
