@@ -25,6 +25,9 @@ ABSL_FLAG(int, probe_interval_ms, 1000,
 ABSL_FLAG(int64_t, cache_load_penalty_tokens, 1024,
           "routing: one request of load on a prefill worker weighs as much as this many prompt "
           "tokens it has cached");
+ABSL_FLAG(bool, snapshot_conversations, true,
+          "after each request, extend its prefill worker's cache over the generated tokens so a "
+          "follow-up turn prefills only what is new");
 
 int main(int argc, char** argv) {
   yoco::UnderscoreFlagNames(argc, argv);
@@ -60,15 +63,20 @@ int main(int argc, char** argv) {
   }
   options.probe_interval = absl::Milliseconds(absl::GetFlag(FLAGS_probe_interval_ms));
   options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
+  options.snapshot_conversations = absl::GetFlag(FLAGS_snapshot_conversations);
   auto registry = std::make_shared<prometheus::Registry>();
   yoco::RouterMetrics metrics(*registry);
-  auto metrics_server = yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry,
-                                                   std::make_shared<yoco::ScrapeCallbacks>());
+  yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options, &metrics);
+  auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
+  callbacks->Add("yoco_router_background_jobs", "Conversation snapshots queued or being made",
+                 yoco::ScrapeCallbacks::Type::kGauge,
+                 [&service] { return static_cast<double>(service.background_jobs()); });
+  auto metrics_server =
+      yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry, callbacks);
   if (!metrics_server.ok()) {
     std::cerr << "yoco-router: " << metrics_server.status().message() << "\n";
     return 1;
   }
-  yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options, &metrics);
   int port = 0;
   auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
   if (!server.ok()) {

@@ -116,7 +116,13 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                                .Name("yoco_router_cached_prompt_tokens_total")
                                .Help("Prompt tokens restored from prefix-cache snapshots")
                                .Register(registry)
-                               .Add({})) {}
+                               .Add({})),
+      conversation_snapshots_dropped(
+          prometheus::BuildCounter()
+              .Name("yoco_router_conversation_snapshots_dropped_total")
+              .Help("Conversation snapshots not made because the background queue was full")
+              .Register(registry)
+              .Add({})) {}
 
 prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
   const char* name = code == grpc::StatusCode::OK                   ? "ok"
@@ -314,6 +320,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   std::vector<size_t> bad_prefill, bad_decode;
   v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
   bool cache_reported = false;
+  std::optional<size_t> last_prefill;  // the worker that prefilled last
   for (int attempt = 0; attempt < options_.attempts && reason == v1::FINISH_REASON_UNSPECIFIED;
        ++attempt) {
     if (attempt > 0 && metrics_) metrics_->retries.Increment();
@@ -357,6 +364,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       bad_prefill.push_back(prefill_index);
       continue;
     }
+    last_prefill = prefill_index;
     if (!cache_reported) {  // the first prefill is the one that saw the client's prompt
       cache_reported = true;
       finish.mutable_usage()->set_cached_prompt_tokens(
@@ -433,7 +441,34 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   v1::GenerateResponse out;
   *out.mutable_finish() = finish;
   writer->Write(out);
+  if (options_.snapshot_conversations && last_prefill.has_value()) {
+    std::vector<int32_t> conversation = prompt;
+    conversation.insert(conversation.end(), generated.begin(), generated.end());
+    SnapshotConversation(*last_prefill, prompt.size(), std::move(conversation),
+                         request->cache_salt());
+  }
   return grpc::Status::OK;
+}
+
+void RouterService::SnapshotConversation(size_t prefill_index, size_t prompt_tokens,
+                                         std::vector<int32_t> tokens, const std::string& salt) {
+  // Worth it only when the generated tokens complete a block the prompt's snapshot lacks.
+  const size_t B = static_cast<size_t>(kCacheBlockTokens);
+  if (tokens.size() / B <= (prompt_tokens - 1) / B) return;
+  auto job = [this, prefill_index, salt, tokens = std::move(tokens)] {
+    v1::WorkerPrecacheRequest req;
+    req.mutable_tokens()->Add(tokens.begin(), tokens.end());
+    req.set_cache_salt(salt);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::PrecacheResponse response;
+    WorkerRegistry::InFlight in_flight(*prefill_workers_, prefill_index);
+    if (prefill_stubs_[prefill_index]->Precache(&ctx, req, &response).ok()) {
+      prefill_workers_->Probe(prefill_index);  // so the follow-up is routed to it
+    }
+  };
+  if (!background_.Post(std::move(job)) && metrics_)
+    metrics_->conversation_snapshots_dropped.Increment();
 }
 
 grpc::Status RouterService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* request,

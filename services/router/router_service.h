@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/engine/model_config.h"
+#include "lib/routing/bounded_job_queue.h"
 #include "lib/routing/worker_registry.h"
 #include "lib/text/tokenizer.h"
 #include "prometheus/counter.h"
@@ -32,6 +33,9 @@ struct RouterOptions {
   // What one request of load on a prefill worker costs against prompt tokens it has cached
   // (WorkerRegistry::Choose).
   int64_t cache_load_penalty_tokens = 1024;
+  // After a request, extend its prefill worker's snapshot over the generated tokens (in the
+  // background), so a follow-up turn that repeats the conversation prefills only what is new.
+  bool snapshot_conversations = true;
 };
 
 // The router's Prometheus metrics.
@@ -46,6 +50,7 @@ struct RouterMetrics {
   prometheus::Counter& retries;               // worker pairs retried after a failure
   prometheus::Counter& cache_hits;            // requests that resumed from a snapshot
   prometheus::Counter& cached_prompt_tokens;  // prompt tokens not prefilled thanks to the cache
+  prometheus::Counter& conversation_snapshots_dropped;
 };
 
 class RouterService final : public v1::Yoco::Service {
@@ -69,6 +74,9 @@ class RouterService final : public v1::Yoco::Service {
   grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
                           v1::EvictCacheResponse* response) override;
 
+  // Background jobs (conversation snapshots) queued or running, for metrics.
+  size_t background_jobs() { return background_.pending(); }
+
  private:
   grpc::Status DoGenerate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                           grpc::ServerWriter<v1::GenerateResponse>* writer);
@@ -79,6 +87,9 @@ class RouterService final : public v1::Yoco::Service {
   // The block keys of `tokens` a prefill can resume from (all but the last token's block).
   std::vector<BlockKey> UsableKeys(const std::string& salt,
                                    const std::vector<int32_t>& tokens) const;
+  // Queues the conversation snapshot of `tokens` (prompt + generated) on a prefill worker.
+  void SnapshotConversation(size_t prefill_index, size_t prompt_tokens, std::vector<int32_t> tokens,
+                            const std::string& salt);
 
   const ModelConfig config_;
   const std::unique_ptr<Tokenizer> tokenizer_;
@@ -89,6 +100,7 @@ class RouterService final : public v1::Yoco::Service {
   std::vector<std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
   std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
   std::unique_ptr<WorkerRegistry> decode_workers_;
+  BoundedJobQueue background_{64};  // last: its jobs use the members above
 };
 
 }  // namespace yoco

@@ -197,6 +197,19 @@ hit_tokens=$(metric "$METRICS_ROUTER" yoco_router_cached_prompt_tokens_total)
 if [ "$hits" = 1 ] && [ "$hit_tokens" = 384 ]; then echo "ok   cache-metrics"; else
   echo "FAIL cache-metrics: hits=$hits tokens=$hit_tokens"; failures=$((failures + 1)); fi
 
+# Conversation snapshots: after a request, the router extends its prefill worker's cache over
+# the generated tokens, so a follow-up turn that repeats the conversation hits beyond the first
+# prompt (200 + 100 generated tokens: the block boundary at 256, past the prompt's 128).
+conv=$(prompt 24 200)
+answer=$(cli --tokens "$conv" --max-new-tokens 100)
+doc="$conv,$answer"
+question=$(prompt 25 20 | cut -d, -f2-)
+for i in $(seq 1 100); do  # the snapshot is made in the background
+  [ "$(metric "$METRICS_ROUTER" yoco_router_background_jobs)" = 0 ] && break
+  sleep 0.1
+done
+cached_check follow-up-turn-hits-conversation 256 "" --max-new-tokens 8
+
 # Disk tier: pre-cached documents are written through to the prefill worker's --cache-dir.
 # Restart that worker: one document comes back from disk; the other's file was corrupted while
 # it was down, so it is refused and the request is served by recomputing, with the same tokens.
