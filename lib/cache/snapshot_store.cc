@@ -209,6 +209,29 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Insert(absl::Span<const BlockKey> ke
                                                    absl::Span<const int32_t> tokens,
                                                    const SequenceState& state,
                                                    const SnapshotRetention& retention) {
+  const absl::Time expires = retention.ttl == absl::InfiniteDuration()
+                                 ? absl::InfiniteFuture()
+                                 : options_.now() + std::max(retention.ttl, absl::ZeroDuration());
+  return Save(keys, tokens, state, retention.pinned, expires);
+}
+
+absl::StatusOr<SnapshotInfo> SnapshotStore::Import(const SnapshotFile& file) {
+  return Save(file.chain, file.tokens, file.state, file.pinned, file.expires);
+}
+
+absl::StatusOr<SnapshotFile> SnapshotStore::Export(const BlockKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpireLocked();
+  auto it = snapshots_.find(key);
+  if (it != snapshots_.end()) return ToFileLocked(it->second);
+  if (disk_ && disk_->Contains(key)) return disk_->Load(key);
+  return absl::NotFoundError(absl::StrCat("no snapshot ", key.Hex()));
+}
+
+absl::StatusOr<SnapshotInfo> SnapshotStore::Save(absl::Span<const BlockKey> keys,
+                                                 absl::Span<const int32_t> tokens,
+                                                 const SequenceState& state, bool pinned,
+                                                 absl::Time expires) {
   const int64_t n = static_cast<int64_t>(keys.size()) * kCacheBlockTokens;
   if (keys.empty() || state.position != n || static_cast<int64_t>(tokens.size()) < n ||
       static_cast<int64_t>(state.shared_k.size()) < n * kv_dim_) {
@@ -216,24 +239,20 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Insert(absl::Span<const BlockKey> ke
         absl::StrCat("a snapshot must sit on a block boundary: ", keys.size(), " blocks, state at ",
                      state.position, ", ", tokens.size(), " tokens"));
   }
-  const absl::Time now = options_.now();
-  const absl::Time expires = retention.ttl == absl::InfiniteDuration()
-                                 ? absl::InfiniteFuture()
-                                 : now + std::max(retention.ttl, absl::ZeroDuration());
   // Pre-cached documents (pinned or with a TTL) are written through to disk.
-  const bool write_through = retention.pinned || expires != absl::InfiniteFuture();
+  const bool write_through = pinned || expires != absl::InfiniteFuture();
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
   auto it = snapshots_.find(keys.back());
   if (it != snapshots_.end()) {
     Snapshot& s = it->second;
-    s.pinned |= retention.pinned;
+    s.pinned |= pinned;
     s.expires = std::max(s.expires, expires);
     s.last_use = ++use_clock_;
     ++generation_;
   } else {
     absl::StatusOr<std::map<BlockKey, Snapshot>::iterator> inserted =
-        InsertLocked(keys, tokens, state, retention.pinned, expires);
+        InsertLocked(keys, tokens, state, pinned, expires);
     if (!inserted.ok()) return inserted.status();
     it = *inserted;
   }

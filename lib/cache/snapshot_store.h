@@ -108,6 +108,13 @@ class SnapshotStore {
                                       absl::Span<const int32_t> tokens, const SequenceState& state,
                                       const SnapshotRetention& retention);
 
+  // A snapshot copied from another worker (SnapshotFile as Export gives it), with its
+  // retention.
+  absl::StatusOr<SnapshotInfo> Import(const SnapshotFile& file);
+  // A snapshot, from memory or disk, as a self-contained file for copying. NOT_FOUND if neither
+  // tier holds it.
+  absl::StatusOr<SnapshotFile> Export(const BlockKey& key);
+
   // The longest snapshot of a prefix of the prompt whose block keys are `keys` and tokens
   // `tokens`, restored into a state; on a miss, why.
   SnapshotHit Lookup(absl::Span<const BlockKey> keys, absl::Span<const int32_t> tokens);
@@ -134,6 +141,9 @@ class SnapshotStore {
     uint64_t hits = 0;
   };
 
+  absl::StatusOr<SnapshotInfo> Save(absl::Span<const BlockKey> keys,
+                                    absl::Span<const int32_t> tokens, const SequenceState& state,
+                                    bool pinned, absl::Time expires);
   int64_t SnapshotBytes(const Snapshot& s) const;
   SnapshotInfo InfoLocked(const BlockKey& key, const Snapshot& s) const;
   absl::StatusOr<std::map<BlockKey, Snapshot>::iterator> InsertLocked(

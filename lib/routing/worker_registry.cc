@@ -82,6 +82,8 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
       std::lock_guard<std::mutex> lock(mu_);
       std::optional<WorkerChoice> best;
       int64_t best_cost = INT64_MAX;
+      std::optional<size_t> holder;  // longest snapshot
+      int64_t holder_cached = 0;
       for (size_t i = 0; i < workers_.size(); ++i) {
         const Worker& w = workers_[i];
         if (!w.healthy || std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
@@ -92,6 +94,10 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
             break;
           }
         }
+        if (cached > holder_cached) {
+          holder = i;
+          holder_cached = cached;
+        }
         const int64_t reported = int64_t{w.info.active_requests()} + w.info.queued_requests();
         const int64_t load = w.in_flight + std::max<int64_t>(reported - w.in_flight_at_probe, 0);
         const int64_t cost =
@@ -100,6 +106,10 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
           best_cost = cost;
           best = WorkerChoice{i, w.info, cached};
         }
+      }
+      if (best.has_value() && holder_cached > best->cached_tokens) {
+        best->better_holder = holder;
+        best->better_cached_tokens = holder_cached;
       }
       if (best.has_value() || round == 1) return best;
     }

@@ -40,6 +40,10 @@ struct WorkerChoice {
   size_t index = 0;
   v1::WorkerInfo info;
   int64_t cached_tokens = 0;  // of the prompt, per the index
+  // The healthy worker holding the longest snapshot of the prompt, when that is longer than the
+  // chosen worker's (load won): a candidate to copy the snapshot from.
+  std::optional<size_t> better_holder;
+  int64_t better_cached_tokens = 0;
 };
 
 class WorkerRegistry {

@@ -4,21 +4,54 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "lib/cache/snapshot_file.h"
 #include "lib/engine/generation.h"
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
 
-PrefillWorker::PrefillWorker(std::unique_ptr<Backend> backend,
-                             std::unique_ptr<UcxTransport> transport,
-                             const PrefillWorkerOptions& options,
-                             std::unique_ptr<SnapshotDiskTier> disk)
-    : options_(options), backend_(std::move(backend)), transport_(std::move(transport)) {
-  if (options_.cache_budget_bytes > 0) {
+absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
+    std::unique_ptr<Backend> backend, const UcxTransportOptions& transport,
+    const PrefillWorkerOptions& options) {
+  std::unique_ptr<PrefillWorker> w(new PrefillWorker(options));
+  w->backend_ = std::move(backend);
+  const ModelConfig& config = w->backend_->model().config();
+  const uint64_t fingerprint = w->backend_->model().fingerprint();
+  if (options.cache_budget_bytes > 0) {
+    std::unique_ptr<SnapshotDiskTier> disk;
+    if (!options.cache_dir.empty()) {
+      auto opened = SnapshotDiskTier::Open({options.cache_dir, options.cache_disk_budget_bytes},
+                                           config, fingerprint, &w->discarded_);
+      if (!opened.ok()) return opened.status();
+      disk = std::move(*opened);
+    }
     SnapshotStoreOptions store;
-    store.budget_bytes = options_.cache_budget_bytes;
-    cache_ = std::make_unique<SnapshotStore>(backend_->model().config(), store, std::move(disk));
+    store.budget_bytes = options.cache_budget_bytes;
+    w->cache_ = std::make_unique<SnapshotStore>(config, store, std::move(disk));
+    w->cache_->ReportDiscarded(w->discarded_);
   }
+  // Incoming transfers are snapshot copies from other prefill workers: checked (checksum,
+  // version, model) before they are acknowledged, then kept.
+  PrefillWorker* self = w.get();
+  ReceiveCallbacks callbacks;
+  callbacks.verify = [self, &config, fingerprint](const IncomingTransfer&,
+                                                  absl::string_view data) -> absl::Status {
+    if (self->cache_ == nullptr) {
+      return absl::FailedPreconditionError("this prefill worker runs without a prefix cache");
+    }
+    absl::StatusOr<SnapshotFile> file = ParseSnapshotFile(data, config, fingerprint);
+    if (!file.ok()) return file.status();
+    self->received_ = std::move(*file);
+    return absl::OkStatus();
+  };
+  callbacks.on_received = [self](const IncomingTransfer&, ByteBuffer) {
+    self->cache_->Import(self->received_).IgnoreError();  // best effort, like every snapshot
+    self->received_ = SnapshotFile();
+  };
+  auto t = UcxTransport::Create(transport, callbacks);
+  if (!t.ok()) return t.status();
+  w->transport_ = std::move(*t);
+  return w;
 }
 
 SnapshotPolicy PrefillWorker::Policy() const {
@@ -51,16 +84,39 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   }
   result.bundle_bytes = bytes->size();
   result.sender = transport_->id();
-  auto done = std::make_shared<std::promise<absl::Status>>();
-  auto verdict = done->get_future();
   const absl::Time start = absl::Now();
-  result.transfer_id =
-      transport_->Send(call.decode_address, {bytes->data(), bytes->size(), bytes},
-                       call.transfer_timeout, [done](absl::Status st) { done->set_value(st); });
-  const absl::Status st = verdict.get();
+  const absl::Status st =
+      SendAndWait(call.decode_address, bytes, call.transfer_timeout, &result.transfer_id);
   result.transfer_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
   if (!st.ok()) return st;
   return result;
+}
+
+absl::Status PrefillWorker::SendAndWait(const std::string& address,
+                                        std::shared_ptr<std::string> bytes, absl::Duration timeout,
+                                        uint64_t* transfer_id) {
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  auto verdict = done->get_future();
+  *transfer_id = transport_->Send(address, {bytes->data(), bytes->size(), bytes}, timeout,
+                                  [done](absl::Status st) { done->set_value(st); });
+  return verdict.get();
+}
+
+absl::StatusOr<SnapshotCopyResult> PrefillWorker::CopySnapshot(const BlockKey& key,
+                                                               const std::string& target_address,
+                                                               absl::Duration timeout) {
+  if (cache_ == nullptr) {
+    return absl::FailedPreconditionError("this prefill worker runs without a prefix cache");
+  }
+  absl::StatusOr<SnapshotFile> file = cache_->Export(key);
+  if (!file.ok()) return file.status();
+  auto bytes =
+      std::make_shared<std::string>(SerializeSnapshotFile(*file, backend_->model().fingerprint()));
+  const absl::Time start = absl::Now();
+  uint64_t transfer_id = 0;
+  const absl::Status st = SendAndWait(target_address, bytes, timeout, &transfer_id);
+  if (!st.ok()) return st;
+  return SnapshotCopyResult{bytes->size(), absl::ToDoubleMilliseconds(absl::Now() - start)};
 }
 
 absl::StatusOr<PrecacheResult> PrefillWorker::Precache(const std::vector<int32_t>& document,

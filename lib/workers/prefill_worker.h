@@ -2,7 +2,8 @@
 // (self-decoder over all of it, cross-decoder for its last position), samples the first token,
 // and ships the resulting state bundle to a decode worker over UcxTransport. With a prefix
 // cache, the prefill starts from the longest snapshot of the prompt it holds and leaves new
-// snapshots behind (see lib/cache).
+// snapshots behind (see lib/cache); snapshots can be copied between prefill workers over the
+// same transport (a hot document served by more than one worker).
 #ifndef YOCO_LIB_WORKERS_PREFILL_WORKER_H_
 #define YOCO_LIB_WORKERS_PREFILL_WORKER_H_
 
@@ -26,6 +27,8 @@ namespace yoco {
 struct PrefillWorkerOptions {
   int64_t cache_budget_bytes = 0;  // prefix-cache memory; 0: no cache
   int snapshot_every_blocks = 16;  // SnapshotPolicy::every_blocks
+  std::string cache_dir;           // the cache's disk tier (with a cache); empty: none
+  int64_t cache_disk_budget_bytes = int64_t{8} << 30;
 };
 
 struct PrefillCall {
@@ -54,13 +57,18 @@ struct PrecacheResult {
   SnapshotInfo snapshot;
 };
 
+struct SnapshotCopyResult {
+  uint64_t bytes = 0;
+  double copy_ms = 0;
+};
+
 class PrefillWorker {
  public:
-  // `backend` runs prefills one at a time; `transport` sends (it needs no receive callbacks);
-  // `disk` (optional) is the prefix cache's disk tier.
-  PrefillWorker(std::unique_ptr<Backend> backend, std::unique_ptr<UcxTransport> transport,
-                const PrefillWorkerOptions& options = {},
-                std::unique_ptr<SnapshotDiskTier> disk = nullptr);
+  // `backend` runs prefills one at a time; the worker's transport sends bundles and sends and
+  // receives snapshot copies. Opens the cache's disk tier, if any (see discarded_at_start()).
+  static absl::StatusOr<std::unique_ptr<PrefillWorker>> Create(
+      std::unique_ptr<Backend> backend, const UcxTransportOptions& transport,
+      const PrefillWorkerOptions& options = {});
 
   // Prefills the prompt and delivers the bundle to the decode worker. Returns once the decode
   // worker has verified and taken the bundle. INVALID_ARGUMENT for a bad prompt or sampling;
@@ -75,18 +83,34 @@ class PrefillWorker {
                                           const SnapshotRetention& retention,
                                           const std::function<bool()>& cancelled);
 
+  // Sends the snapshot `key` (from memory or disk) to the prefill worker whose transport
+  // address is `target_address`; returns once that worker has verified and kept it.
+  // FAILED_PRECONDITION without a cache, NOT_FOUND for an unknown snapshot, the transfer's or
+  // the receiver's error otherwise.
+  absl::StatusOr<SnapshotCopyResult> CopySnapshot(const BlockKey& key,
+                                                  const std::string& target_address,
+                                                  absl::Duration timeout);
+
   const Model& model() const { return backend_->model(); }
   UcxTransport& transport() { return *transport_; }
   SnapshotStore* cache() { return cache_.get(); }  // null without a cache
+  // Snapshot files the disk tier refused (and deleted) when it opened.
+  const std::vector<DiscardedSnapshot>& discarded_at_start() const { return discarded_; }
 
  private:
+  explicit PrefillWorker(const PrefillWorkerOptions& options) : options_(options) {}
   SnapshotPolicy Policy() const;
+  // Sends bytes over the transport and waits for the receiver's verdict.
+  absl::Status SendAndWait(const std::string& address, std::shared_ptr<std::string> bytes,
+                           absl::Duration timeout, uint64_t* transfer_id);
 
   const PrefillWorkerOptions options_;
   std::mutex mu_;  // one prefill at a time on the backend
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<UcxTransport> transport_;
   std::unique_ptr<SnapshotStore> cache_;
+  std::vector<DiscardedSnapshot> discarded_;
+  SnapshotFile received_;                    // transport thread only: from verify to on_received
+  std::unique_ptr<UcxTransport> transport_;  // last: its callbacks use the members above
 };
 
 }  // namespace yoco

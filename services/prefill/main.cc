@@ -37,37 +37,25 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: " << model.status().message() << "\n";
     return 1;
   }
-  auto transport = yoco::UcxTransport::Create(
-      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices)), {});
-  if (!transport.ok()) {
-    std::cerr << "yoco-prefill: " << transport.status().message() << "\n";
-    return 1;
-  }
   yoco::PrefillWorkerOptions options;
   options.cache_budget_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
-  std::unique_ptr<yoco::SnapshotDiskTier> disk;
-  std::vector<yoco::DiscardedSnapshot> discarded;
-  if (!absl::GetFlag(FLAGS_cache_dir).empty() && options.cache_budget_bytes > 0) {
-    auto opened = yoco::SnapshotDiskTier::Open(
-        {absl::GetFlag(FLAGS_cache_dir), absl::GetFlag(FLAGS_cache_disk_mb) << 20},
-        (*model)->config(), (*model)->fingerprint(), &discarded);
-    if (!opened.ok()) {
-      std::cerr << "yoco-prefill: " << opened.status().message() << "\n";
-      return 1;
-    }
-    disk = std::move(*opened);
-    for (const yoco::DiscardedSnapshot& d : discarded) {
-      std::cerr << "yoco-prefill: discarded snapshot " << d.key.Hex() << ": " << d.reason.message()
-                << "\n";
-    }
-    std::cerr << "yoco-prefill: " << disk->List().size() << " snapshots on disk in "
-              << absl::GetFlag(FLAGS_cache_dir) << "\n";
+  options.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  options.cache_disk_budget_bytes = absl::GetFlag(FLAGS_cache_disk_mb) << 20;
+  auto created = yoco::PrefillWorker::Create(
+      std::make_unique<yoco::CpuBackend>(*model,
+                                         yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
+      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices)),
+      options);
+  if (!created.ok()) {
+    std::cerr << "yoco-prefill: " << created.status().message() << "\n";
+    return 1;
   }
-  yoco::PrefillWorker worker(std::make_unique<yoco::CpuBackend>(
-                                 *model, yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
-                             std::move(*transport), options, std::move(disk));
-  if (worker.cache() != nullptr) worker.cache()->ReportDiscarded(discarded);
+  yoco::PrefillWorker& worker = **created;
+  for (const yoco::DiscardedSnapshot& d : worker.discarded_at_start()) {
+    std::cerr << "yoco-prefill: discarded snapshot " << d.key.Hex() << ": " << d.reason.message()
+              << "\n";
+  }
   yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen));
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
   callbacks->Add("yoco_prefill_active_requests", "Prefills running or waiting for the engine",

@@ -156,4 +156,18 @@ grpc::Status PrefillService::EvictCache(grpc::ServerContext*, const v1::EvictCac
   return grpc::Status::OK;
 }
 
+grpc::Status PrefillService::CopySnapshot(grpc::ServerContext*,
+                                          const v1::CopySnapshotRequest* request,
+                                          v1::CopySnapshotResponse* response) {
+  auto key = BlockKey::FromHex(request->handle());
+  if (!key.ok()) return ToGrpcStatus(key.status());
+  const absl::Duration timeout =
+      request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : absl::Seconds(30);
+  auto copied = worker_.CopySnapshot(*key, request->target_ucx_address(), timeout);
+  if (!copied.ok()) return ToGrpcStatus(copied.status());
+  response->set_bytes(copied->bytes);
+  response->set_copy_ms(copied->copy_ms);
+  return grpc::Status::OK;
+}
+
 }  // namespace yoco

@@ -31,6 +31,8 @@ class PrefillService final : public v1::PrefillWorker::Service {
                          v1::ListCacheResponse* response) override;
   grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
                           v1::EvictCacheResponse* response) override;
+  grpc::Status CopySnapshot(grpc::ServerContext* context, const v1::CopySnapshotRequest* request,
+                            v1::CopySnapshotResponse* response) override;
 
   // For metrics: prefills running or waiting for the engine, and prefills stopped by a cancel.
   size_t active_requests();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -122,7 +123,12 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
               .Name("yoco_router_conversation_snapshots_dropped_total")
               .Help("Conversation snapshots not made because the background queue was full")
               .Register(registry)
-              .Add({})) {}
+              .Add({})),
+      snapshot_copies(prometheus::BuildCounter()
+                          .Name("yoco_router_snapshot_copies_total")
+                          .Help("Snapshots copied to a less loaded prefill worker")
+                          .Register(registry)
+                          .Add({})) {}
 
 prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
   const char* name = code == grpc::StatusCode::OK                   ? "ok"
@@ -338,6 +344,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       break;
     }
     const size_t decode_index = decode_choice->index, prefill_index = prefill_choice->index;
+    if (prefill_choice->better_holder.has_value()) CopySnapshotLater(*prefill_choice, keys);
     WorkerRegistry::InFlight decode_in_flight(*decode_workers_, decode_index);
     const v1::WorkerInfo& decode_info = decode_choice->info;
     // Phase 1: prefill the prompt plus whatever was already sent; it returns the next token.
@@ -448,6 +455,44 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
                          request->cache_salt());
   }
   return grpc::Status::OK;
+}
+
+void RouterService::CopySnapshotLater(const WorkerChoice& choice,
+                                      const std::vector<BlockKey>& keys) {
+  // A hot snapshot whose holder is busy: this request is served without it, later ones by the
+  // chosen worker too once it has a copy.
+  const BlockKey key = keys[choice.better_cached_tokens / kCacheBlockTokens - 1];
+  const size_t holder = *choice.better_holder, target = choice.index;
+  {
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    if (!copies_.insert({key, target}).second) return;  // already on its way
+  }
+  const std::string target_address = choice.info.ucx_address();
+  const bool posted = background_.Post([this, key, holder, target, target_address] {
+    v1::CopySnapshotRequest req;
+    req.set_handle(key.Hex());
+    req.set_target_ucx_address(target_address);
+    req.set_timeout_ms(options_.transfer_timeout_ms);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(options_.transfer_timeout_ms + 5000));
+    v1::CopySnapshotResponse response;
+    const grpc::Status st = prefill_stubs_[holder]->CopySnapshot(&ctx, req, &response);
+    if (st.ok()) {
+      if (metrics_) metrics_->snapshot_copies.Increment();
+      prefill_workers_->Probe(target);
+    } else {
+      std::cerr << "yoco-router: copying snapshot " << key.Hex() << " from "
+                << prefill_workers_->address(holder) << " to " << prefill_workers_->address(target)
+                << " failed: " << st.error_message() << std::endl;
+    }
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    copies_.erase({key, target});
+  });
+  if (!posted) {
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    copies_.erase({key, target});
+  }
 }
 
 void RouterService::SnapshotConversation(size_t prefill_index, size_t prompt_tokens,

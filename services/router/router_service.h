@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct RouterMetrics {
   prometheus::Counter& cache_hits;            // requests that resumed from a snapshot
   prometheus::Counter& cached_prompt_tokens;  // prompt tokens not prefilled thanks to the cache
   prometheus::Counter& conversation_snapshots_dropped;
+  prometheus::Counter& snapshot_copies;  // snapshots copied to a less loaded prefill worker
 };
 
 class RouterService final : public v1::Yoco::Service {
@@ -87,6 +89,8 @@ class RouterService final : public v1::Yoco::Service {
   // The block keys of `tokens` a prefill can resume from (all but the last token's block).
   std::vector<BlockKey> UsableKeys(const std::string& salt,
                                    const std::vector<int32_t>& tokens) const;
+  // Queues a copy of the prompt's longest snapshot to the worker chosen instead of its holder.
+  void CopySnapshotLater(const WorkerChoice& choice, const std::vector<BlockKey>& keys);
   // Queues the conversation snapshot of `tokens` (prompt + generated) on a prefill worker.
   void SnapshotConversation(size_t prefill_index, size_t prompt_tokens, std::vector<int32_t> tokens,
                             const std::string& salt);
@@ -100,7 +104,9 @@ class RouterService final : public v1::Yoco::Service {
   std::vector<std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
   std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
   std::unique_ptr<WorkerRegistry> decode_workers_;
-  BoundedJobQueue background_{64};  // last: its jobs use the members above
+  std::mutex copies_mu_;
+  std::set<std::pair<BlockKey, size_t>> copies_;  // (snapshot, target worker) queued or running
+  BoundedJobQueue background_{64};                // last: its jobs use the members above
 };
 
 }  // namespace yoco

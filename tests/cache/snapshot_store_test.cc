@@ -175,6 +175,27 @@ TEST_F(SnapshotStoreTest, ExpiresAfterItsTtl) {
   EXPECT_EQ(store.stats().expirations, 1u);
 }
 
+TEST_F(SnapshotStoreTest, ExportThenImportElsewhereRestoresTheSame) {
+  SnapshotStore source(config_, Options(int64_t{1} << 30)),
+      target(config_, Options(int64_t{1} << 30));
+  const auto tokens = testing::RandomTokens(300, 96, 7);
+  const auto keys = PrefixBlockKeys(1, "", tokens);
+  const SequenceState s = State(256, 7);
+  SnapshotRetention pin;
+  pin.pinned = true;
+  ASSERT_TRUE(source.Insert(keys, tokens, s, pin).ok());
+  auto file = source.Export(keys[1]);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->pinned);
+  auto imported = target.Import(*file);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_TRUE(imported->pinned);
+  SnapshotHit hit = target.Lookup(keys, tokens);
+  ASSERT_EQ(hit.tokens, 256);
+  EXPECT_TRUE(hit.state == s);
+  EXPECT_EQ(source.Export(keys[0]).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(SnapshotStoreTest, RefusesStatesOffTheBlockGrid) {
   SnapshotStore store(config_, Options(int64_t{1} << 30));
   const auto tokens = testing::RandomTokens(200, 96, 6);

@@ -197,6 +197,43 @@ hit_tokens=$(metric "$METRICS_ROUTER" yoco_router_cached_prompt_tokens_total)
 if [ "$hits" = 1 ] && [ "$hit_tokens" = 384 ]; then echo "ok   cache-metrics"; else
   echo "FAIL cache-metrics: hits=$hits tokens=$hit_tokens"; failures=$((failures + 1)); fi
 
+# A hot snapshot on a busy worker: the router serves the question on the idle worker and copies
+# the snapshot there over UCX, so both hold it afterwards. The load: two long prompts that
+# extend a document pre-cached on the same worker, so both are routed there.
+doc=$(prompt 26 400)
+question=$(prompt 27 30 | cut -d, -f2-)
+long=$(prompt 34 2048)
+pre_long=$(ctl precache --tokens "$long" --pin)
+pre4=$(ctl precache --tokens "$doc" --pin)
+total=$((total + 1))
+if [ "$(json "$pre_long" worker)" = "$(json "$pre4" worker)" ]; then echo "ok   precache-same-worker"; else
+  echo "FAIL precache-same-worker: $pre_long $pre4"; failures=$((failures + 1)); fi
+want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$doc,$question" --max-new-tokens 8)
+for s in 35 36 37; do prompt $s 2040 | cut -d, -f2- > "$log/busy$s"; done
+busy_pids=()
+for s in 35 36 37; do
+  cli --tokens "$long,$(cat "$log/busy$s")" --max-new-tokens 1 > /dev/null 2>&1 &
+  busy_pids+=($!)
+done
+for i in $(seq 1 100); do  # until the worker holding both documents is busy
+  [ "$(metric "$METRICS_PREFILL" yoco_prefill_active_requests)" -ge 2 ] && break
+  sleep 0.01
+done
+got=$(cli --tokens "$doc,$question" --max-new-tokens 8)
+total=$((total + 1))
+if [ "$want" = "$got" ]; then echo "ok   hot-snapshot-question"; else
+  echo "FAIL hot-snapshot-question: want $want got $got"; failures=$((failures + 1)); fi
+for p in "${busy_pids[@]}"; do wait "$p" || true; done
+for i in $(seq 1 100); do
+  [ "$(metric "$METRICS_ROUTER" yoco_router_background_jobs)" = 0 ] && break
+  sleep 0.1
+done
+total=$((total + 1))
+holders=$(ctl list-cache | grep -o "\"handle\": \"$(json "$pre4" handle)\"" | wc -l)
+copies=$(metric "$METRICS_ROUTER" yoco_router_snapshot_copies_total)
+if [ "$holders" = 2 ] && [ "$copies" -ge 1 ]; then echo "ok   hot-snapshot-copied"; else
+  echo "FAIL hot-snapshot-copied: holders=$holders copies=$copies"; failures=$((failures + 1)); fi
+
 # Conversation snapshots: after a request, the router extends its prefill worker's cache over
 # the generated tokens, so a follow-up turn that repeats the conversation hits beyond the first
 # prompt (200 + 100 generated tokens: the block boundary at 256, past the prompt's 128).

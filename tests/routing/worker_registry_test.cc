@@ -100,6 +100,12 @@ TEST(WorkerRegistryTest, PricesSnapshotsAgainstLoad) {
   choice = registry.Choose({}, keys, prompt, 256);
   EXPECT_EQ(choice->index, 0u);
   EXPECT_EQ(choice->cached_tokens, 512);
+  ASSERT_TRUE(choice->better_holder.has_value());  // the router may copy worker 2's snapshot
+  EXPECT_EQ(*choice->better_holder, 2u);
+  EXPECT_EQ(choice->better_cached_tokens, 1024);
+  fake.load[2] = 0;
+  registry.Probe(2);
+  EXPECT_FALSE(registry.Choose({}, keys, prompt, 256)->better_holder.has_value());
 }
 
 TEST(WorkerRegistryTest, RelistsOnlyWhenTheCacheChangesAndRebuildsAfterARestart) {

@@ -35,9 +35,8 @@ UcxTransportOptions Loopback() { return BundleTransportOptions("tcp", "lo"); }
 TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
   auto model = testing::MakeModel(testing::SmallConfig(), 41, "disaggregated");
   ASSERT_NE(model, nullptr);
-  auto sender = UcxTransport::Create(Loopback(), {});
-  ASSERT_TRUE(sender.ok());
-  PrefillWorker prefill(std::make_unique<CpuBackend>(model), std::move(*sender));
+  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback());
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
   DecodeWorkerOptions options;
   options.transport = Loopback();
   options.batcher.max_batch = 4;
@@ -57,7 +56,7 @@ TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
     GenerateOptions reference{kNew + 1, sampling, false};
     want[i] = *Generate(local, prompt, reference);
 
-    auto shipped = prefill.Prefill(Call(prompt, sampling, (*decode)->address()));
+    auto shipped = (*prefill)->Prefill(Call(prompt, sampling, (*decode)->address()));
     ASSERT_TRUE(shipped.ok()) << shipped.status();
     first[i] = {shipped->first_token};
     auto id = (*decode)->Decode(shipped->sender, shipped->transfer_id, kNew, false,
@@ -84,14 +83,13 @@ TEST(DisaggregatedTest, BundleFromAnotherModelIsRefused) {
   auto ours = testing::MakeModel(testing::SmallConfig(), 42, "refuse_ours");
   auto theirs = testing::MakeModel(testing::SmallConfig(), 43, "refuse_theirs");
   ASSERT_TRUE(ours && theirs);
-  auto sender = UcxTransport::Create(Loopback(), {});
-  ASSERT_TRUE(sender.ok());
-  PrefillWorker prefill(std::make_unique<CpuBackend>(theirs), std::move(*sender));
+  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(theirs), Loopback());
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
   DecodeWorkerOptions options;
   options.transport = Loopback();
   auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(ours), options);
   ASSERT_TRUE(decode.ok());
-  auto shipped = prefill.Prefill(
+  auto shipped = (*prefill)->Prefill(
       Call(RandomTokens(30, ours->config().vocab_size, 1), {}, (*decode)->address()));
   EXPECT_EQ(shipped.status().code(), absl::StatusCode::kFailedPrecondition) << shipped.status();
   EXPECT_EQ((*decode)->waiting_bundles(), 0u);
@@ -101,11 +99,10 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
   auto model = testing::MakeModel(testing::SmallConfig(), 44, "cache_hit");
   ASSERT_TRUE(model);
   CpuBackend local(model);
-  auto sender = UcxTransport::Create(Loopback(), {});
-  ASSERT_TRUE(sender.ok());
   PrefillWorkerOptions cache;
   cache.cache_budget_bytes = 64 << 20;
-  PrefillWorker prefill(std::make_unique<CpuBackend>(model), std::move(*sender), cache);
+  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
   DecodeWorkerOptions options;
   options.transport = Loopback();
   auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
@@ -115,12 +112,12 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
   const auto document = RandomTokens(300, vocab, 60);
   SnapshotRetention pin;
   pin.pinned = true;
-  auto precached = prefill.Precache(document, "", pin, nullptr);
+  auto precached = (*prefill)->Precache(document, "", pin, nullptr);
   ASSERT_TRUE(precached.ok()) << precached.status();
   EXPECT_EQ(precached->tokens, 300);
   EXPECT_EQ(precached->snapshot.tokens, 256);
   EXPECT_TRUE(precached->snapshot.pinned);
-  EXPECT_EQ(prefill.Precache(RandomTokens(100, vocab, 61), "", pin, nullptr).status().code(),
+  EXPECT_EQ((*prefill)->Precache(RandomTokens(100, vocab, 61), "", pin, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
 
   for (uint32_t q = 0; q < 2; ++q) {
@@ -132,7 +129,7 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
     sampling.seed = 5;
     const auto want = *Generate(local, prompt, {9, sampling, false});
 
-    auto shipped = prefill.Prefill(Call(prompt, sampling, (*decode)->address()));
+    auto shipped = (*prefill)->Prefill(Call(prompt, sampling, (*decode)->address()));
     ASSERT_TRUE(shipped.ok()) << shipped.status();
     EXPECT_EQ(shipped->cached_tokens, 256);
     EXPECT_EQ(shipped->cache_tier, CacheTier::kMemory);
@@ -145,6 +142,60 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
     got.insert(got.end(), stream.tokens.begin(), stream.tokens.end());
     EXPECT_EQ(got, want) << "question " << q;
   }
+}
+
+TEST(DisaggregatedTest, SnapshotCopiedToAnotherPrefillWorkerHitsThere) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 45, "cache_copy");
+  auto other = testing::MakeModel(testing::SmallConfig(), 46, "cache_copy_other");
+  ASSERT_TRUE(model && other);
+  CpuBackend local(model);
+  PrefillWorkerOptions cache;
+  cache.cache_budget_bytes = 64 << 20;
+  auto a = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  auto b = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  auto foreign = PrefillWorker::Create(std::make_unique<CpuBackend>(other), Loopback(), cache);
+  ASSERT_TRUE(a.ok() && b.ok() && foreign.ok());
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  ASSERT_TRUE(decode.ok());
+
+  const int vocab = model->config().vocab_size;
+  const auto document = RandomTokens(270, vocab, 80);
+  auto precached = (*a)->Precache(document, "", {}, nullptr);
+  ASSERT_TRUE(precached.ok()) << precached.status();
+  auto copied =
+      (*a)->CopySnapshot(precached->snapshot.key, (*b)->transport().address(), absl::Seconds(20));
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_GT(copied->bytes, 0u);
+
+  auto prompt = document;
+  const auto question = RandomTokens(20, vocab, 81);
+  prompt.insert(prompt.end(), question.begin() + 1, question.end());
+  const auto want = *Generate(local, prompt, {6, SamplingParams{}, false});
+  auto shipped = (*b)->Prefill(Call(prompt, {}, (*decode)->address()));
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  EXPECT_EQ(shipped->cached_tokens, 256);
+  Stream stream;
+  ASSERT_TRUE((*decode)
+                  ->Decode(shipped->sender, shipped->transfer_id, 5, false, absl::Seconds(10),
+                           stream.Callback())
+                  .ok());
+  ASSERT_TRUE(stream.WaitFinished());
+  std::vector<int32_t> got = {shipped->first_token};
+  got.insert(got.end(), stream.tokens.begin(), stream.tokens.end());
+  EXPECT_EQ(got, want);
+
+  // Unknown snapshots and workers of another model are refused.
+  EXPECT_EQ(
+      (*a)->CopySnapshot(BlockKey{}, (*b)->transport().address(), absl::Seconds(5)).status().code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_EQ((*a)->CopySnapshot(precached->snapshot.key, (*foreign)->transport().address(),
+                               absl::Seconds(5))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE((*foreign)->cache()->List().empty());
 }
 
 }  // namespace
