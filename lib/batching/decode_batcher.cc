@@ -62,7 +62,9 @@ class DecodeBatcher::Loop {
 
   DecodeBatcherStats stats() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
+    DecodeBatcherStats s = stats_;
+    s.memory_budget_bytes = options_.memory_budget_bytes;
+    return s;
   }
 
  private:

@@ -45,6 +45,7 @@ struct DecodeBatcherStats {
   int active = 0;
   int queued = 0;
   int64_t memory_in_use_bytes = 0;  // reserved for the active sequences
+  int64_t memory_budget_bytes = 0;  // DecodeBatcherOptions::memory_budget_bytes
   uint64_t steps = 0;
   int last_batch_size = 0;
 };

@@ -2,6 +2,7 @@
 // slow client never stalls the batch.
 #include "services/decode/decode_service.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -120,6 +121,8 @@ grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWor
   response->set_active_requests(stats.active);
   response->set_queued_requests(stats.queued);
   response->set_used_memory_bytes(stats.memory_in_use_bytes);
+  response->set_free_memory_bytes(static_cast<uint64_t>(
+      std::max<int64_t>(stats.memory_budget_bytes - stats.memory_in_use_bytes, 0)));
   return grpc::Status::OK;
 }
 

@@ -108,6 +108,7 @@ TEST_F(DecodeBatcherTest, MemoryBudgetQueuesAndQueueLimitRefuses) {
   DecodeBatcherStats stats = batcher.stats();
   EXPECT_LE(stats.active, 1);
   EXPECT_LE(stats.memory_in_use_bytes, options.memory_budget_bytes);
+  EXPECT_EQ(stats.memory_budget_bytes, options.memory_budget_bytes);
   ASSERT_TRUE(a.WaitFinished());
   ASSERT_TRUE(b.WaitFinished());
   EXPECT_EQ(a.tokens.size(), 400u);
