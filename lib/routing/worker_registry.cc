@@ -44,7 +44,7 @@ void WorkerRegistry::Probe(size_t index) {
     workers_[index].healthy = false;
     return;
   }
-  std::optional<std::vector<BlockKey>> listed;
+  std::optional<std::vector<IndexedSnapshot>> listed;
   bool relist = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -53,7 +53,7 @@ void WorkerRegistry::Probe(size_t index) {
                                    w.info.model_fingerprint() != info->model_fingerprint());
   }
   if (relist) {
-    absl::StatusOr<std::vector<BlockKey>> keys = probes_.snapshots(index);
+    absl::StatusOr<std::vector<IndexedSnapshot>> keys = probes_.snapshots(index);
     if (keys.ok()) listed = std::move(*keys);
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -62,7 +62,8 @@ void WorkerRegistry::Probe(size_t index) {
   w.info = *info;
   w.in_flight_at_probe = w.in_flight;
   if (listed.has_value()) {
-    w.snapshots = std::set<BlockKey>(listed->begin(), listed->end());
+    w.snapshots.clear();
+    for (const IndexedSnapshot& s : *listed) w.snapshots[s.key] = s.disk_only;
     w.listed = true;
     w.listed_generation = info->cache_generation();
   }
@@ -76,7 +77,8 @@ void WorkerRegistry::MarkFailed(size_t index) {
 std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& exclude,
                                                    absl::Span<const BlockKey> keys,
                                                    int64_t prompt_tokens,
-                                                   int64_t load_penalty_tokens) {
+                                                   int64_t load_penalty_tokens,
+                                                   int64_t disk_penalty_tokens) {
   for (int round = 0; round < 2; ++round) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -88,9 +90,12 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
         const Worker& w = workers_[i];
         if (!w.healthy || std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
         int64_t cached = 0;
+        bool disk_only = false;
         for (size_t j = keys.size(); j > 0; --j) {
-          if (w.snapshots.count(keys[j - 1])) {
+          auto hit = w.snapshots.find(keys[j - 1]);
+          if (hit != w.snapshots.end()) {
             cached = static_cast<int64_t>(j) * kCacheBlockTokens;
+            disk_only = hit->second;
             break;
           }
         }
@@ -100,8 +105,8 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
         }
         const int64_t reported = int64_t{w.info.active_requests()} + w.info.queued_requests();
         const int64_t load = w.in_flight + std::max<int64_t>(reported - w.in_flight_at_probe, 0);
-        const int64_t cost =
-            std::max<int64_t>(prompt_tokens - cached, 0) + load * load_penalty_tokens;
+        const int64_t cost = std::max<int64_t>(prompt_tokens - cached, 0) +
+                             load * load_penalty_tokens + (disk_only ? disk_penalty_tokens : 0);
         if (cost < best_cost) {
           best_cost = cost;
           best = WorkerChoice{i, w.info, cached};

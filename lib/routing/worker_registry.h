@@ -5,7 +5,8 @@
 // worker's cache generation changes, so it is rebuilt from the workers after a router restart.
 //
 // Choosing a worker prices "resume from the snapshot on worker X" against load:
-//   cost = prompt tokens X would still prefill + load × load_penalty_tokens,
+//   cost = prompt tokens X would still prefill + load × load_penalty_tokens
+//          (+ disk_penalty_tokens when X holds that snapshot on disk only),
 // load = requests this router has in flight to it (exact, current) + the active and queued
 // requests it reported beyond those at the last probe (other routers' work).
 #ifndef YOCO_LIB_ROUTING_WORKER_REGISTRY_H_
@@ -14,10 +15,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,10 +31,16 @@
 
 namespace yoco {
 
+// One entry of a worker's prefix cache, as the router indexes it.
+struct IndexedSnapshot {
+  BlockKey key;
+  bool disk_only = false;  // not in the worker's memory: a hit loads it first
+};
+
 struct WorkerProbes {
   std::function<absl::StatusOr<v1::WorkerInfo>(size_t worker)> info;
-  // Snapshot keys a worker holds; null for workers without a prefix cache.
-  std::function<absl::StatusOr<std::vector<BlockKey>>(size_t worker)> snapshots;
+  // The snapshots a worker holds; null for workers without a prefix cache.
+  std::function<absl::StatusOr<std::vector<IndexedSnapshot>>(size_t worker)> snapshots;
 };
 
 struct WorkerChoice {
@@ -64,7 +71,7 @@ class WorkerRegistry {
   // (empty: choose by load alone). If none is healthy, probes everything once more first.
   std::optional<WorkerChoice> Choose(const std::vector<size_t>& exclude,
                                      absl::Span<const BlockKey> keys, int64_t prompt_tokens,
-                                     int64_t load_penalty_tokens);
+                                     int64_t load_penalty_tokens, int64_t disk_penalty_tokens = 0);
 
   // Counts a request in flight to a worker for as long as it lives.
   class InFlight {
@@ -95,7 +102,7 @@ class WorkerRegistry {
     uint32_t in_flight_at_probe = 0;
     bool listed = false;  // `snapshots` reflects `listed_generation`
     uint64_t listed_generation = 0;
-    std::set<BlockKey> snapshots;
+    std::map<BlockKey, bool> snapshots;  // key -> disk only
   };
 
   const WorkerProbes probes_;

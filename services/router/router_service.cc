@@ -65,6 +65,11 @@ void AppendUtf8(const std::string& bytes, size_t* pos, std::string* out) {
   *pos = i;
 }
 
+// Routing: what loading a snapshot from a worker's disk costs, in prompt tokens prefilled.
+// Reading and checking ~20 MB (an 8K-token snapshot of the 12-layer benchmark shape) takes
+// about as long as prefilling a few dozen tokens; memory wins ties.
+constexpr int64_t kDiskPenaltyTokens = 64;
+
 bool Retryable(const grpc::Status& st) {
   return st.error_code() == grpc::StatusCode::UNAVAILABLE ||
          st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
@@ -174,18 +179,19 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
     if (!st.ok()) return absl::UnavailableError(st.error_message());
     return info;
   };
-  prefill_probes.snapshots = [this, deadline](size_t i) -> absl::StatusOr<std::vector<BlockKey>> {
+  prefill_probes.snapshots = [this,
+                              deadline](size_t i) -> absl::StatusOr<std::vector<IndexedSnapshot>> {
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline());
     v1::ListCacheResponse list;
     const grpc::Status st = prefill_stubs_[i]->ListCache(&ctx, {}, &list);
     if (!st.ok()) return absl::UnavailableError(st.error_message());
-    std::vector<BlockKey> keys;
+    std::vector<IndexedSnapshot> snapshots;
     for (const v1::CacheEntry& e : list.entries()) {
       auto key = BlockKey::FromHex(e.handle());
-      if (key.ok()) keys.push_back(*key);
+      if (key.ok()) snapshots.push_back({*key, e.tier() == "disk"});
     }
-    return keys;
+    return snapshots;
   };
   WorkerProbes decode_probes;
   decode_probes.info = [this, deadline](size_t i) -> absl::StatusOr<v1::WorkerInfo> {
@@ -336,8 +342,9 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     input.insert(input.end(), generated.begin(), generated.end());
     const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), input);
     std::optional<WorkerChoice> decode_choice = decode_workers_->Choose(bad_decode, {}, 0, 1);
-    std::optional<WorkerChoice> prefill_choice = prefill_workers_->Choose(
-        bad_prefill, keys, static_cast<int64_t>(input.size()), options_.cache_load_penalty_tokens);
+    std::optional<WorkerChoice> prefill_choice =
+        prefill_workers_->Choose(bad_prefill, keys, static_cast<int64_t>(input.size()),
+                                 options_.cache_load_penalty_tokens, kDiskPenaltyTokens);
     if (!decode_choice.has_value() || !prefill_choice.has_value()) {
       last_error =
           grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker");

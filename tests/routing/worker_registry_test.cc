@@ -17,7 +17,7 @@ struct FakeWorkers {
   std::vector<bool> up = {true, true, true};
   std::vector<uint32_t> load = {0, 0, 0};
   std::vector<uint64_t> generation = {0, 0, 0};
-  std::vector<std::vector<BlockKey>> snapshots = {{}, {}, {}};
+  std::vector<std::vector<IndexedSnapshot>> snapshots = {{}, {}, {}};
   std::atomic<int> list_calls{0};
 
   WorkerProbes Probes() {
@@ -31,7 +31,7 @@ struct FakeWorkers {
       info.set_cache_generation(generation[i]);
       return info;
     };
-    p.snapshots = [this](size_t i) -> absl::StatusOr<std::vector<BlockKey>> {
+    p.snapshots = [this](size_t i) -> absl::StatusOr<std::vector<IndexedSnapshot>> {
       ++list_calls;
       std::lock_guard<std::mutex> lock(mu);
       return snapshots[i];
@@ -83,9 +83,9 @@ TEST(WorkerRegistryTest, NoHealthyWorkerProbesAgainThenGivesUp) {
 
 TEST(WorkerRegistryTest, PricesSnapshotsAgainstLoad) {
   FakeWorkers fake;
-  const auto keys = Keys(8);      // a 1024-token prefix
-  fake.snapshots[0] = {keys[3]};  // 512 tokens cached on worker 0
-  fake.snapshots[2] = {keys[7]};  // 1024 on worker 2
+  const auto keys = Keys(8);        // a 1024-token prefix
+  fake.snapshots[0] = {{keys[3]}};  // 512 tokens cached on worker 0
+  fake.snapshots[2] = {{keys[7]}};  // 1024 on worker 2
   fake.generation = {1, 0, 1};
   fake.load = {0, 0, 0};
   WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
@@ -108,6 +108,22 @@ TEST(WorkerRegistryTest, PricesSnapshotsAgainstLoad) {
   EXPECT_FALSE(registry.Choose({}, keys, prompt, 256)->better_holder.has_value());
 }
 
+TEST(WorkerRegistryTest, MemoryBeatsDiskForTheSameSnapshot) {
+  FakeWorkers fake;
+  const auto keys = Keys(4);
+  fake.snapshots[0] = {{keys[3], /*disk_only=*/true}};
+  fake.snapshots[1] = {{keys[3], /*disk_only=*/false}};
+  fake.generation = {1, 1, 0};
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
+  auto choice = registry.Choose({}, keys, 4 * kCacheBlockTokens + 10, 256, 64);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->index, 1u);
+  EXPECT_EQ(choice->cached_tokens, 512);
+  fake.load[1] = 1;  // a request of load outweighs the disk read
+  registry.Probe(1);
+  EXPECT_EQ(registry.Choose({}, keys, 4 * kCacheBlockTokens + 10, 256, 64)->index, 0u);
+}
+
 TEST(WorkerRegistryTest, RelistsOnlyWhenTheCacheChangesAndRebuildsAfterARestart) {
   FakeWorkers fake;
   const auto keys = Keys(2);
@@ -115,7 +131,7 @@ TEST(WorkerRegistryTest, RelistsOnlyWhenTheCacheChangesAndRebuildsAfterARestart)
   EXPECT_EQ(fake.list_calls.load(), 3);
   registry.ProbeAll();
   EXPECT_EQ(fake.list_calls.load(), 3);  // nothing changed
-  fake.snapshots[1] = {keys[1]};
+  fake.snapshots[1] = {{keys[1]}};
   fake.generation[1] = 5;
   registry.ProbeAll();
   EXPECT_EQ(fake.list_calls.load(), 4);
