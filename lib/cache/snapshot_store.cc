@@ -247,7 +247,9 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Save(absl::Span<const BlockKey> keys
   if (it != snapshots_.end()) {
     Snapshot& s = it->second;
     s.pinned |= pinned;
-    s.expires = std::max(s.expires, expires);
+    // A later TTL extends an earlier one; a save without one (a prompt that reached the same
+    // block) leaves it.
+    if (expires != absl::InfiniteFuture()) s.expires = std::max(s.expires, expires);
     s.last_use = ++use_clock_;
     ++generation_;
   } else {

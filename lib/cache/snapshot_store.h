@@ -101,7 +101,8 @@ class SnapshotStore {
 
   // Saves `state` as the snapshot of the prefix whose block keys are `keys`: REQUIRES
   // state.position == keys.size() * kCacheBlockTokens <= tokens.size(). Saving an existing
-  // snapshot refreshes it and merges the retention (pinned wins, the later expiry wins).
+  // snapshot refreshes it and merges the retention (pinned wins; a TTL extends an existing
+  // expiry to the later one, no TTL leaves it).
   // RESOURCE_EXHAUSTED when it does not fit the budget even after evicting every unpinned
   // snapshot (those evictions stand).
   absl::StatusOr<SnapshotInfo> Insert(absl::Span<const BlockKey> keys,

@@ -165,6 +165,7 @@ TEST_F(SnapshotStoreTest, ExpiresAfterItsTtl) {
   ASSERT_TRUE(store.Insert(keys, tokens, State(128, 1), ttl).ok());
   now_ += absl::Seconds(9);
   EXPECT_EQ(store.Lookup(keys, tokens).tokens, 128);
+  ASSERT_TRUE(store.Insert(keys, tokens, State(128, 1), {}).ok());  // no TTL: keeps the expiry
   EXPECT_EQ(store.List().size(), 1u);
   now_ += absl::Seconds(2);
   SnapshotHit miss = store.Lookup(keys, tokens);

@@ -144,6 +144,68 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
   }
 }
 
+// Prefills `prompt` on `prefill`, decodes 5 more tokens on `decode`: the 6 tokens and the
+// number of prompt tokens that came from the cache.
+std::pair<std::vector<int32_t>, int64_t> Serve(PrefillWorker& prefill, DecodeWorker& decode,
+                                               const std::vector<int32_t>& prompt) {
+  auto shipped = prefill.Prefill(Call(prompt, {}, decode.address()));
+  EXPECT_TRUE(shipped.ok()) << shipped.status();
+  if (!shipped.ok()) return {};
+  Stream stream;
+  EXPECT_TRUE(decode
+                  .Decode(shipped->sender, shipped->transfer_id, 5, false, absl::Seconds(10),
+                          stream.Callback())
+                  .ok());
+  EXPECT_TRUE(stream.WaitFinished());
+  std::vector<int32_t> got = {shipped->first_token};
+  got.insert(got.end(), stream.tokens.begin(), stream.tokens.end());
+  return {got, shipped->cached_tokens};
+}
+
+TEST(DisaggregatedTest, SmallBudgetPinAndTtlStillGiveTheTokensOfAMiss) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 47, "cache_budget");
+  ASSERT_TRUE(model);
+  CpuBackend local(model);
+  const ModelConfig& c = model->config();
+  // Room for about two one-block snapshots.
+  PrefillWorkerOptions cache;
+  cache.cache_budget_bytes = 2 * (kCacheBlockTokens * (2 * c.kv_dim() * 4 + 4) +
+                                  c.n_self_layers() * c.self_state_floats() * 4) +
+                             1000;
+  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  ASSERT_TRUE(prefill.ok());
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  ASSERT_TRUE(decode.ok());
+
+  std::vector<std::vector<int32_t>> docs, prompts, want;
+  for (uint32_t i = 0; i < 4; ++i) {
+    docs.push_back(RandomTokens(150, c.vocab_size, 90 + i));
+    prompts.push_back(docs.back());
+    const auto q = RandomTokens(10, c.vocab_size, 95 + i);
+    prompts.back().insert(prompts.back().end(), q.begin() + 1, q.end());
+    want.push_back(*Generate(local, prompts.back(), {6, SamplingParams{}, false}));
+  }
+  SnapshotRetention pin, ttl;
+  pin.pinned = true;
+  ttl.ttl = absl::Milliseconds(300);
+  ASSERT_TRUE((*prefill)->Precache(docs[0], "", pin, nullptr).ok());
+  ASSERT_TRUE((*prefill)->Precache(docs[1], "", {}, nullptr).ok());
+  ASSERT_TRUE((*prefill)->Precache(docs[2], "", {}, nullptr).ok());  // evicts doc 1, not doc 0
+  for (int i : {0, 2, 1}) {  // (serving 1 saves its snapshot again, evicting 2)
+    auto [got, cached] = Serve(**prefill, **decode, prompts[i]);
+    EXPECT_EQ(got, want[i]) << "document " << i;
+    EXPECT_EQ(cached, i == 1 ? 0 : 128) << "document " << i;
+  }
+  ASSERT_TRUE((*prefill)->Precache(docs[3], "", ttl, nullptr).ok());
+  EXPECT_EQ(Serve(**prefill, **decode, prompts[3]).second, 128);
+  absl::SleepFor(absl::Milliseconds(400));
+  auto [got, cached] = Serve(**prefill, **decode, prompts[3]);
+  EXPECT_EQ(got, want[3]);
+  EXPECT_EQ(cached, 0);  // expired
+}
+
 TEST(DisaggregatedTest, SnapshotCopiedToAnotherPrefillWorkerHitsThere) {
   auto model = testing::MakeModel(testing::SmallConfig(), 45, "cache_copy");
   auto other = testing::MakeModel(testing::SmallConfig(), 46, "cache_copy_other");
