@@ -47,13 +47,17 @@ inline __m256 LoadWeights8(const void* row, int64_t i) {
 }
 #endif
 
-// y[r, n0 + j] for r < M, j < NB: a register tile of M input rows × NB weight rows.
-template <WeightType kType, int M, int NB>
+// y[r, n0 + j] for r < M, j < NB: a register tile of M input rows × NB weight rows. Column i
+// of weight row j is element i * kStride of rows[j] (1: row-major; 8: a packed group, where
+// 8 columns of one row are followed by the same columns of the group's other 7 rows).
+template <WeightType kType, int M, int NB, int kStride = 1>
 inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0, float* y,
-                 bool accumulate) {
+                 bool accumulate, const void* const* packed_rows = nullptr) {
   const int64_t k = w.cols;
   const void* rows[NB];
-  for (int j = 0; j < NB; ++j) rows[j] = WeightRow<kType>(w, n0 + j);
+  for (int j = 0; j < NB; ++j) {
+    rows[j] = kStride == 1 ? WeightRow<kType>(w, n0 + j) : packed_rows[j];
+  }
   float sums[M][NB];
   int64_t i = 0;
 #ifdef YOCO_AVX2
@@ -62,7 +66,7 @@ inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0,
     for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_ps();
   for (; i + 8 <= k; i += 8) {
     __m256 wv[NB];
-    for (int j = 0; j < NB; ++j) wv[j] = LoadWeights8<kType>(rows[j], i);
+    for (int j = 0; j < NB; ++j) wv[j] = LoadWeights8<kType>(rows[j], i * kStride);
     for (int r = 0; r < M; ++r) {
       const __m256 xv = _mm256_loadu_ps(x + r * ldx + i);
       for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_fmadd_ps(wv[j], xv, acc[r][j]);
@@ -74,9 +78,9 @@ inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0,
   for (int r = 0; r < M; ++r)
     for (int j = 0; j < NB; ++j) sums[r][j] = 0.0f;
 #endif
-  for (; i < k; ++i) {
+  for (; i < k; ++i) {  // packed rows have cols % 8 == 0: only row-major ones get here
     for (int j = 0; j < NB; ++j) {
-      const float wi = WeightAt<kType>(rows[j], i);
+      const float wi = WeightAt<kType>(rows[j], (i / 8) * 8 * kStride + i % 8);
       for (int r = 0; r < M; ++r) sums[r][j] += wi * x[r * ldx + i];
     }
   }
@@ -115,6 +119,72 @@ void StreamBlock(const float* x, int64_t m, const WeightMatrix& w, float* y, boo
   }
 }
 
+#ifdef YOCO_AVX2
+// One packed group of 8 weight rows against one input row: 8 independent FMA chains over one
+// contiguous stream.
+inline void PackedGroup1(const float* x, const uint16_t* group, int64_t k, float* y,
+                         bool accumulate) {
+  __m256 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < k; c += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + c);
+    const uint16_t* chunk = group + c * 8;
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(LoadBf16x8(chunk + j * 8), xv, acc[j]);
+  }
+  for (int j = 0; j < 8; ++j) {
+    const float v = HorizontalSum(acc[j]);
+    y[j] = accumulate ? y[j] + v : v;
+  }
+}
+#endif
+
+// Input rows [0, m) against the packed groups [g0, g1) of a packed bf16 matrix.
+void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
+                        int64_t g0, int64_t g1) {
+  const int64_t k = w.cols;
+  const uint16_t* base = static_cast<const uint16_t*>(w.data);
+  constexpr WeightType kB = WeightType::kBF16;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint16_t* group = base + g * 8 * k;
+    const int64_t n0 = g * 8;
+#ifdef YOCO_AVX2
+    if (m == 1) {
+      PackedGroup1(x, group, k, y + n0, accumulate);
+      continue;
+    }
+#endif
+    // Two weight rows at a time, so a tile stays within the group (8 rows).
+    for (int64_t jj = 0; jj < 8; jj += 2) {
+      const void* rows[2] = {group + jj * 8, group + (jj + 1) * 8};
+      int64_t r = 0;
+      for (; r + 4 <= m; r += 4) {
+        Tile<kB, 4, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows);
+      }
+      for (; r + 2 <= m; r += 2) {
+        Tile<kB, 2, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows);
+      }
+      for (; r < m; ++r) {
+        Tile<kB, 1, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows);
+      }
+    }
+  }
+}
+
+void StreamPacked(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate) {
+  const int64_t groups = w.rows / 8;
+  constexpr int64_t kGroupsPerTask = kRowsPerTask / 8;
+  const int64_t tasks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
+#pragma omp parallel for schedule(static) if (w.rows * w.cols * m >= (1 << 16))
+  for (int64_t t = 0; t < tasks; ++t) {
+    StreamPackedGroups(x, m, w, y, accumulate, t * kGroupsPerTask,
+                       std::min(groups, (t + 1) * kGroupsPerTask));
+  }
+  // The rows after the last full group are stored row-major.
+  if (groups * 8 < w.rows) {
+    StreamBlock<WeightType::kBF16>(x, m, w, y, accumulate, groups * 8, w.rows);
+  }
+}
+
 template <WeightType kType>
 void Stream(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate) {
   const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
@@ -127,9 +197,34 @@ void Stream(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
 
 }  // namespace
 
+void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst) {
+  const int64_t groups = rows / 8;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t c = 0; c < cols; c += 8) {
+      for (int64_t j = 0; j < 8; ++j) {
+        std::memcpy(dst + g * 8 * cols + c * 8 + j * 8, src + (g * 8 + j) * cols + c,
+                    8 * sizeof(uint16_t));
+      }
+    }
+  }
+  std::memcpy(dst + groups * 8 * cols, src + groups * 8 * cols,
+              (rows - groups * 8) * cols * sizeof(uint16_t));
+}
+
 void WeightMatrix::RowToFloat(int64_t r, float* out) const {
   if (type == WeightType::kF32) {
     std::memcpy(out, static_cast<const float*>(data) + r * cols, cols * sizeof(float));
+    return;
+  }
+  if (packed && r < rows / 8 * 8) {
+    const uint16_t* row = static_cast<const uint16_t*>(data) + (r / 8) * 8 * cols + (r % 8) * 8;
+    for (int64_t c = 0; c < cols; c += 8) {
+#ifdef YOCO_AVX2
+      _mm256_storeu_ps(out + c, LoadBf16x8(row + c * 8));
+#else
+      for (int64_t i = 0; i < 8; ++i) out[c + i] = WeightAt<WeightType::kBF16>(row + c * 8, i);
+#endif
+    }
     return;
   }
   const uint16_t* row = static_cast<const uint16_t*>(data) + r * cols;
@@ -145,7 +240,9 @@ void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
   if (m == 0) return;
   const int64_t k = w.cols, n = w.rows;
   if (m <= kStreamingRows) {
-    if (w.type == WeightType::kF32) {
+    if (w.packed) {
+      StreamPacked(x, m, w, y, accumulate);
+    } else if (w.type == WeightType::kF32) {
       Stream<WeightType::kF32>(x, m, w, y, accumulate);
     } else {
       Stream<WeightType::kBF16>(x, m, w, y, accumulate);

@@ -10,17 +10,29 @@ namespace yoco::cpu {
 
 enum class WeightType { kF32, kBF16 };
 
-// A Linear layer's weight [rows = out, cols = in], row-major.
+// A Linear layer's weight [rows = out, cols = in], row-major unless `packed`.
 struct WeightMatrix {
   const void* data = nullptr;
   WeightType type = WeightType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
+  // bf16 only (see PackBf16Rows): rows [0, rows - rows % 8) are stored in groups of 8 rows, each
+  // group as cols / 8 chunks of 8 rows x 8 columns, so a decode step reads a group as one
+  // contiguous stream instead of 8 short ones the hardware prefetcher barely follows (measured:
+  // 30-32 GB/s instead of 22 on the 2-core build machine). The remaining rows follow row-major.
+  bool packed = false;
 
   int64_t bytes() const { return rows * cols * (type == WeightType::kF32 ? 4 : 2); }
   // Row r widened to fp32 into out[cols].
   void RowToFloat(int64_t r, float* out) const;
 };
+
+// True when a [rows, cols] bf16 matrix can be packed (cols a multiple of 8).
+inline bool CanPackBf16(int64_t rows, int64_t cols) { return rows >= 8 && cols % 8 == 0; }
+
+// Writes row-major bf16 `src` [rows, cols] to `dst` (as many elements) in WeightMatrix::packed's
+// layout. REQUIRES: CanPackBf16(rows, cols).
+void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst);
 
 // y[m, w.rows] = x[m, w.cols] · Wᵀ (+ y when `accumulate`: the residual add folded in).
 // `scratch` holds widened bf16 blocks for large m.

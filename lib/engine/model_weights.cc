@@ -3,6 +3,7 @@
 
 #include <map>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -101,6 +102,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
   struct Bound {
     const void* data;
     WeightType type;
+    bool packed = false;
   };
   std::map<std::string, Bound> bound;
   for (const auto& [name, shape] : expected) {
@@ -130,7 +132,23 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
     const DType want = type == WeightType::kBF16 ? DType::kBF16 : DType::kF32;
     hasher.Add(std::string(DTypeName(want)));  // what computes, not only what was stored
     const size_t align = type == WeightType::kBF16 ? 2 : 4;
-    if (view.dtype == want && reinterpret_cast<uintptr_t>(view.data) % align == 0) {
+    // bf16 matrices that layers stream are packed for decode (cpu::WeightMatrix::packed); the
+    // embedding is only ever read a row at a time.
+    const bool pack = type == WeightType::kBF16 && name != "embed_tokens.weight" &&
+                      cpu::CanPackBf16(shape[0], shape[1]);
+    if (pack) {
+      std::vector<uint16_t> row_major;
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(view.data);
+      if (view.dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(view.data) % align != 0) {
+        row_major.resize(n);
+        ConvertToBf16(view.dtype, view.data, n, row_major.data());
+        src = row_major.data();
+      }
+      std::unique_ptr<uint8_t[]> packed(new uint8_t[n * sizeof(uint16_t)]);
+      cpu::PackBf16Rows(src, shape[0], shape[1], reinterpret_cast<uint16_t*>(packed.get()));
+      bound[name] = {packed.get(), type, true};
+      w->converted_.push_back(std::move(packed));
+    } else if (view.dtype == want && reinterpret_cast<uintptr_t>(view.data) % align == 0) {
       bound[name] = {view.data, type};
     } else {
       std::unique_ptr<uint8_t[]> copy(new uint8_t[n * DTypeSize(want)]);
@@ -147,7 +165,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
 
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     const Bound& b = bound.at(name);
-    return Matrix{b.data, b.type, rows, cols};
+    return Matrix{b.data, b.type, rows, cols, b.packed};
   };
   auto vec = [&](const std::string& name) {
     return static_cast<const float*>(bound.at(name).data);
