@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
     store.budget_bytes = options.cache_budget_bytes;
     w->cache_ = std::make_unique<SnapshotStore>(config, store, std::move(disk));
     w->cache_->ReportDiscarded(w->discarded_);
+    w->imports_ = std::make_unique<BoundedJobQueue>(4);
   }
   // Incoming transfers are snapshot copies from other prefill workers: checked (checksum,
   // version, model) before they are acknowledged, then kept.
@@ -45,8 +46,10 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
     return absl::OkStatus();
   };
   callbacks.on_received = [self](const IncomingTransfer&, ByteBuffer) {
-    self->cache_->Import(self->received_).IgnoreError();  // best effort, like every snapshot
+    auto file = std::make_shared<SnapshotFile>(std::move(self->received_));
     self->received_ = SnapshotFile();
+    // Best effort, like every snapshot: a full queue drops the copy.
+    self->imports_->Post([self, file] { self->cache_->Import(*file).IgnoreError(); });
   };
   auto t = UcxTransport::Create(transport, callbacks);
   if (!t.ok()) return t.status();

@@ -20,6 +20,7 @@
 #include "lib/cache/snapshot_store.h"
 #include "lib/engine/backend.h"
 #include "lib/engine/sampler.h"
+#include "lib/threading/bounded_job_queue.h"
 #include "lib/transport/ucx_transport.h"
 
 namespace yoco {
@@ -109,6 +110,8 @@ class PrefillWorker {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<SnapshotStore> cache_;
   std::vector<DiscardedSnapshot> discarded_;
+  // Copied-in snapshots are kept off the transport thread: saving one may write to disk.
+  std::unique_ptr<BoundedJobQueue> imports_;
   SnapshotFile received_;                    // transport thread only: from verify to on_received
   std::unique_ptr<UcxTransport> transport_;  // last: its callbacks use the members above
 };

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "lib/engine/model_config.h"
-#include "lib/routing/bounded_job_queue.h"
+#include "lib/threading/bounded_job_queue.h"
 #include "lib/routing/worker_registry.h"
 #include "lib/text/tokenizer.h"
 #include "prometheus/counter.h"

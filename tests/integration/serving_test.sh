@@ -229,7 +229,11 @@ for i in $(seq 1 100); do
   sleep 0.1
 done
 total=$((total + 1))
-holders=$(ctl list-cache | grep -o "\"handle\": \"$(json "$pre4" handle)\"" | wc -l)
+for i in $(seq 1 50); do  # the receiving worker keeps the copy off its transport thread
+  holders=$(ctl list-cache | grep -o "\"handle\": \"$(json "$pre4" handle)\"" | wc -l)
+  [ "$holders" = 2 ] && break
+  sleep 0.1
+done
 copies=$(metric "$METRICS_ROUTER" yoco_router_snapshot_copies_total)
 if [ "$holders" = 2 ] && [ "$copies" -ge 1 ]; then echo "ok   hot-snapshot-copied"; else
   echo "FAIL hot-snapshot-copied: holders=$holders copies=$copies"; failures=$((failures + 1)); fi

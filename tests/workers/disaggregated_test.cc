@@ -230,6 +230,9 @@ TEST(DisaggregatedTest, SnapshotCopiedToAnotherPrefillWorkerHitsThere) {
       (*a)->CopySnapshot(precached->snapshot.key, (*b)->transport().address(), absl::Seconds(20));
   ASSERT_TRUE(copied.ok()) << copied.status();
   EXPECT_GT(copied->bytes, 0u);
+  for (int i = 0; i < 200 && (*b)->cache()->List().empty(); ++i) {  // kept off the UCX thread
+    absl::SleepFor(absl::Milliseconds(10));
+  }
 
   auto prompt = document;
   const auto question = RandomTokens(20, vocab, 81);

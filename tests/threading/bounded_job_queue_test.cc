@@ -1,5 +1,5 @@
 // BoundedJobQueue: jobs run in order on one thread, a full queue drops, destruction drains.
-#include "lib/routing/bounded_job_queue.h"
+#include "lib/threading/bounded_job_queue.h"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 // full new jobs are dropped (and counted) rather than queued without bound: the jobs it is for
 // (extending prefix-cache snapshots after a request) are optimisations, never needed for
 // correctness. The destructor runs the jobs already queued, then joins.
-#ifndef YOCO_LIB_ROUTING_BOUNDED_JOB_QUEUE_H_
-#define YOCO_LIB_ROUTING_BOUNDED_JOB_QUEUE_H_
+#ifndef YOCO_LIB_THREADING_BOUNDED_JOB_QUEUE_H_
+#define YOCO_LIB_THREADING_BOUNDED_JOB_QUEUE_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -78,4 +78,4 @@ class BoundedJobQueue {
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_ROUTING_BOUNDED_JOB_QUEUE_H_
+#endif  // YOCO_LIB_THREADING_BOUNDED_JOB_QUEUE_H_
