@@ -20,11 +20,18 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
   }
   const int64_t last_block = static_cast<int64_t>(keys.size());
   std::optional<SnapshotInfo> last_block_snapshot;
+  const SnapshotPolicy& policy = request.policy;
+  // A prompt whose last full block was restored from a snapshot saves nothing new there; the
+  // existing snapshot still gets the requested retention. (Before the prefill takes the state.)
+  if (store != nullptr && policy.enabled && policy.at_last_block && last_block > 0 &&
+      hit.tokens == last_block * kCacheBlockTokens) {
+    auto refreshed = store->Insert(keys, prompt, hit.state, policy.last_block_retention);
+    if (refreshed.ok()) last_block_snapshot = *refreshed;
+  }
   PrefillOptions options;
   options.grid = kCacheBlockTokens;
-  options.start = hit.tokens > 0 ? &hit.state : nullptr;
+  options.start = hit.tokens > 0 ? &hit.state : nullptr;  // moved into the generation
   options.cancelled = request.cancelled;
-  const SnapshotPolicy& policy = request.policy;
   if (store != nullptr && policy.enabled) {
     options.on_boundary = [&](const SequenceState& state) {
       const int64_t blocks = state.position / kCacheBlockTokens;
@@ -40,13 +47,6 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
   int32_t first_token = -1;
   ASSIGN_OR_RETURN(Generation gen,
                    Generation::Prefill(backend, prompt, request.sampling, &first_token, options));
-  // A prompt whose last full block was restored from a snapshot saves nothing new there; the
-  // existing snapshot still gets the requested retention.
-  if (store != nullptr && policy.enabled && policy.at_last_block && last_block > 0 &&
-      hit.tokens == last_block * kCacheBlockTokens) {
-    auto refreshed = store->Insert(keys, prompt, hit.state, policy.last_block_retention);
-    if (refreshed.ok()) last_block_snapshot = *refreshed;
-  }
   return CachedPrefillResult{std::move(gen), first_token, hit.tokens,
                              hit.tier,       hit.miss,    std::move(last_block_snapshot)};
 }

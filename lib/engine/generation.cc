@@ -34,8 +34,8 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
                                                const PrefillOptions& options) {
   RETURN_IF_ERROR(CheckPrompt(backend, prompt, sampling));
   if (options.grid < 0) return absl::InvalidArgumentError("the prefill grid must be >= 0");
-  SequenceState state =
-      options.start != nullptr ? *options.start : SequenceState::Create(backend.model().config());
+  SequenceState state = options.start != nullptr ? std::move(*options.start)
+                                                 : SequenceState::Create(backend.model().config());
   if (state.position >= static_cast<int64_t>(prompt.size())) {
     return absl::InvalidArgumentError(absl::StrCat("the start state covers ", state.position,
                                                    " tokens; the prompt must extend it (it has ",

@@ -18,9 +18,9 @@ namespace yoco {
 
 // How Generation::Prefill runs a prompt.
 struct PrefillOptions {
-  // The state to continue from: the first `start.position` prompt tokens already processed
-  // (a prefix-cache snapshot). Null: from the empty state.
-  const SequenceState* start = nullptr;
+  // The state to continue from: the first `start->position` prompt tokens already processed
+  // (a prefix-cache snapshot). Taken (moved from). Null: from the empty state.
+  SequenceState* start = nullptr;
   // > 0: the prompt runs in segments cut at absolute positions that are multiples of `grid`.
   // Floating-point results depend on where segments start, so with a fixed grid a prefill that
   // resumes from a snapshot at a grid boundary computes bit for bit what an uncached prefill
