@@ -6,64 +6,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "lib/engine/sampler.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
+#include "lib/text/utf8_stream.h"
 
 namespace yoco {
 namespace {
-
-// Appends the valid UTF-8 text of `bytes[*pos, end)` to `out`, invalid bytes as U+FFFD, and
-// advances *pos; an incomplete sequence at the very end is left for the next call (the next
-// token may complete it). Tokens are bytes; the API's text is UTF-8.
-void AppendUtf8(const std::string& bytes, size_t* pos, std::string* out) {
-  size_t i = *pos;
-  while (i < bytes.size()) {
-    const unsigned char c = static_cast<unsigned char>(bytes[i]);
-    size_t need = c < 0x80           ? 1
-                  : (c >> 5) == 0x6  ? 2
-                  : (c >> 4) == 0xE  ? 3
-                  : (c >> 3) == 0x1E ? 4
-                                     : 0;
-    if (need == 0 || (need == 2 && c < 0xC2) || (need == 4 && c > 0xF4)) {
-      out->append("\xEF\xBF\xBD");
-      ++i;
-      continue;
-    }
-    if (i + need > bytes.size()) {
-      bool prefix_ok = true;  // still possibly completed by later bytes
-      for (size_t k = i + 1; k < bytes.size(); ++k)
-        prefix_ok &= (static_cast<unsigned char>(bytes[k]) & 0xC0) == 0x80;
-      if (prefix_ok) break;
-      out->append("\xEF\xBF\xBD");
-      ++i;
-      continue;
-    }
-    bool ok = true;
-    for (size_t k = 1; k < need; ++k)
-      ok &= (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;
-    if (ok && need == 3) {
-      const unsigned char c1 = static_cast<unsigned char>(bytes[i + 1]);
-      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);  // overlong, surrogates
-    }
-    if (ok && need == 4) {
-      const unsigned char c1 = static_cast<unsigned char>(bytes[i + 1]);
-      ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
-    }
-    if (!ok) {
-      out->append("\xEF\xBF\xBD");
-      ++i;
-      continue;
-    }
-    out->append(bytes, i, need);
-    i += need;
-  }
-  *pos = i;
-}
 
 // Routing: what loading a snapshot from a worker's disk costs, in prompt tokens prefilled.
 // Reading and checking ~20 MB (an 8K-token snapshot of the 12-layer benchmark shape) takes
@@ -83,68 +35,6 @@ double MsSince(std::chrono::steady_clock::time_point t) {
 }
 
 }  // namespace
-
-RouterMetrics::RouterMetrics(prometheus::Registry& registry)
-    : requests(prometheus::BuildCounter()
-                   .Name("yoco_router_requests_total")
-                   .Help("Generate requests by outcome")
-                   .Register(registry)),
-      time_to_first_token(
-          prometheus::BuildHistogram()
-              .Name("yoco_router_time_to_first_token_seconds")
-              .Help("Time from request to the first streamed token")
-              .Register(registry)
-              .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                               0.5, 1, 2.5, 5, 10})),
-      inter_token(
-          prometheus::BuildHistogram()
-              .Name("yoco_router_inter_token_seconds")
-              .Help("Time between consecutive streamed tokens")
-              .Register(registry)
-              .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                               0.05, 0.1, 0.25, 0.5, 1})),
-      generated_tokens(prometheus::BuildCounter()
-                           .Name("yoco_router_generated_tokens_total")
-                           .Help("Tokens streamed to clients")
-                           .Register(registry)
-                           .Add({})),
-      retries(prometheus::BuildCounter()
-                  .Name("yoco_router_retries_total")
-                  .Help("Requests continued on another worker pair after a failure")
-                  .Register(registry)
-                  .Add({})),
-      cache_hits(prometheus::BuildCounter()
-                     .Name("yoco_router_cache_hits_total")
-                     .Help("Requests whose prefill resumed from a prefix-cache snapshot")
-                     .Register(registry)
-                     .Add({})),
-      cached_prompt_tokens(prometheus::BuildCounter()
-                               .Name("yoco_router_cached_prompt_tokens_total")
-                               .Help("Prompt tokens restored from prefix-cache snapshots")
-                               .Register(registry)
-                               .Add({})),
-      conversation_snapshots_dropped(
-          prometheus::BuildCounter()
-              .Name("yoco_router_conversation_snapshots_dropped_total")
-              .Help("Conversation snapshots not made because the background queue was full")
-              .Register(registry)
-              .Add({})),
-      snapshot_copies(prometheus::BuildCounter()
-                          .Name("yoco_router_snapshot_copies_total")
-                          .Help("Snapshots copied to a less loaded prefill worker")
-                          .Register(registry)
-                          .Add({})) {}
-
-prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
-  const char* name = code == grpc::StatusCode::OK                   ? "ok"
-                     : code == grpc::StatusCode::INVALID_ARGUMENT   ? "invalid_argument"
-                     : code == grpc::StatusCode::RESOURCE_EXHAUSTED ? "resource_exhausted"
-                     : code == grpc::StatusCode::CANCELLED          ? "cancelled"
-                     : code == grpc::StatusCode::DEADLINE_EXCEEDED  ? "deadline_exceeded"
-                     : code == grpc::StatusCode::UNAVAILABLE        ? "unavailable"
-                                                                    : "error";
-  return requests.Add({{"outcome", name}});
-}
 
 RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer,
                              std::string tokenizer_name, RouterOptions options,
@@ -300,7 +190,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     auto bytes = tokenizer_->Decode({&id, 1});
     output_bytes += bytes.ok() ? *bytes : std::string("\xEF\xBF\xBD");
     std::string text;
-    AppendUtf8(output_bytes, &text_pos, &text);
+    AppendValidUtf8(output_bytes, &text_pos, &text);
     out.mutable_token()->set_text(text);
     // Stop strings end the stream after the token that completes one.
     const size_t before = sent_text.size();
@@ -464,65 +354,6 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-void RouterService::CopySnapshotLater(const WorkerChoice& choice,
-                                      const std::vector<BlockKey>& keys) {
-  // A hot snapshot whose holder is busy: this request is served without it, later ones by the
-  // chosen worker too once it has a copy.
-  const BlockKey key = keys[choice.better_cached_tokens / kCacheBlockTokens - 1];
-  const size_t holder = *choice.better_holder, target = choice.index;
-  {
-    std::lock_guard<std::mutex> lock(copies_mu_);
-    if (!copies_.insert({key, target}).second) return;  // already on its way
-  }
-  const std::string target_address = choice.info.ucx_address();
-  const bool posted = background_.Post([this, key, holder, target, target_address] {
-    v1::CopySnapshotRequest req;
-    req.set_handle(key.Hex());
-    req.set_target_ucx_address(target_address);
-    req.set_timeout_ms(options_.transfer_timeout_ms);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(options_.transfer_timeout_ms + 5000));
-    v1::CopySnapshotResponse response;
-    const grpc::Status st = prefill_stubs_[holder]->CopySnapshot(&ctx, req, &response);
-    if (st.ok()) {
-      if (metrics_) metrics_->snapshot_copies.Increment();
-      prefill_workers_->Probe(target);
-    } else {
-      std::cerr << "yoco-router: copying snapshot " << key.Hex() << " from "
-                << prefill_workers_->address(holder) << " to " << prefill_workers_->address(target)
-                << " failed: " << st.error_message() << std::endl;
-    }
-    std::lock_guard<std::mutex> lock(copies_mu_);
-    copies_.erase({key, target});
-  });
-  if (!posted) {
-    std::lock_guard<std::mutex> lock(copies_mu_);
-    copies_.erase({key, target});
-  }
-}
-
-void RouterService::SnapshotConversation(size_t prefill_index, size_t prompt_tokens,
-                                         std::vector<int32_t> tokens, const std::string& salt) {
-  // Worth it only when the generated tokens complete a block the prompt's snapshot lacks.
-  const size_t B = static_cast<size_t>(kCacheBlockTokens);
-  if (tokens.size() / B <= (prompt_tokens - 1) / B) return;
-  auto job = [this, prefill_index, salt, tokens = std::move(tokens)] {
-    v1::WorkerPrecacheRequest req;
-    req.mutable_tokens()->Add(tokens.begin(), tokens.end());
-    req.set_cache_salt(salt);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    v1::PrecacheResponse response;
-    WorkerRegistry::InFlight in_flight(*prefill_workers_, prefill_index);
-    if (prefill_stubs_[prefill_index]->Precache(&ctx, req, &response).ok()) {
-      prefill_workers_->Probe(prefill_index);  // so the follow-up is routed to it
-    }
-  };
-  if (!background_.Post(std::move(job)) && metrics_)
-    metrics_->conversation_snapshots_dropped.Increment();
-}
-
 grpc::Status RouterService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) {
   auto ids = tokenizer_->Encode(request->text());
@@ -547,76 +378,6 @@ grpc::Status RouterService::GetModelInfo(grpc::ServerContext*, const v1::GetMode
   response->set_max_seq_len(config_.max_seq_len);
   response->set_tokenizer(tokenizer_name_);
   response->set_fingerprint(prefill_workers_->fingerprint());
-  return grpc::Status::OK;
-}
-
-grpc::Status RouterService::Precache(grpc::ServerContext* context,
-                                     const v1::PrecacheRequest* request,
-                                     v1::PrecacheResponse* response) {
-  std::vector<int32_t> document;
-  if (grpc::Status st =
-          PromptTokens(request->has_tokens(), request->tokens(), request->text(), &document);
-      !st.ok()) {
-    return st;
-  }
-  if (config_.max_seq_len > 0 && document.size() > static_cast<size_t>(config_.max_seq_len)) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("the document exceeds the model's max_seq_len ", config_.max_seq_len));
-  }
-  // Prefer the worker that already holds most of the document.
-  const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), document);
-  std::optional<WorkerChoice> choice = prefill_workers_->Choose(
-      {}, keys, static_cast<int64_t>(document.size()), options_.cache_load_penalty_tokens);
-  if (!choice.has_value()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill worker");
-  }
-  v1::WorkerPrecacheRequest req;
-  req.mutable_tokens()->Add(document.begin(), document.end());
-  req.set_pin(request->pin());
-  req.set_ttl_seconds(request->ttl_seconds());
-  req.set_cache_salt(request->cache_salt());
-  grpc::Status st;
-  {
-    WorkerRegistry::InFlight in_flight(*prefill_workers_, choice->index);
-    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
-    st = prefill_stubs_[choice->index]->Precache(ctx.get(), req, response);
-  }
-  if (!st.ok()) return st;
-  response->set_worker(prefill_workers_->address(choice->index));
-  prefill_workers_->Probe(choice->index);  // so the next prompt is routed to the snapshot
-  return grpc::Status::OK;
-}
-
-grpc::Status RouterService::ListCache(grpc::ServerContext* context, const v1::ListCacheRequest*,
-                                      v1::ListCacheResponse* response) {
-  for (size_t i : prefill_workers_->HealthyWorkers()) {
-    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
-    v1::ListCacheResponse part;
-    if (!prefill_stubs_[i]->ListCache(ctx.get(), {}, &part).ok()) continue;
-    for (v1::CacheEntry& e : *part.mutable_entries()) {
-      e.set_worker(prefill_workers_->address(i));
-      *response->add_entries() = std::move(e);
-    }
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status RouterService::EvictCache(grpc::ServerContext* context,
-                                       const v1::EvictCacheRequest* request,
-                                       v1::EvictCacheResponse* response) {
-  if (!request->all()) {
-    if (auto key = BlockKey::FromHex(request->handle()); !key.ok())
-      return ToGrpcStatus(key.status());
-  }
-  for (size_t i : prefill_workers_->HealthyWorkers()) {
-    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
-    v1::EvictCacheResponse part;
-    if (prefill_stubs_[i]->EvictCache(ctx.get(), *request, &part).ok()) {
-      response->set_evicted(response->evicted() + part.evicted());
-    }
-    prefill_workers_->Probe(i);
-  }
   return grpc::Status::OK;
 }
 

@@ -12,13 +12,10 @@
 #include <vector>
 
 #include "lib/engine/model_config.h"
-#include "lib/threading/bounded_job_queue.h"
 #include "lib/routing/worker_registry.h"
 #include "lib/text/tokenizer.h"
-#include "prometheus/counter.h"
-#include "prometheus/family.h"
-#include "prometheus/histogram.h"
-#include "prometheus/registry.h"
+#include "lib/threading/bounded_job_queue.h"
+#include "services/router/router_metrics.h"
 #include "yoco/v1/worker.grpc.pb.h"
 #include "yoco/v1/yoco.grpc.pb.h"
 
@@ -37,22 +34,6 @@ struct RouterOptions {
   // After a request, extend its prefill worker's snapshot over the generated tokens (in the
   // background), so a follow-up turn that repeats the conversation prefills only what is new.
   bool snapshot_conversations = true;
-};
-
-// The router's Prometheus metrics.
-struct RouterMetrics {
-  explicit RouterMetrics(prometheus::Registry& registry);
-  prometheus::Counter& Outcome(grpc::StatusCode code);
-
-  prometheus::Family<prometheus::Counter>& requests;  // by outcome
-  prometheus::Histogram& time_to_first_token;         // seconds
-  prometheus::Histogram& inter_token;                 // seconds between streamed tokens
-  prometheus::Counter& generated_tokens;
-  prometheus::Counter& retries;               // worker pairs retried after a failure
-  prometheus::Counter& cache_hits;            // requests that resumed from a snapshot
-  prometheus::Counter& cached_prompt_tokens;  // prompt tokens not prefilled thanks to the cache
-  prometheus::Counter& conversation_snapshots_dropped;
-  prometheus::Counter& snapshot_copies;  // snapshots copied to a less loaded prefill worker
 };
 
 class RouterService final : public v1::Yoco::Service {

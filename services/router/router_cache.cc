@@ -1,0 +1,143 @@
+// RouterService's prefix-cache side: the public Precache / ListCache / EvictCache RPCs and the
+// background work that keeps snapshots where requests will want them (copies of hot snapshots
+// to less loaded workers, conversation snapshots after a request).
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "lib/rpc/grpc_status.h"
+#include "services/router/router_service.h"
+
+namespace yoco {
+
+grpc::Status RouterService::Precache(grpc::ServerContext* context,
+                                     const v1::PrecacheRequest* request,
+                                     v1::PrecacheResponse* response) {
+  std::vector<int32_t> document;
+  if (grpc::Status st =
+          PromptTokens(request->has_tokens(), request->tokens(), request->text(), &document);
+      !st.ok()) {
+    return st;
+  }
+  if (config_.max_seq_len > 0 && document.size() > static_cast<size_t>(config_.max_seq_len)) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("the document exceeds the model's max_seq_len ", config_.max_seq_len));
+  }
+  // Prefer the worker that already holds most of the document.
+  const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), document);
+  std::optional<WorkerChoice> choice = prefill_workers_->Choose(
+      {}, keys, static_cast<int64_t>(document.size()), options_.cache_load_penalty_tokens);
+  if (!choice.has_value()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill worker");
+  }
+  v1::WorkerPrecacheRequest req;
+  req.mutable_tokens()->Add(document.begin(), document.end());
+  req.set_pin(request->pin());
+  req.set_ttl_seconds(request->ttl_seconds());
+  req.set_cache_salt(request->cache_salt());
+  grpc::Status st;
+  {
+    WorkerRegistry::InFlight in_flight(*prefill_workers_, choice->index);
+    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+    st = prefill_stubs_[choice->index]->Precache(ctx.get(), req, response);
+  }
+  if (!st.ok()) return st;
+  response->set_worker(prefill_workers_->address(choice->index));
+  prefill_workers_->Probe(choice->index);  // so the next prompt is routed to the snapshot
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::ListCache(grpc::ServerContext* context, const v1::ListCacheRequest*,
+                                      v1::ListCacheResponse* response) {
+  for (size_t i : prefill_workers_->HealthyWorkers()) {
+    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+    v1::ListCacheResponse part;
+    if (!prefill_stubs_[i]->ListCache(ctx.get(), {}, &part).ok()) continue;
+    for (v1::CacheEntry& e : *part.mutable_entries()) {
+      e.set_worker(prefill_workers_->address(i));
+      *response->add_entries() = std::move(e);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::EvictCache(grpc::ServerContext* context,
+                                       const v1::EvictCacheRequest* request,
+                                       v1::EvictCacheResponse* response) {
+  if (!request->all()) {
+    if (auto key = BlockKey::FromHex(request->handle()); !key.ok())
+      return ToGrpcStatus(key.status());
+  }
+  for (size_t i : prefill_workers_->HealthyWorkers()) {
+    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+    v1::EvictCacheResponse part;
+    if (prefill_stubs_[i]->EvictCache(ctx.get(), *request, &part).ok()) {
+      response->set_evicted(response->evicted() + part.evicted());
+    }
+    prefill_workers_->Probe(i);
+  }
+  return grpc::Status::OK;
+}
+
+void RouterService::CopySnapshotLater(const WorkerChoice& choice,
+                                      const std::vector<BlockKey>& keys) {
+  // A hot snapshot whose holder is busy: this request is served without it, later ones by the
+  // chosen worker too once it has a copy.
+  const BlockKey key = keys[choice.better_cached_tokens / kCacheBlockTokens - 1];
+  const size_t holder = *choice.better_holder, target = choice.index;
+  {
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    if (!copies_.insert({key, target}).second) return;  // already on its way
+  }
+  const std::string target_address = choice.info.ucx_address();
+  const bool posted = background_.Post([this, key, holder, target, target_address] {
+    v1::CopySnapshotRequest req;
+    req.set_handle(key.Hex());
+    req.set_target_ucx_address(target_address);
+    req.set_timeout_ms(options_.transfer_timeout_ms);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(options_.transfer_timeout_ms + 5000));
+    v1::CopySnapshotResponse response;
+    const grpc::Status st = prefill_stubs_[holder]->CopySnapshot(&ctx, req, &response);
+    if (st.ok()) {
+      if (metrics_) metrics_->snapshot_copies.Increment();
+      prefill_workers_->Probe(target);
+    } else {
+      std::cerr << "yoco-router: copying snapshot " << key.Hex() << " from "
+                << prefill_workers_->address(holder) << " to " << prefill_workers_->address(target)
+                << " failed: " << st.error_message() << std::endl;
+    }
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    copies_.erase({key, target});
+  });
+  if (!posted) {
+    std::lock_guard<std::mutex> lock(copies_mu_);
+    copies_.erase({key, target});
+  }
+}
+
+void RouterService::SnapshotConversation(size_t prefill_index, size_t prompt_tokens,
+                                         std::vector<int32_t> tokens, const std::string& salt) {
+  // Worth it only when the generated tokens complete a block the prompt's snapshot lacks.
+  const size_t B = static_cast<size_t>(kCacheBlockTokens);
+  if (tokens.size() / B <= (prompt_tokens - 1) / B) return;
+  auto job = [this, prefill_index, salt, tokens = std::move(tokens)] {
+    v1::WorkerPrecacheRequest req;
+    req.mutable_tokens()->Add(tokens.begin(), tokens.end());
+    req.set_cache_salt(salt);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::PrecacheResponse response;
+    WorkerRegistry::InFlight in_flight(*prefill_workers_, prefill_index);
+    if (prefill_stubs_[prefill_index]->Precache(&ctx, req, &response).ok()) {
+      prefill_workers_->Probe(prefill_index);  // so the follow-up is routed to it
+    }
+  };
+  if (!background_.Post(std::move(job)) && metrics_)
+    metrics_->conversation_snapshots_dropped.Increment();
+}
+
+}  // namespace yoco

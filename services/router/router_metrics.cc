@@ -1,0 +1,68 @@
+// Metric names and buckets.
+#include "services/router/router_metrics.h"
+
+namespace yoco {
+
+RouterMetrics::RouterMetrics(prometheus::Registry& registry)
+    : requests(prometheus::BuildCounter()
+                   .Name("yoco_router_requests_total")
+                   .Help("Generate requests by outcome")
+                   .Register(registry)),
+      time_to_first_token(
+          prometheus::BuildHistogram()
+              .Name("yoco_router_time_to_first_token_seconds")
+              .Help("Time from request to the first streamed token")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                               0.5, 1, 2.5, 5, 10})),
+      inter_token(
+          prometheus::BuildHistogram()
+              .Name("yoco_router_inter_token_seconds")
+              .Help("Time between consecutive streamed tokens")
+              .Register(registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                               0.05, 0.1, 0.25, 0.5, 1})),
+      generated_tokens(prometheus::BuildCounter()
+                           .Name("yoco_router_generated_tokens_total")
+                           .Help("Tokens streamed to clients")
+                           .Register(registry)
+                           .Add({})),
+      retries(prometheus::BuildCounter()
+                  .Name("yoco_router_retries_total")
+                  .Help("Requests continued on another worker pair after a failure")
+                  .Register(registry)
+                  .Add({})),
+      cache_hits(prometheus::BuildCounter()
+                     .Name("yoco_router_cache_hits_total")
+                     .Help("Requests whose prefill resumed from a prefix-cache snapshot")
+                     .Register(registry)
+                     .Add({})),
+      cached_prompt_tokens(prometheus::BuildCounter()
+                               .Name("yoco_router_cached_prompt_tokens_total")
+                               .Help("Prompt tokens restored from prefix-cache snapshots")
+                               .Register(registry)
+                               .Add({})),
+      conversation_snapshots_dropped(
+          prometheus::BuildCounter()
+              .Name("yoco_router_conversation_snapshots_dropped_total")
+              .Help("Conversation snapshots not made because the background queue was full")
+              .Register(registry)
+              .Add({})),
+      snapshot_copies(prometheus::BuildCounter()
+                          .Name("yoco_router_snapshot_copies_total")
+                          .Help("Snapshots copied to a less loaded prefill worker")
+                          .Register(registry)
+                          .Add({})) {}
+
+prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
+  const char* name = code == grpc::StatusCode::OK                   ? "ok"
+                     : code == grpc::StatusCode::INVALID_ARGUMENT   ? "invalid_argument"
+                     : code == grpc::StatusCode::RESOURCE_EXHAUSTED ? "resource_exhausted"
+                     : code == grpc::StatusCode::CANCELLED          ? "cancelled"
+                     : code == grpc::StatusCode::DEADLINE_EXCEEDED  ? "deadline_exceeded"
+                     : code == grpc::StatusCode::UNAVAILABLE        ? "unavailable"
+                                                                    : "error";
+  return requests.Add({{"outcome", name}});
+}
+
+}  // namespace yoco

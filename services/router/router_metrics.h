@@ -1,0 +1,33 @@
+// RouterMetrics: the router's Prometheus metrics (requests by outcome, latency histograms,
+// retries, prefix-cache hits, background cache work).
+#ifndef YOCO_SERVICES_ROUTER_ROUTER_METRICS_H_
+#define YOCO_SERVICES_ROUTER_ROUTER_METRICS_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace yoco {
+
+// The router's Prometheus metrics.
+struct RouterMetrics {
+  explicit RouterMetrics(prometheus::Registry& registry);
+  prometheus::Counter& Outcome(grpc::StatusCode code);
+
+  prometheus::Family<prometheus::Counter>& requests;  // by outcome
+  prometheus::Histogram& time_to_first_token;         // seconds
+  prometheus::Histogram& inter_token;                 // seconds between streamed tokens
+  prometheus::Counter& generated_tokens;
+  prometheus::Counter& retries;               // worker pairs retried after a failure
+  prometheus::Counter& cache_hits;            // requests that resumed from a snapshot
+  prometheus::Counter& cached_prompt_tokens;  // prompt tokens not prefilled thanks to the cache
+  prometheus::Counter& conversation_snapshots_dropped;
+  prometheus::Counter& snapshot_copies;  // snapshots copied to a less loaded prefill worker
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_SERVICES_ROUTER_ROUTER_METRICS_H_
