@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main command: installs, builds, and starts the local serving stack on loopback (one
 # router, one prefill worker, one decode worker) with the small model the build makes
-# (build/models/yoco-tiny). Sends one request to show it works, prints how to send more, and
-# serves until Ctrl-C, which stops everything. Ports: YOCO_PORT (router, default 50051) and the
-# next two.
+# (build/models/yoco-tiny) and a prefix cache whose disk tier is build/cache. Sends one request
+# to show it works, prints how to send more, and serves until Ctrl-C, which stops everything.
+# Ports: YOCO_PORT (router, default 50051) and the next two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -26,7 +26,8 @@ trap stop EXIT
 
 build/bin/yoco-decode --listen "$decode" --model "$model" --tls tcp --net-devices lo &
 pids+=($!)
-build/bin/yoco-prefill --listen "$prefill" --model "$model" --tls tcp --net-devices lo &
+build/bin/yoco-prefill --listen "$prefill" --model "$model" --tls tcp --net-devices lo \
+  --cache-dir build/cache &
 pids+=($!)
 build/bin/yoco-router --listen "$router" --model "$model" --prefill "$prefill" --decode "$decode" &
 pids+=($!)
@@ -45,6 +46,11 @@ YOCO Serve is running: router $router, prefill worker $prefill, decode worker $d
 Send requests with:
   build/bin/yoco-cli --router $router generate --tokens 0,17,5 --max-new-tokens 16 --stats
   build/bin/yoco-cli --router $router generate --prompt "Hello" --max-new-tokens 16
+Pre-cache a document (this model: up to 4096 bytes; kept in memory and in build/cache), then
+ask about it (the stats show cached_prompt_tokens):
+  build/bin/yoco-cli --router $router precache --file DOC.txt --pin
+  build/bin/yoco-cli --router $router generate --prompt "\$(cat DOC.txt) Q: ..." --max-new-tokens 16 --stats
+  build/bin/yoco-cli --router $router list-cache
 Ctrl-C stops everything.
 MSG
 wait
