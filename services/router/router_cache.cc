@@ -3,13 +3,28 @@
 // to less loaded workers, conversation snapshots after a request).
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "lib/rpc/grpc_status.h"
 #include "services/router/router_service.h"
 
 namespace yoco {
+namespace {
+
+// A call to a worker on behalf of a client: the client's deadline, but never more than `cap`, so
+// one stuck worker cannot hold a listing or an eviction forever.
+std::unique_ptr<grpc::ClientContext> WorkerCall(const grpc::ServerContext& client,
+                                                std::chrono::seconds cap) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::min(client.deadline(), std::chrono::system_clock::now() + cap));
+  return ctx;
+}
+
+}  // namespace
 
 grpc::Status RouterService::Precache(grpc::ServerContext* context,
                                      const v1::PrecacheRequest* request,
@@ -52,7 +67,7 @@ grpc::Status RouterService::Precache(grpc::ServerContext* context,
 grpc::Status RouterService::ListCache(grpc::ServerContext* context, const v1::ListCacheRequest*,
                                       v1::ListCacheResponse* response) {
   for (size_t i : prefill_workers_->HealthyWorkers()) {
-    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+    std::unique_ptr<grpc::ClientContext> ctx = WorkerCall(*context, std::chrono::seconds(10));
     v1::ListCacheResponse part;
     if (!prefill_stubs_[i]->ListCache(ctx.get(), {}, &part).ok()) continue;
     for (v1::CacheEntry& e : *part.mutable_entries()) {
@@ -71,7 +86,7 @@ grpc::Status RouterService::EvictCache(grpc::ServerContext* context,
       return ToGrpcStatus(key.status());
   }
   for (size_t i : prefill_workers_->HealthyWorkers()) {
-    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+    std::unique_ptr<grpc::ClientContext> ctx = WorkerCall(*context, std::chrono::seconds(10));
     v1::EvictCacheResponse part;
     if (prefill_stubs_[i]->EvictCache(ctx.get(), *request, &part).ok()) {
       response->set_evicted(response->evicted() + part.evicted());
