@@ -255,7 +255,11 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Save(absl::Span<const BlockKey> keys
   } else {
     absl::StatusOr<std::map<BlockKey, Snapshot>::iterator> inserted =
         InsertLocked(keys, tokens, state, pinned, expires);
-    if (!inserted.ok()) return inserted.status();
+    if (!inserted.ok()) {
+      // Memory is full of pinned snapshots: the disk tier may still hold it.
+      return disk_ ? SaveOnDiskOnlyLocked(keys, tokens, state, pinned, expires, inserted.status())
+                   : inserted.status();
+    }
     it = *inserted;
   }
   if (disk_ && write_through) {
@@ -263,6 +267,42 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Save(absl::Span<const BlockKey> keys
     PutOnDiskLocked(it->second);
   }
   return InfoLocked(it->first, it->second);
+}
+
+absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<const BlockKey> keys,
+                                                                 absl::Span<const int32_t> tokens,
+                                                                 const SequenceState& state,
+                                                                 bool pinned, absl::Time expires,
+                                                                 const absl::Status& memory_error) {
+  const int64_t n = static_cast<int64_t>(keys.size()) * kCacheBlockTokens;
+  SnapshotFile file;
+  file.chain.assign(keys.begin(), keys.end());
+  file.tokens.assign(tokens.begin(), tokens.begin() + n);
+  file.state.position = n;
+  file.state.self_states = state.self_states;
+  file.state.shared_k.assign(state.shared_k.begin(), state.shared_k.begin() + n * kv_dim_);
+  file.state.shared_v.assign(state.shared_v.begin(), state.shared_v.begin() + n * kv_dim_);
+  file.pinned = pinned;
+  file.expires = expires;
+  std::vector<BlockKey> evicted;
+  if (!disk_->Put(file, &evicted).ok()) return memory_error;
+  for (const BlockKey& key : evicted) {
+    if (snapshots_.count(key)) continue;
+    RememberRemovalLocked(key, CacheMiss::kEvicted);
+    ++stats_.evictions;
+  }
+  removed_.erase(keys.back());
+  ++generation_;
+  SnapshotInfo info;
+  info.key = keys.back();
+  info.tokens = n;
+  for (const DiskSnapshotInfo& d : disk_->List()) {
+    if (d.key == info.key) info.bytes = d.bytes;
+  }
+  info.pinned = pinned;
+  info.tier = CacheTier::kDisk;
+  info.expires = expires;
+  return info;
 }
 
 SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,

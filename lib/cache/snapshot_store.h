@@ -103,6 +103,7 @@ class SnapshotStore {
   // state.position == keys.size() * kCacheBlockTokens <= tokens.size(). Saving an existing
   // snapshot refreshes it and merges the retention (pinned wins; a TTL extends an existing
   // expiry to the later one, no TTL leaves it).
+  // With a disk tier, a snapshot memory cannot take goes to disk only (info.tier kDisk).
   // RESOURCE_EXHAUSTED when it does not fit the budget even after evicting every unpinned
   // snapshot (those evictions stand).
   absl::StatusOr<SnapshotInfo> Insert(absl::Span<const BlockKey> keys,
@@ -151,6 +152,12 @@ class SnapshotStore {
       absl::Span<const BlockKey> keys, absl::Span<const int32_t> tokens, const SequenceState& state,
       bool pinned, absl::Time expires);
   SnapshotFile ToFileLocked(const Snapshot& s) const;
+  // When memory cannot take a snapshot: the disk tier alone, or `memory_error`.
+  absl::StatusOr<SnapshotInfo> SaveOnDiskOnlyLocked(absl::Span<const BlockKey> keys,
+                                                    absl::Span<const int32_t> tokens,
+                                                    const SequenceState& state, bool pinned,
+                                                    absl::Time expires,
+                                                    const absl::Status& memory_error);
   // Writes to the disk tier, recording the files its budget pushed out.
   bool PutOnDiskLocked(const Snapshot& s);
   void RememberRemovalLocked(const BlockKey& key, CacheMiss reason);

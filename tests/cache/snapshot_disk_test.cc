@@ -136,6 +136,24 @@ TEST_F(SnapshotDiskTest, MemoryBudgetSpillsToDiskAndHitsComeBackExactly) {
   EXPECT_TRUE(hit.state == sb);
 }
 
+TEST_F(SnapshotDiskTest, WhatMemoryCannotTakeGoesToDiskOnly) {
+  auto store = OpenStore(OneSnapshotBytes(), int64_t{1} << 30);
+  const auto a = testing::RandomTokens(128, 96, 11), b = testing::RandomTokens(128, 96, 12);
+  const auto ka = PrefixBlockKeys(kFingerprint, "", a), kb = PrefixBlockKeys(kFingerprint, "", b);
+  SnapshotRetention pin;
+  pin.pinned = true;
+  ASSERT_TRUE(store->Insert(ka, a, State(128, 11), pin).ok());
+  const SequenceState sb = State(128, 12);
+  auto info = store->Insert(kb, b, sb, pin);  // memory is full of pinned snapshots
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->tier, CacheTier::kDisk);
+  EXPECT_GT(info->bytes, 0);
+  SnapshotHit hit = store->Lookup(kb, b);
+  ASSERT_EQ(hit.tokens, 128);
+  EXPECT_EQ(hit.tier, CacheTier::kDisk);
+  EXPECT_TRUE(hit.state == sb);
+}
+
 TEST_F(SnapshotDiskTest, PrecachedSnapshotsSurviveARestart) {
   const auto doc = testing::RandomTokens(300, 96, 4);
   const auto keys = PrefixBlockKeys(kFingerprint, "", doc);
