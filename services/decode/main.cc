@@ -7,12 +7,15 @@
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/flag_names.h"
+#include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/decode_worker.h"
 #include "services/decode/decode_service.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50071", "gRPC address HOST:PORT");
+ABSL_FLAG(int, drain_seconds, 30,
+          "on SIGTERM/SIGINT: how long calls in flight may run before they are cancelled");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address HOST:PORT (not served yet)");
 ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
@@ -24,6 +27,7 @@ ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active 
 ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAUSTED");
 
 int main(int argc, char** argv) {
+  yoco::BlockTerminationSignals();
   yoco::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model));
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "yoco-decode: serving on port " << port << std::endl;
-  (*server)->Wait();
+  yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
+                             "yoco-decode");
   return 0;
 }

@@ -8,12 +8,15 @@
 #include "lib/metrics/snapshot_store_export.h"
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/flag_names.h"
+#include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/prefill_worker.h"
 #include "services/prefill/prefill_service.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC address HOST:PORT");
+ABSL_FLAG(int, drain_seconds, 30,
+          "on SIGTERM/SIGINT: how long calls in flight may run before they are cancelled");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address HOST:PORT (not served yet)");
 ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
@@ -30,6 +33,7 @@ ABSL_FLAG(int, snapshot_every_blocks, 16,
           "full block)");
 
 int main(int argc, char** argv) {
+  yoco::BlockTerminationSignals();
   yoco::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model));
@@ -82,6 +86,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "yoco-prefill: serving on port " << port << std::endl;
-  (*server)->Wait();
+  yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
+                             "yoco-prefill");
   return 0;
 }

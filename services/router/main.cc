@@ -6,12 +6,15 @@
 #include "absl/strings/str_split.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/rpc/flag_names.h"
+#include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/text/byte_tokenizer.h"
 #include "lib/text/tiktoken_bpe.h"
 #include "services/router/router_service.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC address HOST:PORT");
+ABSL_FLAG(int, drain_seconds, 30,
+          "on SIGTERM/SIGINT: how long calls in flight may run before they are cancelled");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address HOST:PORT (not served yet)");
 ABSL_FLAG(std::string, model, "", "model folder (its params.json is read)");
@@ -30,6 +33,7 @@ ABSL_FLAG(bool, snapshot_conversations, true,
           "follow-up turn prefills only what is new");
 
 int main(int argc, char** argv) {
+  yoco::BlockTerminationSignals();
   yoco::UnderscoreFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   auto config = yoco::ModelConfig::FromFile(absl::GetFlag(FLAGS_model) + "/params.json");
@@ -84,6 +88,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "yoco-router: serving on port " << port << std::endl;
-  (*server)->Wait();
+  yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
+                             "yoco-router");
   return 0;
 }

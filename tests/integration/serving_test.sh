@@ -22,7 +22,7 @@ log=$(mktemp -d)
   --metrics-listen "$METRICS_DECODE" 2> "$log/d1" &
 d1=$!; pids+=("$d1")
 "$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 2> "$log/d2" &
-pids+=($!)
+d2=$!; pids+=("$d2")
 start_prefill1() {
   "$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
     --metrics-listen "$METRICS_PREFILL" --cache-dir "$log/cache1" 2>> "$log/p" &
@@ -324,6 +324,26 @@ elif [[ "$out" == *"yoco-cli: 8:"* ]]; then echo "ok   oversized-message"; else
   echo "FAIL oversized-message: $out"; failures=$((failures + 1)); fi
 rm -f "$log/huge.txt"
 check still-serving "$(prompt 6 20)" --max-new-tokens 10
+
+# Graceful shutdown: SIGTERM to the last decode worker mid-stream. It stops taking new calls
+# but lets the stream run to its end (nowhere else to go: a cut stream would fail), then exits.
+drain=$(prompt 12 40)
+want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$drain" --max-new-tokens 1500)
+cli --tokens "$drain" --max-new-tokens 1500 > "$log/drain.out" 2> "$log/drain.err" &
+cli_pid=$!
+for i in $(seq 1 100); do  # until tokens flow
+  [ -s "$log/drain.out" ] && break
+  sleep 0.05
+done
+kill -TERM "$d2"
+wait "$cli_pid" || true
+drain_rc=0
+wait "$d2" || drain_rc=$?
+total=$((total + 1))
+if [ "$want" = "$(cat "$log/drain.out")" ] && [ "$drain_rc" = 0 ] && grep -q "draining" "$log/d2"; then
+  echo "ok   sigterm-drains-decode-stream"; else
+  echo "FAIL sigterm-drains-decode-stream: rc=$drain_rc $(cat "$log/drain.err") $(tail -2 "$log/d2")"
+  failures=$((failures + 1)); fi
 
 echo "$((total - failures)) passed, $failures failed"
 [ "$failures" = 0 ]

@@ -1,0 +1,41 @@
+// Signals are taken synchronously with sigwait, so no handler runs in an arbitrary thread.
+#include "lib/rpc/graceful_shutdown.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <iostream>
+
+namespace yoco {
+namespace {
+
+sigset_t TerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+}  // namespace
+
+void BlockTerminationSignals() {
+  const sigset_t set = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std::string& name) {
+  const sigset_t set = TerminationSignals();
+  int signal = 0;
+  sigwait(&set, &signal);
+  std::cerr << name << ": " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining for up to "
+            << absl::FormatDuration(drain) << std::endl;
+  if (grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService()) {
+    health->SetServingStatus(false);
+  }
+  // New calls are refused from here on; calls in flight get until the deadline.
+  server.Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(drain));
+  std::cerr << name << ": stopped" << std::endl;
+}
+
+}  // namespace yoco
