@@ -108,13 +108,13 @@ bool SnapshotStore::PutOnDiskLocked(const Snapshot& s) {
 }
 
 void SnapshotStore::RememberRemovalLocked(const BlockKey& key, CacheMiss reason) {
-  if (removed_.emplace(key, reason).second) {
-    removed_order_.push_back(key);
-  } else {
-    removed_[key] = reason;
-  }
+  const uint64_t number = ++removals_;
+  removed_[key] = Removal{reason, number};
+  removed_order_.emplace_back(key, number);
   while (removed_order_.size() > options_.remembered_removals) {
-    removed_.erase(removed_order_.front());
+    const auto& [oldest, oldest_number] = removed_order_.front();
+    auto it = removed_.find(oldest);
+    if (it != removed_.end() && it->second.number == oldest_number) removed_.erase(it);
     removed_order_.pop_front();
   }
 }
@@ -193,7 +193,7 @@ absl::StatusOr<std::map<BlockKey, SnapshotStore::Snapshot>::iterator> SnapshotSt
     stats_.bytes += block_bytes_;
   }
   auto it = snapshots_.emplace(keys.back(), std::move(s)).first;
-  removed_.erase(keys.back());  // the order queue may keep it; erasing a missing key is fine
+  removed_.erase(keys.back());  // its queue entry no longer matches anything
   ++generation_;
   EnforceBudgetLocked(keys.back());
   if (stats_.bytes > options_.budget_bytes) {
@@ -372,7 +372,7 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
   for (size_t j = keys.size(); j > 0; --j) {
     auto it = removed_.find(keys[j - 1]);
     if (it != removed_.end()) {
-      hit.miss = it->second;
+      hit.miss = it->second.reason;
       break;
     }
   }

@@ -175,8 +175,16 @@ class SnapshotStore {
   mutable std::mutex mu_;
   std::map<BlockKey, KvBlock> blocks_;
   std::map<BlockKey, Snapshot> snapshots_;
-  std::map<BlockKey, CacheMiss> removed_;  // why a snapshot went, for miss reasons
-  std::deque<BlockKey> removed_order_;
+  // Why a snapshot went, for miss reasons: the last `remembered_removals` removals. Each entry
+  // carries the number of its removal so that an older queue entry of a key removed again
+  // does not forget the newer one.
+  struct Removal {
+    CacheMiss reason;
+    uint64_t number;
+  };
+  std::map<BlockKey, Removal> removed_;
+  std::deque<std::pair<BlockKey, uint64_t>> removed_order_;
+  uint64_t removals_ = 0;
   uint64_t use_clock_ = 0;
   uint64_t generation_ = 0;
   SnapshotStoreStats stats_;

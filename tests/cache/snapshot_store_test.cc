@@ -197,6 +197,32 @@ TEST_F(SnapshotStoreTest, ExportThenImportElsewhereRestoresTheSame) {
   EXPECT_EQ(source.Export(keys[0]).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(SnapshotStoreTest, RemembersTheLatestRemovalsEvenOfAKeyRemovedTwice) {
+  SnapshotStoreOptions options = Options(int64_t{1} << 30);
+  options.remembered_removals = 2;
+  SnapshotStore store(config_, options);
+  std::vector<std::vector<int32_t>> p;
+  std::vector<std::vector<BlockKey>> k;
+  for (uint32_t i = 0; i < 3; ++i) {
+    p.push_back(testing::RandomTokens(128, 96, 50 + i));
+    k.push_back(PrefixBlockKeys(1, "", p.back()));
+  }
+  auto insert = [&](int i) { ASSERT_TRUE(store.Insert(k[i], p[i], State(128, i), {}).ok()); };
+  insert(0);
+  ASSERT_TRUE(store.Evict(k[0][0]));  // removal 1: A
+  insert(0);
+  insert(1);
+  ASSERT_TRUE(store.Evict(k[1][0]));  // removal 2: B
+  ASSERT_TRUE(store.Evict(k[0][0]));  // removal 3: A again; the first A entry falls out
+  EXPECT_EQ(store.Lookup(k[0], p[0]).miss, CacheMiss::kEvicted);
+  EXPECT_EQ(store.Lookup(k[1], p[1]).miss, CacheMiss::kEvicted);
+  insert(2);
+  ASSERT_TRUE(store.Evict(k[2][0]));  // removal 4: C; B falls out, A (3) stays
+  EXPECT_EQ(store.Lookup(k[0], p[0]).miss, CacheMiss::kEvicted);
+  EXPECT_EQ(store.Lookup(k[1], p[1]).miss, CacheMiss::kNoSnapshot);
+  EXPECT_EQ(store.Lookup(k[2], p[2]).miss, CacheMiss::kEvicted);
+}
+
 TEST_F(SnapshotStoreTest, RefusesStatesOffTheBlockGrid) {
   SnapshotStore store(config_, Options(int64_t{1} << 30));
   const auto tokens = testing::RandomTokens(200, 96, 6);
