@@ -18,7 +18,7 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC address HOST:PORT");
 ABSL_FLAG(int, drain_seconds, 30,
           "on SIGTERM/SIGINT: how long calls in flight may run before they are cancelled");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "Prometheus /metrics address HOST:PORT (not served yet)");
+          "Prometheus /metrics address HOST:PORT (empty: no metrics endpoint)");
 ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
 ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
 ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");

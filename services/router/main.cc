@@ -16,7 +16,7 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC address HOST:PORT");
 ABSL_FLAG(int, drain_seconds, 30,
           "on SIGTERM/SIGINT: how long calls in flight may run before they are cancelled");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "Prometheus /metrics address HOST:PORT (not served yet)");
+          "Prometheus /metrics address HOST:PORT (empty: no metrics endpoint)");
 ABSL_FLAG(std::string, model, "", "model folder (its params.json is read)");
 ABSL_FLAG(std::string, prefill, "", "prefill workers, HOST:PORT[,...]");
 ABSL_FLAG(std::string, decode, "", "decode workers, HOST:PORT[,...]");
