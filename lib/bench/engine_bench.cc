@@ -11,9 +11,11 @@
 #include "kernels/cpu/gated_retention.h"
 #include "kernels/cpu/gemm.h"
 #include "lib/baseline/transformer_baseline.h"
+#include "lib/bench/bench_tokens.h"
 #include "lib/bench/machine_rates.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/random_model.h"
+#include "lib/engine/sampler.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -24,16 +26,10 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<int32_t> BenchTokens(int64_t n, int vocab) {
-  std::vector<int32_t> t(n);
-  uint64_t x = 88172645463325252ull;
-  for (int64_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    t[i] = 4 + static_cast<int32_t>(x % static_cast<uint64_t>(vocab - 4));
-  }
-  t[0] = 0;
+// A prompt: BOS, then bench tokens.
+std::vector<int32_t> BenchPrompt(int64_t n, int vocab) {
+  std::vector<int32_t> t = BenchTokens(n, vocab, 88172645463325252ull);
+  t[0] = kBosId;
   return t;
 }
 
@@ -118,7 +114,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   for (int64_t n : lengths) {
     const bool reported =
         std::find(o.prefill_lengths.begin(), o.prefill_lengths.end(), n) != o.prefill_lengths.end();
-    const std::vector<int32_t> tokens = BenchTokens(n, config.vocab_size);
+    const std::vector<int32_t> tokens = BenchPrompt(n, config.vocab_size);
     SequenceState ys;
     const double yt = BestSeconds(
         [&] {

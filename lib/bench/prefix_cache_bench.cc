@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "kernels/cpu/gemm.h"
+#include "lib/bench/bench_tokens.h"
 #include "lib/cache/cached_prefill.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/random_model.h"
@@ -15,22 +16,13 @@
 namespace yoco {
 namespace {
 
+constexpr uint64_t kDocumentStream = 0x9e3779b97f4a7c16ull;
+constexpr uint64_t kQuestionStream = 0x3c6ef372fe94f82bull;
+
 double NowMs() {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::vector<int32_t> Tokens(int64_t n, int vocab, uint64_t seed) {
-  std::vector<int32_t> t(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    t[i] = 4 + static_cast<int32_t>(x % static_cast<uint64_t>(vocab - 4));
-  }
-  return t;
 }
 
 }  // namespace
@@ -47,10 +39,11 @@ absl::StatusOr<PrefixCacheBenchReport> RunPrefixCacheBench(const PrefixCacheBenc
   PrefixCacheBenchReport report;
   report.threads = cpu::KernelThreads();
   for (int64_t n : options.document_lengths) {
-    std::vector<int32_t> document = Tokens(n, c.vocab_size, 1);
+    std::vector<int32_t> document = BenchTokens(n, c.vocab_size, kDocumentStream);
     document[0] = kBosId;
     std::vector<int32_t> prompt = document;
-    const std::vector<int32_t> question = Tokens(options.question_tokens, c.vocab_size, 2);
+    const std::vector<int32_t> question =
+        BenchTokens(options.question_tokens, c.vocab_size, kQuestionStream);
     prompt.insert(prompt.end(), question.begin(), question.end());
 
     SnapshotStoreOptions store_options;

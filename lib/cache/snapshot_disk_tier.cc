@@ -79,7 +79,8 @@ void SnapshotDiskTier::Erase(std::map<BlockKey, Entry>::iterator it) {
   entries_.erase(it);
 }
 
-absl::Status SnapshotDiskTier::Put(const SnapshotFile& file, std::vector<BlockKey>* evicted) {
+absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
+                                                       std::vector<BlockKey>* evicted) {
   const BlockKey key = file.chain.back();
   const std::string bytes = SerializeSnapshotFile(file, fingerprint_);
   const int64_t size = static_cast<int64_t>(bytes.size());
@@ -113,7 +114,7 @@ absl::Status SnapshotDiskTier::Put(const SnapshotFile& file, std::vector<BlockKe
   bytes_ += size - e.info.bytes;
   e.info = {key, static_cast<int64_t>(file.tokens.size()), size, file.pinned, file.expires};
   e.last_use = ++use_clock_;
-  return absl::OkStatus();
+  return e.info;
 }
 
 absl::StatusOr<SnapshotFile> SnapshotDiskTier::Load(const BlockKey& key) {

@@ -51,7 +51,8 @@ class SnapshotDiskTier {
   // Writes (or rewrites) a snapshot, first deleting least recently used unpinned files to stay
   // within the budget (their keys are appended to `evicted`, if given). RESOURCE_EXHAUSTED if it
   // cannot fit next to the pinned ones (nothing written).
-  absl::Status Put(const SnapshotFile& file, std::vector<BlockKey>* evicted = nullptr);
+  absl::StatusOr<DiskSnapshotInfo> Put(const SnapshotFile& file,
+                                       std::vector<BlockKey>* evicted = nullptr);
   // Reads and verifies a snapshot; a file that fails is deleted and its error returned.
   absl::StatusOr<SnapshotFile> Load(const BlockKey& key);
   bool Contains(const BlockKey& key) const { return entries_.count(key) > 0; }
@@ -61,6 +62,7 @@ class SnapshotDiskTier {
   std::vector<BlockKey> Expire(absl::Time now);
 
   std::vector<DiskSnapshotInfo> List() const;
+  size_t size() const { return entries_.size(); }
   int64_t bytes() const { return bytes_; }
 
  private:

@@ -39,6 +39,22 @@ const char* CacheMissName(CacheMiss miss) {
   return "none";
 }
 
+namespace {
+
+// How a snapshot held only on disk is listed.
+SnapshotInfo DiskInfo(const DiskSnapshotInfo& d) {
+  SnapshotInfo info;
+  info.key = d.key;
+  info.tokens = d.tokens;
+  info.bytes = d.bytes;
+  info.pinned = d.pinned;
+  info.tier = CacheTier::kDisk;
+  info.expires = d.expires;
+  return info;
+}
+
+}  // namespace
+
 SnapshotStore::SnapshotStore(const ModelConfig& config, SnapshotStoreOptions options,
                              std::unique_ptr<SnapshotDiskTier> disk)
     : kv_dim_(config.kv_dim()),
@@ -285,7 +301,8 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
   file.pinned = pinned;
   file.expires = expires;
   std::vector<BlockKey> evicted;
-  if (!disk_->Put(file, &evicted).ok()) return memory_error;
+  absl::StatusOr<DiskSnapshotInfo> written = disk_->Put(file, &evicted);
+  if (!written.ok()) return memory_error;
   for (const BlockKey& key : evicted) {
     if (snapshots_.count(key)) continue;
     RememberRemovalLocked(key, CacheMiss::kEvicted);
@@ -293,16 +310,7 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
   }
   removed_.erase(keys.back());
   ++generation_;
-  SnapshotInfo info;
-  info.key = keys.back();
-  info.tokens = n;
-  for (const DiskSnapshotInfo& d : disk_->List()) {
-    if (d.key == info.key) info.bytes = d.bytes;
-  }
-  info.pinned = pinned;
-  info.tier = CacheTier::kDisk;
-  info.expires = expires;
-  return info;
+  return DiskInfo(*written);
 }
 
 SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
@@ -386,15 +394,7 @@ std::vector<SnapshotInfo> SnapshotStore::List() {
   for (const auto& [key, s] : snapshots_) out.push_back(InfoLocked(key, s));
   if (disk_) {
     for (const DiskSnapshotInfo& d : disk_->List()) {
-      if (snapshots_.count(d.key)) continue;
-      SnapshotInfo info;
-      info.key = d.key;
-      info.tokens = d.tokens;
-      info.bytes = d.bytes;
-      info.pinned = d.pinned;
-      info.tier = CacheTier::kDisk;
-      info.expires = d.expires;
-      out.push_back(info);
+      if (!snapshots_.count(d.key)) out.push_back(DiskInfo(d));
     }
   }
   return out;
@@ -439,7 +439,7 @@ SnapshotStoreStats SnapshotStore::stats() const {
   s.snapshots = static_cast<int64_t>(snapshots_.size());
   if (disk_) {
     s.disk_bytes = disk_->bytes();
-    s.disk_snapshots = static_cast<int64_t>(disk_->List().size());
+    s.disk_snapshots = static_cast<int64_t>(disk_->size());
   }
   return s;
 }

@@ -22,6 +22,20 @@ namespace {
 // about as long as prefilling a few dozen tokens; memory wins ties.
 constexpr int64_t kDiskPenaltyTokens = 64;
 
+// How long a probe may take before the worker counts as unhealthy.
+constexpr auto kProbeTimeout = std::chrono::seconds(2);
+
+// GetWorkerInfo on a prefill or decode worker's stub.
+template <typename Stub>
+absl::StatusOr<v1::WorkerInfo> ProbeWorkerInfo(Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kProbeTimeout);
+  v1::WorkerInfo info;
+  const grpc::Status st = stub.GetWorkerInfo(&ctx, {}, &info);
+  if (!st.ok()) return absl::UnavailableError(st.error_message());
+  return info;
+}
+
 bool Retryable(const grpc::Status& st) {
   return st.error_code() == grpc::StatusCode::UNAVAILABLE ||
          st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
@@ -51,7 +65,6 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(2); };
   for (const std::string& address : options_.prefill_workers) {
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     prefill_stubs_.push_back(v1::PrefillWorker::NewStub(channel));
@@ -61,18 +74,10 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
     decode_stubs_.push_back(v1::DecodeWorker::NewStub(channel));
   }
   WorkerProbes prefill_probes;
-  prefill_probes.info = [this, deadline](size_t i) -> absl::StatusOr<v1::WorkerInfo> {
+  prefill_probes.info = [this](size_t i) { return ProbeWorkerInfo(*prefill_stubs_[i]); };
+  prefill_probes.snapshots = [this](size_t i) -> absl::StatusOr<std::vector<IndexedSnapshot>> {
     grpc::ClientContext ctx;
-    ctx.set_deadline(deadline());
-    v1::WorkerInfo info;
-    const grpc::Status st = prefill_stubs_[i]->GetWorkerInfo(&ctx, {}, &info);
-    if (!st.ok()) return absl::UnavailableError(st.error_message());
-    return info;
-  };
-  prefill_probes.snapshots = [this,
-                              deadline](size_t i) -> absl::StatusOr<std::vector<IndexedSnapshot>> {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(deadline());
+    ctx.set_deadline(std::chrono::system_clock::now() + kProbeTimeout);
     v1::ListCacheResponse list;
     const grpc::Status st = prefill_stubs_[i]->ListCache(&ctx, {}, &list);
     if (!st.ok()) return absl::UnavailableError(st.error_message());
@@ -84,14 +89,7 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
     return snapshots;
   };
   WorkerProbes decode_probes;
-  decode_probes.info = [this, deadline](size_t i) -> absl::StatusOr<v1::WorkerInfo> {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(deadline());
-    v1::WorkerInfo info;
-    const grpc::Status st = decode_stubs_[i]->GetWorkerInfo(&ctx, {}, &info);
-    if (!st.ok()) return absl::UnavailableError(st.error_message());
-    return info;
-  };
+  decode_probes.info = [this](size_t i) { return ProbeWorkerInfo(*decode_stubs_[i]); };
   prefill_workers_ = std::make_unique<WorkerRegistry>(options_.prefill_workers, prefill_probes,
                                                       options_.probe_interval);
   decode_workers_ = std::make_unique<WorkerRegistry>(options_.decode_workers, decode_probes,

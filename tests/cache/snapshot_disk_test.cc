@@ -6,11 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "lib/cache/snapshot_disk_tier.h"
 #include "lib/cache/snapshot_file.h"
 #include "lib/cache/snapshot_store.h"
+#include "tests/cache/snapshot_test_states.h"
 #include "tests/engine/test_models.h"
 
 namespace yoco {
@@ -27,19 +27,7 @@ class SnapshotDiskTest : public ::testing::Test {
   }
   ~SnapshotDiskTest() override { std::filesystem::remove_all(dir_); }
 
-  SequenceState State(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d;
-    SequenceState s = SequenceState::Create(config_);
-    s.position = n;
-    s.shared_k.resize(n * config_.kv_dim());
-    s.shared_v.resize(n * config_.kv_dim());
-    for (float& x : s.shared_k) x = d(rng);
-    for (float& x : s.shared_v) x = d(rng);
-    for (auto& layer : s.self_states)
-      for (float& x : layer) x = d(rng);
-    return s;
-  }
+  SequenceState State(int64_t n, uint32_t seed) { return testing::RandomState(config_, n, seed); }
 
   std::unique_ptr<SnapshotStore> OpenStore(int64_t memory_budget, int64_t disk_budget,
                                            uint64_t fingerprint = kFingerprint,
@@ -71,8 +59,7 @@ class SnapshotDiskTest : public ::testing::Test {
   }
 
   int64_t OneSnapshotBytes() const {
-    return kCacheBlockTokens * (2 * config_.kv_dim() * 4 + 4) +
-           config_.n_self_layers() * config_.self_state_floats() * 4;
+    return testing::SnapshotBlockBytes(config_) + testing::SnapshotStateBytes(config_);
   }
 
   ModelConfig config_;

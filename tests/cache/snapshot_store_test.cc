@@ -4,8 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
-
+#include "tests/cache/snapshot_test_states.h"
 #include "tests/engine/test_models.h"
 
 namespace yoco {
@@ -15,20 +14,7 @@ class SnapshotStoreTest : public ::testing::Test {
  protected:
   SnapshotStoreTest() : config_(testing::SmallConfig()) {}
 
-  // A state after `n` tokens with random contents.
-  SequenceState State(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d;
-    SequenceState s = SequenceState::Create(config_);
-    s.position = n;
-    s.shared_k.resize(n * config_.kv_dim());
-    s.shared_v.resize(n * config_.kv_dim());
-    for (float& x : s.shared_k) x = d(rng);
-    for (float& x : s.shared_v) x = d(rng);
-    for (auto& layer : s.self_states)
-      for (float& x : layer) x = d(rng);
-    return s;
-  }
+  SequenceState State(int64_t n, uint32_t seed) { return testing::RandomState(config_, n, seed); }
 
   // The state truncated to its first `n` K/V rows (what a snapshot at n must restore, with the
   // self states it was saved with).
@@ -47,8 +33,8 @@ class SnapshotStoreTest : public ::testing::Test {
     return o;
   }
 
-  int64_t BlockBytes() const { return kCacheBlockTokens * (2 * config_.kv_dim() * 4 + 4); }
-  int64_t StateBytes() const { return config_.n_self_layers() * config_.self_state_floats() * 4; }
+  int64_t BlockBytes() const { return testing::SnapshotBlockBytes(config_); }
+  int64_t StateBytes() const { return testing::SnapshotStateBytes(config_); }
 
   ModelConfig config_;
   absl::Time now_ = absl::FromUnixSeconds(1000);

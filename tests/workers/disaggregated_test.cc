@@ -12,6 +12,7 @@
 #include "lib/workers/decode_worker.h"
 #include "lib/workers/prefill_worker.h"
 #include "tests/batching/decode_event_collector.h"
+#include "tests/cache/snapshot_test_states.h"
 #include "tests/engine/test_models.h"
 
 namespace yoco {
@@ -169,9 +170,8 @@ TEST(DisaggregatedTest, SmallBudgetPinAndTtlStillGiveTheTokensOfAMiss) {
   const ModelConfig& c = model->config();
   // Room for about two one-block snapshots.
   PrefillWorkerOptions cache;
-  cache.cache_budget_bytes = 2 * (kCacheBlockTokens * (2 * c.kv_dim() * 4 + 4) +
-                                  c.n_self_layers() * c.self_state_floats() * 4) +
-                             1000;
+  cache.cache_budget_bytes =
+      2 * (testing::SnapshotBlockBytes(c) + testing::SnapshotStateBytes(c)) + 1000;
   auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
   ASSERT_TRUE(prefill.ok());
   DecodeWorkerOptions options;

@@ -115,6 +115,53 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
   return absl::OkStatus();
 }
 
+namespace {
+
+// The flags both benchmarks share: the model shape, the kernel threads (set here), the weight
+// format, and a fresh work folder.
+struct BenchSetup {
+  ModelConfig config;
+  WeightFormat weights = WeightFormat::kBF16;
+  std::string work_dir;
+};
+
+absl::StatusOr<BenchSetup> ParseBenchSetup(const CommandLine& cl, const char* work_prefix) {
+  BenchSetup setup;
+  setup.config = DefaultBenchConfig();
+  if (cl.Has("params")) {
+    ASSIGN_OR_RETURN(setup.config, ModelConfig::FromFile(*cl.String("params")));
+  }
+  ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
+  if (threads < 0 || threads > 1024)
+    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  cpu::SetKernelThreads(static_cast<int>(threads));
+  const std::string weights = cl.Has("weights") ? *cl.String("weights") : "bf16";
+  if (weights != "bf16" && weights != "f32") {
+    return absl::InvalidArgumentError("--weights must be bf16 or f32");
+  }
+  setup.weights = weights == "bf16" ? WeightFormat::kBF16 : WeightFormat::kF32;
+  std::string work = std::string("/tmp/") + work_prefix + "-XXXXXX";
+  if (mkdtemp(work.data()) == nullptr) {
+    return absl::InternalError("cannot create a temporary folder");
+  }
+  setup.work_dir = work;
+  return setup;
+}
+
+// Prints a report's table and, with --json, writes its JSON.
+template <typename Report>
+absl::Status WriteBenchReport(const CommandLine& cl, const Report& report, std::ostream& out) {
+  out << report.ToTable();
+  if (cl.Has("json")) {
+    std::ofstream json(*cl.String("json"), std::ios::trunc);
+    json << report.ToJson();
+    if (!json) return absl::PermissionDeniedError("cannot write " + *cl.String("json"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log) {
   ASSIGN_OR_RETURN(CommandLine cl,
                    CommandLine::Parse(args,
@@ -122,23 +169,10 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
                                        "prefill-lengths", "decode-batches", "decode-context"},
                                       {"long"}));
   EngineBenchOptions options;
-  options.config = DefaultBenchConfig();
-  if (cl.Has("params")) {
-    ASSIGN_OR_RETURN(options.config, ModelConfig::FromFile(*cl.String("params")));
-  }
-  ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
-  if (threads < 0 || threads > 1024)
-    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
-  cpu::SetKernelThreads(static_cast<int>(threads));
   ASSIGN_OR_RETURN(int64_t steps, cl.Int("decode-steps", 8));
   if (steps < 1 || steps > 10000)
     return absl::InvalidArgumentError("--decode-steps must be in [1, 10000]");
   options.decode_steps = static_cast<int>(steps);
-  const std::string weights = cl.Has("weights") ? *cl.String("weights") : "bf16";
-  if (weights != "bf16" && weights != "f32") {
-    return absl::InvalidArgumentError("--weights must be bf16 or f32");
-  }
-  options.weights = weights == "bf16" ? WeightFormat::kBF16 : WeightFormat::kF32;
   if (cl.Has("prefill-lengths")) {
     ASSIGN_OR_RETURN(std::vector<int32_t> lengths, cl.IntList("prefill-lengths"));
     options.prefill_lengths.assign(lengths.begin(), lengths.end());
@@ -159,17 +193,12 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
     return absl::InvalidArgumentError("--decode-context must be in [1, 1048576]");
   }
   if (cl.Has("long")) options.prefill_lengths.push_back(32768);
-  char work[] = "/tmp/yoco-bench-XXXXXX";
-  if (mkdtemp(work) == nullptr) return absl::InternalError("cannot create a temporary folder");
-  options.work_dir = work;
+  ASSIGN_OR_RETURN(BenchSetup setup, ParseBenchSetup(cl, "yoco-bench"));
+  options.config = setup.config;
+  options.weights = setup.weights;
+  options.work_dir = setup.work_dir;
   ASSIGN_OR_RETURN(EngineBenchReport report, RunEngineBench(options, log));
-  out << report.ToTable();
-  if (cl.Has("json")) {
-    std::ofstream json(*cl.String("json"), std::ios::trunc);
-    json << report.ToJson();
-    if (!json) return absl::PermissionDeniedError("cannot write " + *cl.String("json"));
-  }
-  return absl::OkStatus();
+  return WriteBenchReport(cl, report, out);
 }
 
 absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& out,
@@ -178,19 +207,6 @@ absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& o
       CommandLine cl,
       CommandLine::Parse(args, {"params", "threads", "json", "weights", "document-lengths"}, {}));
   PrefixCacheBenchOptions options;
-  options.config = DefaultBenchConfig();
-  if (cl.Has("params")) {
-    ASSIGN_OR_RETURN(options.config, ModelConfig::FromFile(*cl.String("params")));
-  }
-  ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
-  if (threads < 0 || threads > 1024)
-    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
-  cpu::SetKernelThreads(static_cast<int>(threads));
-  const std::string weights = cl.Has("weights") ? *cl.String("weights") : "bf16";
-  if (weights != "bf16" && weights != "f32") {
-    return absl::InvalidArgumentError("--weights must be bf16 or f32");
-  }
-  options.weights = weights == "bf16" ? WeightFormat::kBF16 : WeightFormat::kF32;
   if (cl.Has("document-lengths")) {
     ASSIGN_OR_RETURN(std::vector<int32_t> lengths, cl.IntList("document-lengths"));
     options.document_lengths.assign(lengths.begin(), lengths.end());
@@ -200,17 +216,12 @@ absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& o
       return absl::InvalidArgumentError("--document-lengths must be in [128, 1048576]");
     }
   }
-  char work[] = "/tmp/yoco-bench-cache-XXXXXX";
-  if (mkdtemp(work) == nullptr) return absl::InternalError("cannot create a temporary folder");
-  options.work_dir = work;
+  ASSIGN_OR_RETURN(BenchSetup setup, ParseBenchSetup(cl, "yoco-bench-cache"));
+  options.config = setup.config;
+  options.weights = setup.weights;
+  options.work_dir = setup.work_dir;
   ASSIGN_OR_RETURN(PrefixCacheBenchReport report, RunPrefixCacheBench(options, log));
-  out << report.ToTable();
-  if (cl.Has("json")) {
-    std::ofstream json(*cl.String("json"), std::ios::trunc);
-    json << report.ToJson();
-    if (!json) return absl::PermissionDeniedError("cannot write " + *cl.String("json"));
-  }
-  return absl::OkStatus();
+  return WriteBenchReport(cl, report, out);
 }
 
 }  // namespace yoco
