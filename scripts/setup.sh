@@ -8,6 +8,7 @@ PACKAGES=(
   libabsl-dev          # absl::Status, StatusOr, Span, strings
   nlohmann-json3-dev   # params.json, safetensors headers
   libdnnl-dev          # oneDNN sgemm for the CPU backend
+  ocl-icd-opencl-dev   # oneDNN's CMake package calls find_package(OpenCL); a Recommends we skip
   libucx-dev ucx-utils # UCX transport (ucx_perftest for the transfer benchmark baseline)
   libpcre2-dev         # tiktoken pre-tokenisation (Unicode classes, lookahead)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # gRPC API
@@ -15,6 +16,8 @@ PACKAGES=(
   prometheus-cpp-dev   # /metrics on every service
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  python3-yaml         # the deployment smoke test reads the rendered manifests
+  qemu-user            # the CPU-baseline test runs a binary on an emulated pre-AVX2 CPU
 )
 
 missing=()
@@ -28,6 +31,12 @@ done
 # do; Debian's is the fallback.
 if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
   missing+=(nodejs npm)
+fi
+
+# kubectl renders and checks the Kubernetes manifests (kustomize built in). These machines have
+# it; elsewhere it comes from whichever apt source provides the `kubectl` package.
+if ! command -v kubectl > /dev/null && apt-cache show kubectl > /dev/null 2>&1; then
+  missing+=(kubectl)
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then

@@ -3,11 +3,14 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <iostream>
 
 namespace yoco {
 namespace {
+
+std::atomic<bool> draining{false};
 
 sigset_t TerminationSignals() {
   sigset_t set;
@@ -28,6 +31,7 @@ void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std:
   const sigset_t set = TerminationSignals();
   int signal = 0;
   sigwait(&set, &signal);
+  draining = true;
   std::cerr << name << ": " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining for up to "
             << absl::FormatDuration(drain) << std::endl;
   if (grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService()) {
@@ -37,5 +41,7 @@ void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std:
   server.Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(drain));
   std::cerr << name << ": stopped" << std::endl;
 }
+
+bool Draining() { return draining.load(); }
 
 }  // namespace yoco

@@ -20,6 +20,9 @@ void BlockTerminationSignals();
 // Waits for SIGTERM or SIGINT, then drains `server` for up to `drain` and shuts it down.
 void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std::string& name);
 
+// True from the termination signal on (the services export it as yoco_service_draining).
+bool Draining();
+
 }  // namespace yoco
 
 #endif  // YOCO_LIB_RPC_GRACEFUL_SHUTDOWN_H_

@@ -9,7 +9,8 @@
 namespace yoco {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port) {
+    const std::string& listen, const std::vector<grpc::Service*>& services,
+    const std::string& readiness_service, int* bound_port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -20,6 +21,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || *bound_port == 0)
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
+    health->SetServingStatus(readiness_service, true);
+  }
   return server;
 }
 

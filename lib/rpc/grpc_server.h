@@ -1,5 +1,7 @@
 // Starting a gRPC server the way every YOCO service does: the given services, gRPC health
-// checking and server reflection, bounded message sizes.
+// checking and server reflection, bounded message sizes. Health has two names: "" says the
+// process answers (liveness), `readiness_service` (the role's gRPC service name, e.g.
+// yoco.v1.DecodeWorker) says it takes requests (readiness; NOT_SERVING once it drains).
 #ifndef YOCO_LIB_RPC_GRPC_SERVER_H_
 #define YOCO_LIB_RPC_GRPC_SERVER_H_
 
@@ -19,7 +21,8 @@ inline constexpr int kMaxGrpcMessageBytes = 64 << 20;
 // Binds `listen` (HOST:PORT; port 0 picks one) and starts serving. `bound_port` receives the
 // port actually bound.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
-    const std::string& listen, const std::vector<grpc::Service*>& services, int* bound_port);
+    const std::string& listen, const std::vector<grpc::Service*>& services,
+    const std::string& readiness_service, int* bound_port);
 
 }  // namespace yoco
 

@@ -64,11 +64,23 @@ SnapshotPolicy PrefillWorker::Policy() const {
   return policy;
 }
 
+class PrefillWorker::EngineTurn {
+ public:
+  explicit EngineTurn(PrefillWorker& worker) : worker_(worker), lock_(worker.mu_) {
+    worker_.engine_busy_ = true;
+  }
+  ~EngineTurn() { worker_.engine_busy_ = false; }
+
+ private:
+  PrefillWorker& worker_;
+  std::lock_guard<std::mutex> lock_;
+};
+
 absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   PrefillResult result;
   auto bytes = std::make_shared<std::string>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    EngineTurn turn(*this);
     const absl::Time start = absl::Now();
     CachedPrefillRequest request;
     request.prompt = call.prompt;
@@ -134,7 +146,7 @@ absl::StatusOr<PrecacheResult> PrefillWorker::Precache(const std::vector<int32_t
                                                    " tokens to be cached; it has ",
                                                    document.size()));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  EngineTurn turn(*this);
   CachedPrefillRequest request;
   request.prompt = document;
   request.salt = cache_salt;

@@ -7,6 +7,7 @@
 #ifndef YOCO_LIB_WORKERS_PREFILL_WORKER_H_
 #define YOCO_LIB_WORKERS_PREFILL_WORKER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -95,6 +96,8 @@ class PrefillWorker {
   const Model& model() const { return backend_->model(); }
   UcxTransport& transport() { return *transport_; }
   SnapshotStore* cache() { return cache_.get(); }  // null without a cache
+  // Whether a prefill or pre-cache is running on the backend now (others wait for it).
+  bool engine_busy() const { return engine_busy_.load(std::memory_order_relaxed); }
   // Snapshot files the disk tier refused (and deleted) when it opened.
   const std::vector<DiscardedSnapshot>& discarded_at_start() const { return discarded_; }
 
@@ -106,7 +109,10 @@ class PrefillWorker {
                            absl::Duration timeout, uint64_t* transfer_id);
 
   const PrefillWorkerOptions options_;
-  std::mutex mu_;  // one prefill at a time on the backend
+  // One prefill at a time on the backend; EngineTurn holds it and keeps engine_busy_ true.
+  std::mutex mu_;
+  std::atomic<bool> engine_busy_{false};
+  class EngineTurn;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<SnapshotStore> cache_;
   std::vector<DiscardedSnapshot> discarded_;

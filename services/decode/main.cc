@@ -4,6 +4,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "lib/engine/cpu_backend.h"
+#include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/flag_names.h"
@@ -25,6 +26,8 @@ ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
 ABSL_FLAG(int, max_batch, 32, "sequences per decode step");
 ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active sequences, MiB");
 ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAUSTED");
+ABSL_FLAG(bool, vllm_metric_names, false,
+          "also export the load gauges under vLLM's names (vllm:num_requests_waiting, ...)");
 
 int main(int argc, char** argv) {
   yoco::BlockTerminationSignals();
@@ -66,7 +69,20 @@ int main(int argc, char** argv) {
   callbacks->Add("yoco_decode_waiting_bundles",
                  "Bundles received but not yet claimed by a Decode call", Type::kGauge,
                  [w] { return static_cast<double>(w->waiting_bundles()); });
+  yoco::ExportLoadSignals(
+      {.requests_waiting = [w] { return static_cast<double>(w->stats().queued); },
+       .requests_running = [w] { return static_cast<double>(w->stats().active); },
+       .state_memory_utilization =
+           [w] {
+             const yoco::DecodeBatcherStats s = w->stats();
+             return s.memory_budget_bytes > 0 ? static_cast<double>(s.memory_in_use_bytes) /
+                                                    static_cast<double>(s.memory_budget_bytes)
+                                              : 0.0;
+           }},
+      absl::GetFlag(FLAGS_vllm_metric_names), callbacks.get());
   yoco::ExportTransferMetrics("yoco_decode", &w->transfer_metrics(), callbacks.get());
+  callbacks->Add("yoco_service_draining", "1 from SIGTERM/SIGINT until the service exits",
+                 yoco::ScrapeCallbacks::Type::kGauge, [] { return yoco::Draining() ? 1.0 : 0.0; });
   auto metrics_server = yoco::MetricsServer::Start(
       absl::GetFlag(FLAGS_metrics_listen), std::make_shared<prometheus::Registry>(), callbacks);
   if (!metrics_server.ok()) {
@@ -75,7 +91,8 @@ int main(int argc, char** argv) {
   }
   yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen));
   int port = 0;
-  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
+  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
+                                      yoco::v1::DecodeWorker::service_full_name(), &port);
   if (!server.ok()) {
     std::cerr << "yoco-decode: " << server.status().message() << "\n";
     return 1;

@@ -1,9 +1,11 @@
 // yoco-prefill: the prefill worker. Flags, wiring, run.
+#include <algorithm>
 #include <iostream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "lib/engine/cpu_backend.h"
+#include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/snapshot_store_export.h"
 #include "lib/metrics/transfer_metrics_export.h"
@@ -31,6 +33,8 @@ ABSL_FLAG(int64_t, cache_disk_mb, 8192, "prefix-cache disk tier size in MiB");
 ABSL_FLAG(int, snapshot_every_blocks, 16,
           "also snapshot every this many 128-token blocks of long prompts (0: only at the last "
           "full block)");
+ABSL_FLAG(bool, vllm_metric_names, false,
+          "also export the load gauges under vLLM's names (vllm:num_requests_waiting, ...)");
 
 int main(int argc, char** argv) {
   yoco::BlockTerminationSignals();
@@ -69,10 +73,27 @@ int main(int argc, char** argv) {
                  "Prefills stopped because their call was cancelled or timed out",
                  yoco::ScrapeCallbacks::Type::kCounter,
                  [&service] { return static_cast<double>(service.cancelled_requests()); });
+  // One prefill runs on the engine at a time; the other active calls wait for it.
+  yoco::ExportLoadSignals(
+      {.requests_waiting =
+           [&service, &worker] {
+             const double active = static_cast<double>(service.active_requests());
+             return std::max(0.0, active - (worker.engine_busy() ? 1.0 : 0.0));
+           },
+       .requests_running = [&worker] { return worker.engine_busy() ? 1.0 : 0.0; },
+       .state_memory_utilization =
+           [&worker, budget = options.cache_budget_bytes] {
+             if (worker.cache() == nullptr || budget <= 0) return 0.0;
+             return static_cast<double>(worker.cache()->stats().bytes) /
+                    static_cast<double>(budget);
+           }},
+      absl::GetFlag(FLAGS_vllm_metric_names), callbacks.get());
   yoco::ExportTransferMetrics("yoco_prefill", &worker.transport().metrics(), callbacks.get());
   if (worker.cache() != nullptr) {
     yoco::ExportSnapshotStoreMetrics("yoco_prefill_cache", worker.cache(), callbacks.get());
   }
+  callbacks->Add("yoco_service_draining", "1 from SIGTERM/SIGINT until the service exits",
+                 yoco::ScrapeCallbacks::Type::kGauge, [] { return yoco::Draining() ? 1.0 : 0.0; });
   auto metrics_server = yoco::MetricsServer::Start(
       absl::GetFlag(FLAGS_metrics_listen), std::make_shared<prometheus::Registry>(), callbacks);
   if (!metrics_server.ok()) {
@@ -80,7 +101,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   int port = 0;
-  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
+  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
+                                      yoco::v1::PrefillWorker::service_full_name(), &port);
   if (!server.ok()) {
     std::cerr << "yoco-prefill: " << server.status().message() << "\n";
     return 1;

@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   callbacks->Add("yoco_router_background_jobs", "Conversation snapshots queued or being made",
                  yoco::ScrapeCallbacks::Type::kGauge,
                  [&service] { return static_cast<double>(service.background_jobs()); });
+  callbacks->Add("yoco_service_draining", "1 from SIGTERM/SIGINT until the service exits",
+                 yoco::ScrapeCallbacks::Type::kGauge, [] { return yoco::Draining() ? 1.0 : 0.0; });
   auto metrics_server =
       yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry, callbacks);
   if (!metrics_server.ok()) {
@@ -82,7 +84,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   int port = 0;
-  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service}, &port);
+  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
+                                      yoco::v1::Yoco::service_full_name(), &port);
   if (!server.ok()) {
     std::cerr << "yoco-router: " << server.status().message() << "\n";
     return 1;

@@ -7,12 +7,16 @@
 //            [--pin] [--ttl-seconds N] [--cache-salt S]
 //   yoco-cli --router HOST:PORT list-cache
 //   yoco-cli --router HOST:PORT evict-cache (--handle H | --all)
+//   yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS]
+//            (any YOCO service's address; "" is liveness, the role's service name readiness)
 // generate streams token ids (comma-separated, with --tokens) or text (with --prompt) to stdout;
 // --stats prints the final usage, cache and timings as one JSON line on stderr. The cache
 // commands print one JSON line on stdout.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 
@@ -125,6 +129,43 @@ int EvictCache(const std::string& router, const std::vector<std::string>& args) 
   return 0;
 }
 
+// grpc.health.v1.Health/Check with hand-encoded messages (request: field 1, the service name;
+// response: field 1, the status enum), so the client needs no generated health code.
+int Health(const std::string& address, const std::vector<std::string>& args) {
+  auto cl = yoco::CommandLine::Parse(args, {"service", "timeout-ms"}, {});
+  if (!cl.ok()) return Fail(std::string(cl.status().message()));
+  const std::string service = cl->Has("service") ? *cl->String("service") : "";
+  if (service.size() > 127) return Fail("--service: at most 127 bytes");
+  absl::StatusOr<int64_t> timeout_ms = cl->Int("timeout-ms", 5000);
+  if (!timeout_ms.ok()) return Fail(std::string(timeout_ms.status().message()));
+  std::string encoded;
+  if (!service.empty()) {
+    encoded = std::string{0x0a, static_cast<char>(service.size())} + service;
+  }
+  grpc::Slice slice(encoded);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(*timeout_ms));
+  grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status st) { done.set_value(st); });
+  const grpc::Status st = done.get_future().get();
+  if (!st.ok()) return Fail(st);
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  // Proto3 leaves a zero enum out: an empty message is UNKNOWN.
+  const int status = bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+  const char* names[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
+  std::cout << (status >= 0 && status <= 3 ? names[status] : "UNKNOWN") << "\n";
+  return status == 1 ? 0 : 1;
+}
+
 int Generate(const std::string& router, const std::vector<std::string>& args) {
   auto cl = yoco::CommandLine::Parse(args,
                                      {"prompt", "tokens", "max-new-tokens", "temperature", "top-k",
@@ -217,13 +258,16 @@ int main(int argc, char** argv) {
     if (command == "precache") return Precache(router, args);
     if (command == "list-cache") return ListCache(router);
     if (command == "evict-cache") return EvictCache(router, args);
+    if (command == "health") return Health(router, args);
   }
-  std::cerr << "usage: yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) "
-               "--max-new-tokens N [--temperature T] [--top-k K] [--top-p P] [--seed S] "
-               "[--stop-at-eos] [--stop-string S] [--cache-salt S] [--stats] [--timeout-ms MS]\n"
-               "       yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | "
-               "--tokens 0,17,...) [--pin] [--ttl-seconds N] [--cache-salt S]\n"
-               "       yoco-cli --router HOST:PORT list-cache\n"
-               "       yoco-cli --router HOST:PORT evict-cache (--handle H | --all)\n";
-  return 2;
+  std::ostream& out = (command == "--help" || command == "help") ? std::cout : std::cerr;
+  out << "usage: yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) "
+         "--max-new-tokens N [--temperature T] [--top-k K] [--top-p P] [--seed S] "
+         "[--stop-at-eos] [--stop-string S] [--cache-salt S] [--stats] [--timeout-ms MS]\n"
+         "       yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | "
+         "--tokens 0,17,...) [--pin] [--ttl-seconds N] [--cache-salt S]\n"
+         "       yoco-cli --router HOST:PORT list-cache\n"
+         "       yoco-cli --router HOST:PORT evict-cache (--handle H | --all)\n"
+         "       yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS]\n";
+  return &out == &std::cout ? 0 : 2;
 }

@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""Serves a request with exactly the command lines, flag files and environment that a rendered
+Kubernetes overlay gives the router, prefill and decode containers.
+
+Usage: manifest_smoke_test.py REPO_ROOT BUILD_DIR OVERLAY
+
+Only what differs between a pod and this machine is substituted: listen addresses and ports
+(0.0.0.0:P -> 127.0.0.1:free port), the workers' Service names (-> loopback), the pod's network
+interface (eth0 -> lo), mounted paths (-> temporary folders holding the same files) and the image's
+paths (/usr/local/bin, /opt/yoco/models -> the build). A flag renamed in code but not in a manifest,
+a missing mount or a wrong port fails here. The tokens must equal the in-process engine's.
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+IMAGE_MODELS = "/opt/yoco/models"
+
+
+def render(repo, overlay):
+    out = subprocess.run(["kubectl", "kustomize", os.path.join(repo, "deploy/k8s/overlays", overlay)],
+                         check=True, capture_output=True, text=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def workload(objects, component):
+    for o in objects:
+        if o["kind"] in ("Deployment", "StatefulSet") and \
+                o["metadata"]["labels"].get("app.kubernetes.io/component") == component:
+            return o
+    raise AssertionError(f"no Deployment or StatefulSet for {component}")
+
+
+class Rewriter:
+    """Maps pod addresses and paths to this machine's, consistently for every role."""
+
+    def __init__(self, build):
+        self.build = build
+        self.ports = {}    # port in the manifests -> free local port
+        self.paths = {}    # mount path -> local folder
+        self.live = {}     # "yoco-prefill" -> local port of ordinal 0
+        self.absent = free_port()  # nothing listens: the pods beyond the replica count
+
+    def port(self, p):
+        if p not in self.ports:
+            self.ports[p] = free_port()
+        return self.ports[p]
+
+    def text(self, s):
+        s = re.sub(r"(?:0\.0\.0\.0|127\.0\.0\.1):(\d+)",
+                   lambda m: f"127.0.0.1:{self.port(int(m.group(1)))}", s)
+
+        def service(m):
+            ordinal, port = int(m.group(2)), int(m.group(3))
+            return f"127.0.0.1:{self.port(port) if ordinal == 0 else self.absent}"
+        s = re.sub(r"(yoco-(?:prefill|decode))-(\d+)\.yoco-(?:prefill|decode):(\d+)", service, s)
+        s = s.replace("--net_devices=eth0", "--net_devices=lo")
+        s = s.replace(IMAGE_MODELS, os.path.join(self.build, "models"))
+        if self.paths:  # one pass: a local folder may itself lie under a mount path (/tmp)
+            mounts = "|".join(re.escape(m) for m in sorted(self.paths, key=len, reverse=True))
+            s = re.sub(rf"(?<![\w/])({mounts})(?=/|\b|$)", lambda m: self.paths[m.group(1)], s)
+        return s
+
+
+def prepare(obj, objects, rw, tmp):
+    """Command line and environment of the workload's one container, mounts made local."""
+    pod = obj["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    claims = {c["metadata"]["name"] for c in obj["spec"].get("volumeClaimTemplates", [])}
+    config_maps = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
+    files = []
+    for m in container.get("volumeMounts", []):
+        local = tempfile.mkdtemp(dir=tmp, prefix=m["name"] + "-")
+        rw.paths[m["mountPath"]] = local
+        if m["name"] in claims:
+            continue
+        v = volumes[m["name"]]
+        assert "configMap" in v or "emptyDir" in v, f"unexpected volume {v}"
+        if "configMap" in v:
+            cm = config_maps[v["configMap"]["name"]]
+            files += [(os.path.join(local, k), data) for k, data in cm["data"].items()]
+    # File contents are rewritten after every mount is known.
+    for path, data in files:
+        with open(path, "w") as f:
+            f.write(rw.text(data))
+    argv = [rw.text(a) for a in container["command"] + container.get("args", [])]
+    assert "/" not in argv[0], f"{argv[0]}: the image puts the binaries on PATH"
+    argv[0] = os.path.join(rw.build, "bin", argv[0])
+    env = {"PATH": os.environ["PATH"]}
+    for e in container.get("env", []):
+        env[e["name"]] = rw.text(e["value"])
+    return argv, env, container
+
+
+def scrape(port):
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+
+
+def main():
+    repo, build, overlay = sys.argv[1:4]
+    objects = render(repo, overlay)
+    tmp = tempfile.mkdtemp(prefix=f"yoco-manifests-{overlay}-")
+    rw = Rewriter(build)
+    procs = []
+    try:
+        roles = {}
+        for component in ("decode", "prefill", "router"):
+            argv, env, container = prepare(workload(objects, component), objects, rw, tmp)
+            roles[component] = container
+            log = open(os.path.join(tmp, component + ".log"), "w")
+            print("+", " ".join(argv), flush=True)
+            procs.append((component, subprocess.Popen(argv, env=env, stdout=log, stderr=log)))
+        grpc = {c: rw.port(roles[c]["ports"][0]["containerPort"]) for c in roles}
+        metrics = {c: rw.port(next(p["containerPort"] for p in roles[c]["ports"]
+                                   if p["name"] == "metrics")) for c in roles}
+        cli = os.path.join(build, "bin", "yoco-cli")
+
+        # The probes the manifests give the kubelet: liveness "" and the readiness service.
+        deadline = time.time() + 60
+        for c in ("decode", "prefill", "router"):
+            probe = roles[c]["readinessProbe"]["grpc"]
+            assert rw.port(probe["port"]) == grpc[c], f"{c}: readiness probe on another port"
+            while True:
+                r = subprocess.run([cli, "--router", f"127.0.0.1:{grpc[c]}", "health", "--service",
+                                    probe["service"], "--timeout-ms", "1000"],
+                                   capture_output=True, text=True)
+                if r.returncode == 0:
+                    break
+                for name, p in procs:
+                    assert p.poll() is None, f"{name} exited with {p.returncode}: " + \
+                        open(os.path.join(tmp, name + ".log")).read()
+                assert time.time() < deadline, f"{c} not ready: {r.stdout}{r.stderr}"
+                time.sleep(0.2)
+            live = roles[c]["livenessProbe"]["grpc"]
+            r = subprocess.run([cli, "--router", f"127.0.0.1:{grpc[c]}", "health", "--service",
+                                live.get("service", "")], capture_output=True, text=True)
+            assert r.returncode == 0, f"{c}: liveness {r.stdout}{r.stderr}"
+
+        tokens = "0,17,5,99,254,31,7,7,42"
+        served = None
+        for _ in range(50):  # the router's first probe of its workers may still be running
+            r = subprocess.run([cli, "--router", f"127.0.0.1:{grpc['router']}", "generate",
+                                "--tokens", tokens, "--max-new-tokens", "12"],
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                served = r.stdout.strip()
+                break
+            time.sleep(0.2)
+        assert served is not None, f"no tokens through the router: {r.stderr}"
+        model = [a for a in open(os.path.join(rw.paths["/etc/yoco"], "router.flags")).read().split()
+                 if a.startswith("--model=")][0].split("=", 1)[1]
+        local = subprocess.run([os.path.join(build, "bin", "yoco"), "generate", "--model", model,
+                                "--tokens", tokens, "--max-new-tokens", "12"],
+                               check=True, capture_output=True, text=True).stdout.strip()
+        assert served == local, f"served {served}, in-process {local}"
+        print(f"{overlay}: served {served} (= in-process engine)")
+
+        text = scrape(metrics["router"])
+        assert re.search(r'^yoco_router_requests_total\{outcome="ok"\} [1-9]', text, re.M), text
+        for c in ("prefill", "decode"):
+            text = scrape(metrics[c])
+            for name in ("yoco_worker_requests_waiting", "yoco_worker_requests_running",
+                         "yoco_worker_state_memory_utilization", "yoco_service_draining",
+                         "vllm:num_requests_waiting", "vllm:num_requests_running",
+                         "vllm:kv_cache_usage_perc"):
+                assert re.search(rf"^{re.escape(name)} ", text, re.M), f"{c}: no {name}"
+
+        # SIGTERM, as the kubelet sends it: readiness goes NOT_SERVING, then the process exits
+        # within the grace period the manifest gives.
+        name, decode = procs[0]
+        decode.send_signal(signal.SIGTERM)
+        grace = workload(objects, "decode")["spec"]["template"]["spec"][
+            "terminationGracePeriodSeconds"]
+        decode.wait(timeout=grace)
+        print(f"{overlay}: decode worker drained and exited with {decode.returncode}")
+        assert decode.returncode == 0
+    finally:
+        for _, p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
