@@ -1,43 +1,19 @@
 #!/usr/bin/env bash
 # Builds the YOCO Serve container image (deploy/docker/Dockerfile) with podman into podman's
 # default image store, and prints the image reference on its last line, e.g.
-#   localhost/yoco-serve:0.1.0-42-gabc1234
+#   localhost/yoco-serve:0.1.0
 # When no debian:12 image is present (no registry is reachable), it makes one with debootstrap
 # from the mirror this machine's own apt sources name, and imports it.
 #
 # On a machine with a Docker engine, `docker build -f deploy/docker/Dockerfile .` does the same;
-# the podman settings below are for rootful podman inside containers and sandboxes, where the
-# default OCI runtime, ulimits and isolation do not work.
+# the podman settings (scripts/podman-env.sh, --isolation=chroot) are for podman inside
+# containers and sandboxes, where the default OCI runtime, ulimits and isolation do not work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-command -v podman > /dev/null || need+=(podman runc)
-command -v debootstrap > /dev/null || need+=(debootstrap)
-if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  echo "image: installing ${need[*]}" >&2
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
-fi
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# runc (crun fails here), and default ulimits within the hard limits the build steps can get
-# (podman's defaults ask for more than a sandbox allows; the process limit seen inside one is
-# 32768 even where `ulimit -Hu` says more).
-nofile=$(ulimit -Hn)
-nproc=$(ulimit -Hu)
-if [ "$nofile" = unlimited ] || [ "$nofile" -gt 20000 ]; then nofile=20000; fi
-if [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; then nproc=32768; fi
-cat > "$work/containers.conf" << CONF
-[containers]
-default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
-[engine]
-runtime = "runc"
-CONF
-export CONTAINERS_CONF="$work/containers.conf"
+source scripts/podman-env.sh
+command -v debootstrap > /dev/null || podman_install debootstrap
+work=$PODMAN_WORK
 
 # The first Debian mirror this machine's apt sources name for the main suite.
 debian_mirror() {
@@ -68,10 +44,11 @@ if ! podman image exists "$base"; then
   rm -rf "$work/rootfs"
 fi
 
-version=$(git describe --tags --always --dirty 2> /dev/null || echo dev)
-revision=$(git rev-parse HEAD 2> /dev/null || echo unknown)
+# Tagged with the release in VERSION (what the manifests pin); the label says which commit.
+version=$(cat VERSION)
+revision=$(git describe --always --dirty --abbrev=40 2> /dev/null || echo unknown)
 image=localhost/yoco-serve:$version
 podman build --isolation=chroot --pull=never -f deploy/docker/Dockerfile \
   --build-arg VERSION="$version" --build-arg REVISION="$revision" \
-  -t "$image" -t localhost/yoco-serve:latest . >&2
+  -t "$image" . >&2
 echo "$image"

@@ -3,15 +3,14 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/snapshot_store_export.h"
 #include "lib/metrics/transfer_metrics_export.h"
-#include "lib/rpc/flag_names.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
+#include "lib/rpc/service_flags.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/prefill_worker.h"
 #include "services/prefill/prefill_service.h"
@@ -38,8 +37,9 @@ ABSL_FLAG(bool, vllm_metric_names, false,
 
 int main(int argc, char** argv) {
   yoco::BlockTerminationSignals();
-  yoco::UnderscoreFlagNames(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  yoco::ParseServiceFlags(argc, argv,
+                          "the prefill worker (prefix cache, state bundles over "
+                          "UCX).\nusage: yoco-prefill --model DIR [flags] (or --flagfile=FILE)");
   auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model));
   if (!model.ok()) {
     std::cerr << "yoco-prefill: " << model.status().message() << "\n";

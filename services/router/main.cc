@@ -2,12 +2,11 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "lib/metrics/metrics_server.h"
-#include "lib/rpc/flag_names.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
+#include "lib/rpc/service_flags.h"
 #include "lib/text/byte_tokenizer.h"
 #include "lib/text/tiktoken_bpe.h"
 #include "services/router/router_service.h"
@@ -34,8 +33,10 @@ ABSL_FLAG(bool, snapshot_conversations, true,
 
 int main(int argc, char** argv) {
   yoco::BlockTerminationSignals();
-  yoco::UnderscoreFlagNames(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  yoco::ParseServiceFlags(argc, argv,
+                          "the public gRPC API in front of prefill and decode "
+                          "workers.\nusage: yoco-router --model DIR --prefill HOST:PORT[,...] "
+                          "--decode HOST:PORT[,...] [flags] (or --flagfile=FILE)");
   auto config = yoco::ModelConfig::FromFile(absl::GetFlag(FLAGS_model) + "/params.json");
   if (!config.ok()) {
     std::cerr << "yoco-router: " << config.status().message() << "\n";

@@ -1,0 +1,25 @@
+// absl's --help shows only flags defined in a file named after the program; ours live in
+// services/*/main.cc.
+#include "lib/rpc/service_flags.h"
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "lib/rpc/flag_names.h"
+
+namespace yoco {
+
+void ParseServiceFlags(int argc, char** argv, const char* usage) {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "services/");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage(usage);
+  UnderscoreFlagNames(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+}
+
+}  // namespace yoco
