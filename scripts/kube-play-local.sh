@@ -10,8 +10,9 @@ image=${1:-$(bash scripts/image.sh | tail -n 1)}
 source scripts/podman-env.sh
 
 kubectl kustomize deploy/k8s/overlays/local > "$PODMAN_WORK/rendered.yaml"
+# shellcheck disable=SC2046  # volume names are single words
 /usr/bin/python3 deploy/k8s/podman/for_kube_play.py "$PODMAN_WORK/rendered.yaml" "$image" \
-  > "$PODMAN_WORK/play.yaml"
+  $(podman volume ls --format '{{.Name}}') > "$PODMAN_WORK/play.yaml"
 down() { podman kube down "$PODMAN_WORK/play.yaml" > /dev/null 2>&1 || true; }
 trap 'down; rm -rf "$PODMAN_WORK"' EXIT
 podman kube play --replace "$PODMAN_WORK/play.yaml" >&2

@@ -14,7 +14,9 @@ podman_install() {
 }
 
 podman_missing=()
-command -v podman > /dev/null || podman_missing+=(podman runc catatonit)
+command -v podman > /dev/null || podman_missing+=(podman runc)
+# kube play builds its pause image around catatonit, a Recommends of podman.
+command -v catatonit > /dev/null || podman_missing+=(catatonit)
 podman_install "${podman_missing[@]}"
 
 PODMAN_WORK=$(mktemp -d)
