@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/checksum/crc32c.h"
+#include "lib/transport/transport_address.h"
 #include "lib/transport/ucx_handles.h"
 
 namespace yoco {
@@ -44,15 +45,6 @@ struct DataHeader {
 };
 
 constexpr uint32_t kHasChecksum = 1;
-
-// The address peers are given: this header, then UCX's worker address. Knowing the process and
-// host of a peer lets a transport notice a dead peer on the same host even where UCX cannot
-// (shared memory has no peer-failure detection in UCX 1.13).
-struct AddressHeader {
-  char magic[4];  // "YUCX"
-  uint32_t pid;
-  uint64_t host;
-};
 
 // Identifies this machine's boot: processes on the same host compare equal.
 uint64_t HostId() {
@@ -171,9 +163,10 @@ class UcxTransport::Impl {
       return UcsError("ucp_worker_get_address", st);
     }
     UcpAddressPtr address_owner(address, UcpAddressDeleter{worker_.get()});
-    AddressHeader header{{'Y', 'U', 'C', 'X'}, static_cast<uint32_t>(getpid()), HostId()};
-    address_.assign(reinterpret_cast<const char*>(&header), sizeof header);
-    address_.append(reinterpret_cast<const char*>(address), address_length);
+    address_ =
+        SealTransportAddress({static_cast<uint32_t>(getpid()), HostId(),
+                              std::string(reinterpret_cast<const char*>(address), address_length)},
+                             options_.address_key);
 
     for (unsigned id : {kAmData, kAmReply, kAmCancel}) {
       ucp_am_handler_param_t hp{};
@@ -384,20 +377,20 @@ class UcxTransport::Impl {
   Peer* GetPeer(const std::string& address, absl::Status* status) {
     auto it = peers_.find(address);
     if (it != peers_.end() && !it->second->failed) return it->second.get();
-    AddressHeader header;
-    if (address.size() <= sizeof header || std::memcmp(address.data(), "YUCX", 4) != 0) {
-      *status = absl::InvalidArgumentError("not a transport address");
+    // UCX aborts on bytes that are not a worker address: only authenticated ones reach it.
+    absl::StatusOr<TransportAddress> opened = OpenTransportAddress(address, options_.address_key);
+    if (!opened.ok()) {
+      *status = opened.status();
       return nullptr;
     }
-    std::memcpy(&header, address.data(), sizeof header);
     auto peer = std::make_unique<Peer>();
     peer->impl = this;
     peer->address = address;
-    peer->pid = header.host == HostId() ? header.pid : 0;
+    peer->pid = opened->host == HostId() ? opened->pid : 0;
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(address.data() + sizeof header);
+    params.address = reinterpret_cast<const ucp_address_t*>(opened->ucx.data());
     params.err_mode =
         ucx_detects_failures_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = &Impl::OnEndpointError;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "lib/transport/transport_address.h"
 #include "lib/transport/ucx_transport.h"
 
 namespace yoco {
@@ -17,6 +19,20 @@ inline UcxTransportOptions BundleTransportOptions(const std::string& tls,
   options.tls = tls;
   options.net_devices = net_devices;
   options.checksum = false;
+  return options;
+}
+
+// As above, with the cluster's transport key read from `key_file` (empty: no key; addresses are
+// then only checked for integrity, which a forger can get past).
+inline absl::StatusOr<UcxTransportOptions> BundleTransportOptions(const std::string& tls,
+                                                                  const std::string& net_devices,
+                                                                  const std::string& key_file) {
+  UcxTransportOptions options = BundleTransportOptions(tls, net_devices);
+  if (!key_file.empty()) {
+    absl::StatusOr<std::string> key = LoadTransportKey(key_file);
+    if (!key.ok()) return key.status();
+    options.address_key = std::move(*key);
+  }
   return options;
 }
 

@@ -21,6 +21,10 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
 ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
 ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
+ABSL_FLAG(std::string, transport_key_file, "",
+          "the cluster's transport key (a file of 16-4096 bytes, e.g. a mounted Secret): workers "
+          "connect only to transport addresses sealed with it (empty: addresses are only checked "
+          "for integrity)");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
 ABSL_FLAG(int, max_batch, 32, "sequences per decode step");
 ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active sequences, MiB");
@@ -39,8 +43,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   yoco::DecodeWorkerOptions options;
-  options.transport =
-      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices));
+  auto transport =
+      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices),
+                                   absl::GetFlag(FLAGS_transport_key_file));
+  if (!transport.ok()) {
+    std::cerr << "yoco-decode: " << transport.status().message() << "\n";
+    return 1;
+  }
+  options.transport = *transport;
   options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;
   options.batcher.max_queue = absl::GetFlag(FLAGS_max_queue);

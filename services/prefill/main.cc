@@ -23,6 +23,10 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
 ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
 ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
+ABSL_FLAG(std::string, transport_key_file, "",
+          "the cluster's transport key (a file of 16-4096 bytes, e.g. a mounted Secret): workers "
+          "connect only to transport addresses sealed with it (empty: addresses are only checked "
+          "for integrity)");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
 ABSL_FLAG(int64_t, cache_mb, 1024, "prefix-cache memory in MiB (0: no prefix cache)");
 ABSL_FLAG(std::string, cache_dir, "",
@@ -50,11 +54,17 @@ int main(int argc, char** argv) {
   options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
   options.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   options.cache_disk_budget_bytes = absl::GetFlag(FLAGS_cache_disk_mb) << 20;
+  auto transport =
+      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices),
+                                   absl::GetFlag(FLAGS_transport_key_file));
+  if (!transport.ok()) {
+    std::cerr << "yoco-prefill: " << transport.status().message() << "\n";
+    return 1;
+  }
   auto created = yoco::PrefillWorker::Create(
       std::make_unique<yoco::CpuBackend>(*model,
                                          yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
-      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices)),
-      options);
+      *transport, options);
   if (!created.ok()) {
     std::cerr << "yoco-prefill: " << created.status().message() << "\n";
     return 1;

@@ -55,6 +55,7 @@ class Rewriter:
         self.paths = {}    # mount path -> local folder
         self.live = {}     # "yoco-prefill" -> local port of ordinal 0
         self.absent = free_port()  # nothing listens: the pods beyond the replica count
+        self.secrets = {}  # (Secret name, key) -> value
 
     def port(self, p):
         if p not in self.ports:
@@ -91,7 +92,14 @@ def prepare(obj, objects, rw, tmp):
         if m["name"] in claims:
             continue
         v = volumes[m["name"]]
-        assert "configMap" in v or "emptyDir" in v, f"unexpected volume {v}"
+        assert {"configMap", "emptyDir", "secret"} & v.keys(), f"unexpected volume {v}"
+        if "secret" in v:
+            # The operator creates Secrets; one random value per item stands in for each, shared
+            # by every role as the real Secret is.
+            for item in v["secret"]["items"]:
+                secret = rw.secrets.setdefault((v["secret"]["secretName"], item["key"]),
+                                               os.urandom(32).hex())
+                files.append((os.path.join(local, item["path"]), secret))
         if "configMap" in v:
             cm = config_maps[v["configMap"]["name"]]
             files += [(os.path.join(local, k), data) for k, data in cm["data"].items()]

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -35,9 +36,11 @@ class Peer {
   };
 
   explicit Peer(const std::string& tls,
-                std::function<absl::Status(absl::string_view)> verify = nullptr) {
+                std::function<absl::Status(absl::string_view)> verify = nullptr,
+                const std::string& address_key = "") {
     UcxTransportOptions options;
     options.tls = tls;
+    options.address_key = address_key;
     options.net_devices = tls == "tcp" ? "lo" : "";
     ReceiveCallbacks cb;
     cb.on_start = [this](const IncomingTransfer& t) {
@@ -311,6 +314,30 @@ TEST_P(TransportTest, UnreachablePeerIsUnavailableAndOthersStillWork) {
       << st;
   Peer b(GetParam());
   EXPECT_TRUE(a.Send(b.transport().address(), kMiB).get().ok());
+  EXPECT_TRUE(a.Drained());
+}
+
+// Addresses arrive over gRPC from whoever can reach a worker. Forged ones (our header, then
+// random bytes: this used to abort the process inside UCX) and ones sealed with another
+// cluster's key are refused with INVALID_ARGUMENT; the transport keeps working.
+TEST_P(TransportTest, ForgedOrForeignAddressesAreRefused) {
+  const std::string key = "this-cluster-transport-key";
+  Peer a(GetParam(), nullptr, key);
+  Peer same_cluster(GetParam(), nullptr, key);
+  Peer other_cluster(GetParam(), nullptr, "another-cluster-transport-key");
+  Peer no_key(GetParam());
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::string forged = "YUCX";
+    for (int i = 0; i < 12 + trial * 40; ++i) forged.push_back(static_cast<char>(rng()));
+    EXPECT_EQ(a.SendBytes(forged, {"x", 1, nullptr}, absl::Seconds(5)).get().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(a.Send(other_cluster.transport().address(), kKiB).get().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.Send(no_key.transport().address(), kKiB).get().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(a.Send(same_cluster.transport().address(), kMiB).get().ok());
   EXPECT_TRUE(a.Drained());
 }
 
