@@ -2,6 +2,10 @@
 // bundle is refused back to the prefill worker with its reason.
 #include "lib/workers/decode_worker.h"
 
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
@@ -11,6 +15,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   std::unique_ptr<DecodeWorker> w(new DecodeWorker());
   w->backend_ = std::move(backend);
   w->unclaimed_ttl_ = options.unclaimed_bundle_ttl;
+  w->sweep_interval_ = options.unclaimed_sweep_interval;
+  w->memory_budget_bytes_ = options.batcher.memory_budget_bytes;
   w->batcher_ = std::make_unique<DecodeBatcher>(*w->backend_, options.batcher);
   DecodeWorker* self = w.get();
   const ModelConfig& config = w->backend_->model().config();
@@ -24,28 +30,68 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     self->verified_ = std::move(*bundle);
     return absl::OkStatus();
   };
+  callbacks.on_start = [self](const IncomingTransfer& t) { return self->OnBundleStart(t); };
   callbacks.on_received = [self](const IncomingTransfer& t, ByteBuffer data) {
     self->OnBundle(t, std::move(data));
   };
   auto transport = UcxTransport::Create(options.transport, callbacks);
   if (!transport.ok()) return transport.status();
   w->transport_ = std::move(*transport);
+  w->sweeper_ = std::thread([self] { self->SweepLoop(); });
   return w;
 }
 
 DecodeWorker::~DecodeWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (sweeper_.joinable()) sweeper_.join();
   transport_.reset();  // no more bundles
   batcher_.reset();    // ends every sequence
 }
 
+absl::Status DecodeWorker::OnBundleStart(const IncomingTransfer& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DropUnclaimedLocked(absl::Now());
+  if (arrived_bytes_ + static_cast<int64_t>(t.size) > memory_budget_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat("the decode worker holds ", arrived_bytes_,
+                                                     " bytes of bundles waiting for their Decode "
+                                                     "call; ",
+                                                     t.size,
+                                                     " more would exceed its state-memory budget"));
+  }
+  return absl::OkStatus();
+}
+
 void DecodeWorker::OnBundle(const IncomingTransfer& t, ByteBuffer data) {
   std::lock_guard<std::mutex> lock(mu_);
-  const absl::Time now = absl::Now();
-  for (auto it = arrived_.begin(); it != arrived_.end();) {  // drop bundles nobody claimed
-    it = now - it->second.arrival > unclaimed_ttl_ ? arrived_.erase(it) : std::next(it);
-  }
-  arrived_[{t.sender, t.id}] = Arrived{std::move(verified_), now};
+  const auto key = std::make_pair(t.sender, t.id);
+  if (auto it = arrived_.find(key); it != arrived_.end()) arrived_bytes_ -= it->second.bytes;
+  arrived_[key] = Arrived{std::move(verified_), static_cast<int64_t>(data.size()), absl::Now()};
+  arrived_bytes_ += static_cast<int64_t>(data.size());
   cv_.notify_all();
+}
+
+void DecodeWorker::DropUnclaimedLocked(absl::Time now) {
+  for (auto it = arrived_.begin(); it != arrived_.end();) {
+    if (now - it->second.arrival > unclaimed_ttl_) {
+      arrived_bytes_ -= it->second.bytes;
+      it = arrived_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Without it an unclaimed bundle would stay until the next one arrived.
+void DecodeWorker::SweepLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, absl::ToChronoMilliseconds(sweep_interval_));
+    DropUnclaimedLocked(absl::Now());
+  }
 }
 
 size_t DecodeWorker::waiting_bundles() const {
@@ -53,20 +99,36 @@ size_t DecodeWorker::waiting_bundles() const {
   return arrived_.size();
 }
 
+int64_t DecodeWorker::waiting_bundle_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return arrived_bytes_;
+}
+
 absl::StatusOr<uint64_t> DecodeWorker::Decode(uint64_t sender, uint64_t transfer_id,
                                               int max_new_tokens, bool stop_at_eos,
                                               absl::Duration wait,
-                                              std::function<void(const DecodeEvent&)> on_event) {
+                                              std::function<void(const DecodeEvent&)> on_event,
+                                              const std::function<bool()>& cancelled) {
+  // Polled this often while waiting, so an abandoned call does not hold its thread.
+  constexpr auto kCancelPoll = std::chrono::milliseconds(50);
   StateBundle bundle;
   {
     std::unique_lock<std::mutex> lock(mu_);
     const auto key = std::make_pair(sender, transfer_id);
-    if (!cv_.wait_for(lock, absl::ToChronoMilliseconds(wait),
-                      [&] { return arrived_.count(key) > 0; })) {
-      return absl::DeadlineExceededError("the state bundle did not arrive in time");
+    const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(wait);
+    while (arrived_.count(key) == 0) {
+      if (cancelled && cancelled()) return absl::CancelledError("the Decode call was cancelled");
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        return absl::DeadlineExceededError("the state bundle did not arrive in time");
+      }
+      cv_.wait_for(lock,
+                   std::min<std::chrono::steady_clock::duration>(deadline - now, kCancelPoll));
     }
-    bundle = std::move(arrived_[key].bundle);
-    arrived_.erase(key);
+    auto it = arrived_.find(key);
+    bundle = std::move(it->second.bundle);
+    arrived_bytes_ -= it->second.bytes;
+    arrived_.erase(it);
   }
   absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
   if (!gen.ok()) return gen.status();

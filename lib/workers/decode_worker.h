@@ -1,7 +1,9 @@
 // DecodeWorker: the decode side of disaggregated serving, without RPC. Receives state bundles
 // over UcxTransport (checked against this worker's model before they are taken), and runs the
-// sequences in a continuously batched loop when their Decode call arrives. Bundles nobody asks
-// for are dropped after a while; Decode calls wait a bounded time for their bundle.
+// sequences in a continuously batched loop when their Decode call arrives. Bundles waiting for
+// their call count against the state-memory budget and are dropped on a timer when nobody
+// claims them; Decode calls wait a bounded time for their bundle, and end at once when the
+// caller cancels.
 #ifndef YOCO_LIB_WORKERS_DECODE_WORKER_H_
 #define YOCO_LIB_WORKERS_DECODE_WORKER_H_
 
@@ -11,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -25,6 +28,7 @@ struct DecodeWorkerOptions {
   DecodeBatcherOptions batcher;
   UcxTransportOptions transport;
   absl::Duration unclaimed_bundle_ttl = absl::Seconds(60);
+  absl::Duration unclaimed_sweep_interval = absl::Seconds(1);
 };
 
 class DecodeWorker {
@@ -39,33 +43,48 @@ class DecodeWorker {
   // Waits up to `wait` for the bundle of transfer (sender, transfer_id), then decodes
   // `max_new_tokens` tokens, streaming them to `on_event` (on the batching thread). Returns the
   // batcher's sequence id for Cancel. DEADLINE_EXCEEDED when the bundle does not come,
-  // RESOURCE_EXHAUSTED when the worker is full.
+  // CANCELLED as soon as `cancelled` (polled while waiting) says so, RESOURCE_EXHAUSTED when
+  // the worker is full.
   absl::StatusOr<uint64_t> Decode(uint64_t sender, uint64_t transfer_id, int max_new_tokens,
                                   bool stop_at_eos, absl::Duration wait,
-                                  std::function<void(const DecodeEvent&)> on_event);
+                                  std::function<void(const DecodeEvent&)> on_event,
+                                  const std::function<bool()>& cancelled = nullptr);
   void Cancel(uint64_t sequence_id) { batcher_->Cancel(sequence_id); }
 
   DecodeBatcherStats stats() const { return batcher_->stats(); }
   uint64_t fingerprint() const { return backend_->model().fingerprint(); }
   size_t waiting_bundles() const;
+  // Bytes of the bundles waiting for their Decode call (part of the state-memory budget).
+  int64_t waiting_bundle_bytes() const;
   const TransferMetrics& transfer_metrics() const { return transport_->metrics(); }
 
  private:
   DecodeWorker() = default;
   void OnBundle(const IncomingTransfer& t, ByteBuffer data);
+  // Before a bundle's data: refused when the waiting bundles would outgrow the budget.
+  absl::Status OnBundleStart(const IncomingTransfer& t);
+  // Drops bundles older than the TTL; mu_ held.
+  void DropUnclaimedLocked(absl::Time now);
+  void SweepLoop();
 
   std::unique_ptr<Backend> backend_;
   absl::Duration unclaimed_ttl_;
+  absl::Duration sweep_interval_;
+  int64_t memory_budget_bytes_ = 0;
   std::unique_ptr<DecodeBatcher> batcher_;
 
   struct Arrived {
     StateBundle bundle;
+    int64_t bytes = 0;
     absl::Time arrival;
   };
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<uint64_t, uint64_t>, Arrived> arrived_;  // guarded by mu_
+  int64_t arrived_bytes_ = 0;                                 // guarded by mu_
+  bool stopping_ = false;                                     // guarded by mu_
   StateBundle verified_;  // transport thread only: from verify to on_received
+  std::thread sweeper_;
 
   std::unique_ptr<UcxTransport> transport_;  // last: its callbacks use the members above
 };

@@ -1,6 +1,7 @@
 // Prefill (through the prefix cache when there is one), then ship.
 #include "lib/workers/prefill_worker.h"
 
+#include <algorithm>
 #include <future>
 
 #include "absl/strings/str_cat.h"
@@ -64,6 +65,18 @@ SnapshotPolicy PrefillWorker::Policy() const {
   return policy;
 }
 
+namespace {
+
+// A bundle nobody will decode would wait on the decode worker until it expired.
+bool EndsOnFirstToken(const PrefillCall& call, int32_t first_token) {
+  const std::vector<int32_t>& stops = call.sampling.stop_token_ids;
+  return call.max_new_tokens == 1 ||
+         std::find(stops.begin(), stops.end(), first_token) != stops.end() ||
+         (call.stop_at_eos && first_token == kEosId);
+}
+
+}  // namespace
+
 class PrefillWorker::EngineTurn {
  public:
   explicit EngineTurn(PrefillWorker& worker) : worker_(worker), lock_(worker.mu_) {
@@ -94,8 +107,9 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     result.cached_tokens = prefill->cached_tokens;
     result.cache_tier = prefill->tier;
     result.cache_miss = prefill->miss;
-    *bytes = SerializeStateBundle(prefill->generation.ToBundle(backend_->model().fingerprint()));
     result.prefill_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+    if (EndsOnFirstToken(call, result.first_token)) return result;
+    *bytes = SerializeStateBundle(prefill->generation.ToBundle(backend_->model().fingerprint()));
   }
   result.bundle_bytes = bytes->size();
   result.sender = transport_->id();
@@ -104,6 +118,7 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
       SendAndWait(call.decode_address, bytes, call.transfer_timeout, &result.transfer_id);
   result.transfer_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
   if (!st.ok()) return st;
+  result.shipped = true;
   return result;
 }
 

@@ -40,10 +40,15 @@ struct PrefillCall {
   std::string decode_address;  // UcxTransport address of the decode worker
   absl::Duration transfer_timeout = absl::Seconds(30);
   std::function<bool()> cancelled;
+  // Tokens the request may still produce, the first included (0: unknown), and whether EOS
+  // ends it. When the first token ends the request no bundle is shipped.
+  int max_new_tokens = 0;
+  bool stop_at_eos = false;
 };
 
 struct PrefillResult {
   int32_t first_token = -1;
+  bool shipped = false;      // false: the first token ended the request; nothing was sent
   uint64_t transfer_id = 0;  // the UCX transfer that carried the bundle
   uint64_t sender = 0;       // this worker's transport id (IncomingTransfer::sender)
   uint64_t bundle_bytes = 0;

@@ -45,13 +45,15 @@ grpc::Status DecodeService::Decode(grpc::ServerContext* context, const v1::Decod
   const absl::Duration wait = request->wait_for_bundle_ms() > 0
                                   ? absl::Milliseconds(request->wait_for_bundle_ms())
                                   : absl::Seconds(30);
-  auto id = worker_.Decode(request->sender_transport(), request->transfer_id(),
-                           static_cast<int>(request->max_new_tokens()), request->stop_at_eos(),
-                           wait, [queue](const DecodeEvent& e) {
-                             std::lock_guard<std::mutex> lock(queue->mu);
-                             queue->events.push_back(e);
-                             queue->cv.notify_all();
-                           });
+  auto id = worker_.Decode(
+      request->sender_transport(), request->transfer_id(),
+      static_cast<int>(request->max_new_tokens()), request->stop_at_eos(), wait,
+      [queue](const DecodeEvent& e) {
+        std::lock_guard<std::mutex> lock(queue->mu);
+        queue->events.push_back(e);
+        queue->cv.notify_all();
+      },
+      [context] { return context->IsCancelled(); });
   if (!id.ok()) return ToGrpcStatus(id.status());
   {
     std::lock_guard<std::mutex> lock(mu_);

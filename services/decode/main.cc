@@ -71,9 +71,16 @@ int main(int argc, char** argv) {
                  [w] { return w->stats().queued; });
   callbacks->Add("yoco_decode_batch_size", "Sequences in the last decode step", Type::kGauge,
                  [w] { return w->stats().last_batch_size; });
-  callbacks->Add("yoco_decode_state_memory_bytes",
-                 "K/V and recurrent state reserved by active sequences", Type::kGauge,
-                 [w] { return static_cast<double>(w->stats().memory_in_use_bytes); });
+  callbacks->Add(
+      "yoco_decode_state_memory_bytes",
+      "K/V and recurrent state reserved by active sequences, plus bundles waiting for "
+      "their Decode call",
+      Type::kGauge, [w] {
+        return static_cast<double>(w->stats().memory_in_use_bytes + w->waiting_bundle_bytes());
+      });
+  callbacks->Add("yoco_decode_waiting_bundle_bytes",
+                 "Bytes of bundles received but not yet claimed by a Decode call", Type::kGauge,
+                 [w] { return static_cast<double>(w->waiting_bundle_bytes()); });
   callbacks->Add("yoco_decode_steps_total", "Batched decode steps", Type::kCounter,
                  [w] { return static_cast<double>(w->stats().steps); });
   callbacks->Add("yoco_decode_waiting_bundles",
@@ -85,9 +92,10 @@ int main(int argc, char** argv) {
        .state_memory_utilization =
            [w] {
              const yoco::DecodeBatcherStats s = w->stats();
-             return s.memory_budget_bytes > 0 ? static_cast<double>(s.memory_in_use_bytes) /
-                                                    static_cast<double>(s.memory_budget_bytes)
-                                              : 0.0;
+             return s.memory_budget_bytes > 0
+                        ? static_cast<double>(s.memory_in_use_bytes + w->waiting_bundle_bytes()) /
+                              static_cast<double>(s.memory_budget_bytes)
+                        : 0.0;
            }},
       absl::GetFlag(FLAGS_vllm_metric_names), callbacks.get());
   yoco::ExportTransferMetrics("yoco_decode", &w->transfer_metrics(), callbacks.get());

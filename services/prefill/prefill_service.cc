@@ -1,6 +1,8 @@
 // Prefill RPCs.
 #include "services/prefill/prefill_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
@@ -66,12 +68,15 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
     call.transfer_timeout = absl::Milliseconds(request->transfer_timeout_ms());
   }
   call.cancelled = [context, &flag] { return context->IsCancelled() || flag.cancelled(); };
+  call.max_new_tokens = static_cast<int>(std::min<uint32_t>(request->max_new_tokens(), 1u << 30));
+  call.stop_at_eos = request->stop_at_eos();
   auto result = worker_.Prefill(call);
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kCancelled) ++cancelled_;
     return ToGrpcStatus(result.status());
   }
   response->set_first_token(result->first_token);
+  response->set_bundle_shipped(result->shipped);
   response->set_bundle_bytes(result->bundle_bytes);
   response->set_prefill_ms(result->prefill_ms);
   response->set_transfer_ms(result->transfer_ms);

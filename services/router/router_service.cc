@@ -250,6 +250,8 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     ToProto(sampling, pre.mutable_sampling());
     pre.set_decode_ucx_address(decode_info.ucx_address());
     pre.set_transfer_timeout_ms(options_.transfer_timeout_ms);
+    pre.set_max_new_tokens(max_new - static_cast<uint32_t>(generated.size()));
+    pre.set_stop_at_eos(stop_at_eos);
     v1::PrefillResponse pre_out;
     grpc::Status pre_st;
     {
@@ -292,6 +294,12 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     if (generated.size() >= max_new) {
       reason = v1::FINISH_REASON_LENGTH;
       break;
+    }
+    // Transfer ids start at 1: an id of 0 means nothing was shipped (a worker from before
+    // bundle_shipped existed always ships).
+    if (!pre_out.bundle_shipped() && pre_out.transfer_id() == 0) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          "the prefill worker shipped no state for a request that continues");
     }
     // Phase 2: the decode worker streams the rest.
     const auto decode_start = std::chrono::steady_clock::now();
