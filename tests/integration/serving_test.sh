@@ -5,6 +5,7 @@
 # mid-stream loses no token; killing a prefill worker fails nothing; bad input is refused with
 # INVALID_ARGUMENT (or RESOURCE_EXHAUSTED) and the services keep serving. Prefix cache: a
 # pre-cached document's hits give the tokens of a miss, eviction and a router restart included.
+# Requests that end on their first token leave no bundle behind.
 #   serving_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -100,6 +101,22 @@ if [ "$ok" -ge 37 ] && [ "$ttft" -ge 37 ] && [ "$steps" -gt 0 ] && [ "$received"
   echo "ok   metrics"
 else
   echo "FAIL metrics: ok=$ok ttft=$ttft steps=$steps received=$received sent=$sent"; failures=$((failures + 1))
+fi
+
+# Requests that end on their first token ship no state bundle: nothing is left waiting on a
+# decode worker (these used to pile up outside its budget until another bundle arrived).
+sent_before=$(metric "$METRICS_PREFILL" yoco_prefill_transfers_sent_total)
+received_before=$(metric "$METRICS_DECODE" yoco_decode_transfers_received_total)
+for i in $(seq 1 12); do cli --tokens "$(prompt $((40 + i)) 300)" --max-new-tokens 1 > /dev/null; done
+total=$((total + 1))
+sent_after=$(metric "$METRICS_PREFILL" yoco_prefill_transfers_sent_total)
+received_after=$(metric "$METRICS_DECODE" yoco_decode_transfers_received_total)
+waiting=$(metric "$METRICS_DECODE" yoco_decode_waiting_bundles)
+if [ "$sent_before" = "$sent_after" ] && [ "$received_before" = "$received_after" ] && [ "$waiting" = 0 ]; then
+  echo "ok   first-token-requests-ship-nothing"
+else
+  echo "FAIL first-token-requests-ship-nothing: sent $sent_before->$sent_after received $received_before->$received_after waiting $waiting"
+  failures=$((failures + 1))
 fi
 
 # A client that goes away mid-stream, and one whose deadline passes: either way the decode
