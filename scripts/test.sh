@@ -13,6 +13,7 @@ bash scripts/build.sh
 # keep the run short on two cores.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOCO_SANITIZE=ON -DYOCO_CUDA=OFF
 cmake --build build-asan --parallel "$(nproc)" \
-  --target ucx_transport_test transfer_peer cache_test routing_test threading_test workers_test
+  --target ucx_transport_test transport_address_test transfer_peer cache_test routing_test \
+  threading_test workers_test engine_test
 (cd build-asan && ctest --output-on-failure --timeout 900 \
-  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|BoundedJobQueue|Disaggregated')
+  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|BoundedJobQueue|Disaggregated|BundleLifetime|StateBundle')

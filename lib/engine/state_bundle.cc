@@ -22,6 +22,7 @@ class Writer {
     out_->append(reinterpret_cast<const char*>(&v), sizeof v);
   }
   void PutFloats(const std::vector<float>& v) {
+    if (v.empty()) return;  // data() may be null
     out_->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   }
 
@@ -41,6 +42,7 @@ class Reader {
   }
   void GetFloats(std::vector<float>* v, size_t n) {
     v->resize(n);
+    if (n == 0) return;  // memcpy of a null pointer is undefined even for 0 bytes
     std::memcpy(v->data(), in_.data() + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
   }

@@ -48,6 +48,14 @@ void AppendValidUtf8(const std::string& bytes, size_t* pos, std::string* out) {
   *pos = i;
 }
 
+std::string ToValidUtf8(const std::string& bytes) {
+  std::string out;
+  size_t pos = 0;
+  AppendValidUtf8(bytes, &pos, &out);
+  for (; pos < bytes.size(); ++pos) out.append("\xEF\xBF\xBD");  // a truncated last character
+  return out;
+}
+
 // Routing: what loading a snapshot from a worker's disk costs, in prompt tokens prefilled.
 // Reading and checking ~20 MB (an 8K-token snapshot of the 12-layer benchmark shape) takes
 // about as long as prefilling a few dozen tokens; memory wins ties.

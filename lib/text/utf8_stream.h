@@ -13,6 +13,10 @@ namespace yoco {
 // token may complete it).
 void AppendValidUtf8(const std::string& bytes, size_t* pos, std::string* out);
 
+// All of `bytes` as valid UTF-8, every invalid or incomplete byte as U+FFFD (for proto3 `string`
+// fields, which strict clients refuse to parse otherwise).
+std::string ToValidUtf8(const std::string& bytes);
+
 }  // namespace yoco
 
 #endif  // YOCO_LIB_TEXT_UTF8_STREAM_H_

@@ -27,6 +27,9 @@ ABSL_FLAG(int, probe_interval_ms, 1000,
 ABSL_FLAG(int64_t, cache_load_penalty_tokens, 1024,
           "routing: one request of load on a prefill worker weighs as much as this many prompt "
           "tokens it has cached");
+ABSL_FLAG(int, wait_for_workers_ms, 10000,
+          "a request that finds no healthy prefill and decode worker waits this long (within its "
+          "deadline) for one before UNAVAILABLE");
 ABSL_FLAG(bool, snapshot_conversations, true,
           "after each request, extend its prefill worker's cache over the generated tokens so a "
           "follow-up turn prefills only what is new");
@@ -69,6 +72,7 @@ int main(int argc, char** argv) {
   options.probe_interval = absl::Milliseconds(absl::GetFlag(FLAGS_probe_interval_ms));
   options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
   options.snapshot_conversations = absl::GetFlag(FLAGS_snapshot_conversations);
+  options.wait_for_workers = absl::Milliseconds(absl::GetFlag(FLAGS_wait_for_workers_ms));
   auto registry = std::make_shared<prometheus::Registry>();
   yoco::RouterMetrics metrics(*registry);
   yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options, &metrics);

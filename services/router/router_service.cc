@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "lib/engine/sampler.h"
@@ -229,10 +230,24 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     std::vector<int32_t> input = prompt;  // the prompt plus whatever was already sent
     input.insert(input.end(), generated.begin(), generated.end());
     const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), input);
-    std::optional<WorkerChoice> decode_choice = decode_workers_->Choose(bad_decode, {}, 0, 1);
-    std::optional<WorkerChoice> prefill_choice =
-        prefill_workers_->Choose(bad_prefill, keys, static_cast<int64_t>(input.size()),
-                                 options_.cache_load_penalty_tokens, kDiskPenaltyTokens);
+    std::optional<WorkerChoice> decode_choice, prefill_choice;
+    const auto wait_until =
+        std::min(context->deadline(), std::chrono::system_clock::now() +
+                                          absl::ToChronoMilliseconds(options_.wait_for_workers));
+    while (true) {
+      decode_choice = decode_workers_->Choose(bad_decode, {}, 0, 1);
+      prefill_choice =
+          prefill_workers_->Choose(bad_prefill, keys, static_cast<int64_t>(input.size()),
+                                   options_.cache_load_penalty_tokens, kDiskPenaltyTokens);
+      if (decode_choice.has_value() && prefill_choice.has_value()) break;
+      // Only a request that has not yet lost a worker of its own waits: the others retry on
+      // what is healthy or fail.
+      if (!bad_decode.empty() || !bad_prefill.empty() || context->IsCancelled() ||
+          std::chrono::system_clock::now() >= wait_until) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     if (!decode_choice.has_value() || !prefill_choice.has_value()) {
       last_error =
           grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker");
@@ -373,7 +388,8 @@ grpc::Status RouterService::Detokenize(grpc::ServerContext*, const v1::Detokeniz
   auto text =
       tokenizer_->Decode(std::vector<int32_t>(request->ids().begin(), request->ids().end()));
   if (!text.ok()) return ToGrpcStatus(text.status());
-  response->set_text(*text);
+  // Ids may end mid-character or spell invalid bytes; a proto3 string must be valid UTF-8.
+  response->set_text(ToValidUtf8(*text));
   return grpc::Status::OK;
 }
 

@@ -25,6 +25,9 @@ struct RouterOptions {
   std::vector<std::string> prefill_workers;  // HOST:PORT
   std::vector<std::string> decode_workers;
   int attempts = 3;  // worker pairs tried per request
+  // A request that finds no healthy worker pair waits this long (within its deadline) for one,
+  // since workers that are restarting (a rollout, a crash) come back within seconds.
+  absl::Duration wait_for_workers = absl::Seconds(10);
   uint32_t default_max_new_tokens = 16;
   uint32_t transfer_timeout_ms = 30000;
   absl::Duration probe_interval = absl::Seconds(1);  // worker health and cache index refresh

@@ -79,6 +79,19 @@ TEST_P(StateBundleTest, RoundTripIsExact) {
   EXPECT_EQ(parsed->state.position, 40);
 }
 
+// A generation that has prefilled nothing: empty K/V sections (under UBSan this used to hand
+// memcpy a null pointer).
+TEST_P(StateBundleTest, RoundTripAtPositionZero) {
+  auto gen = Generation::Start(*backend_, {0}, {});  // BOS pending, nothing prefilled
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  const StateBundle original = gen->ToBundle(model_->fingerprint());
+  ASSERT_EQ(original.state.position, 0);
+  auto parsed =
+      ParseStateBundle(SerializeStateBundle(original), model_->config(), model_->fingerprint());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(*parsed == original);
+}
+
 TEST_P(StateBundleTest, CorruptTruncatedAndForeignBundlesAreRefused) {
   auto gen = Generation::Start(*backend_, RandomTokens(30, model_->config().vocab_size, 3),
                                SamplingParams{});

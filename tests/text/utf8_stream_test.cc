@@ -56,5 +56,17 @@ TEST(Utf8StreamTest, InvalidBytesBecomeReplacementCharacters) {
             kReplacement + "b");  // a lone continuation byte
 }
 
+TEST(ToValidUtf8Test, ReplacesInvalidAndTruncatedBytesAndKeepsValidText) {
+  EXPECT_EQ(ToValidUtf8("plain \xC3\xA9t\xC3\xA9"), "plain \xC3\xA9t\xC3\xA9");
+  EXPECT_EQ(ToValidUtf8("a\xFFz"), "a\xEF\xBF\xBDz");
+  EXPECT_EQ(ToValidUtf8("end\xE2\x82"), "end\xEF\xBF\xBD\xEF\xBF\xBD");  // cut-off euro sign
+  EXPECT_EQ(ToValidUtf8(""), "");
+  // Whatever the input, the output is valid UTF-8: it passes through unchanged a second time.
+  std::string all;
+  for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
+  const std::string once = ToValidUtf8(all);
+  EXPECT_EQ(ToValidUtf8(once), once);
+}
+
 }  // namespace
 }  // namespace yoco

@@ -65,6 +65,21 @@ absl::StatusOr<int64_t> CommandLine::Int(const std::string& name,
   return v;
 }
 
+absl::StatusOr<uint64_t> CommandLine::Uint64(const std::string& name,
+                                             std::optional<uint64_t> fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) {
+    if (fallback) return *fallback;
+    return absl::InvalidArgumentError(absl::StrCat("missing required flag --", name));
+  }
+  uint64_t v;
+  if (it->second.empty() || it->second[0] == '-' || !absl::SimpleAtoi(it->second, &v)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, ": '", it->second, "' is not an integer from 0 to 18446744073709551615"));
+  }
+  return v;
+}
+
 absl::StatusOr<double> CommandLine::Double(const std::string& name,
                                            std::optional<double> fallback) const {
   auto it = values_.find(name);

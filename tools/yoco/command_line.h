@@ -25,6 +25,8 @@ class CommandLine {
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   absl::StatusOr<std::string> String(const std::string& name) const;  // required
   absl::StatusOr<int64_t> Int(const std::string& name, std::optional<int64_t> fallback) const;
+  // 0 to 2^64-1 (seeds: the API's are uint64).
+  absl::StatusOr<uint64_t> Uint64(const std::string& name, std::optional<uint64_t> fallback) const;
   absl::StatusOr<double> Double(const std::string& name, std::optional<double> fallback) const;
   // Comma-separated integers, e.g. "0,17,5".
   absl::StatusOr<std::vector<int32_t>> IntList(const std::string& name) const;

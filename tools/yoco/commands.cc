@@ -48,10 +48,9 @@ absl::Status RunInitModel(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "seed", "out", "dtype"}));
   ASSIGN_OR_RETURN(std::string params, cl.String("params"));
   ASSIGN_OR_RETURN(std::string out, cl.String("out"));
-  ASSIGN_OR_RETURN(int64_t seed, cl.Int("seed", std::nullopt));
-  if (seed < 0) return absl::InvalidArgumentError("--seed must be >= 0");
+  ASSIGN_OR_RETURN(uint64_t seed, cl.Uint64("seed", std::nullopt));
   RandomModelOptions options;
-  options.seed = static_cast<uint64_t>(seed);
+  options.seed = seed;
   const std::string dtype = cl.Has("dtype") ? *cl.String("dtype") : "f32";
   if (dtype == "f32") {
     options.dtype = DType::kF32;
@@ -94,15 +93,14 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
   ASSIGN_OR_RETURN(double temperature, cl.Double("temperature", 0.0));
   ASSIGN_OR_RETURN(int64_t top_k, cl.Int("top-k", 0));
   ASSIGN_OR_RETURN(double top_p, cl.Double("top-p", 1.0));
-  ASSIGN_OR_RETURN(int64_t seed, cl.Int("seed", 0));
+  ASSIGN_OR_RETURN(uint64_t seed, cl.Uint64("seed", 0));
   if (top_k < 0 || top_k > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError("--top-k must be >= 0");
   }
-  if (seed < 0) return absl::InvalidArgumentError("--seed must be >= 0");
   options.sampling.temperature = static_cast<float>(temperature);
   options.sampling.top_k = static_cast<int32_t>(top_k);
   options.sampling.top_p = static_cast<float>(top_p);
-  options.sampling.seed = static_cast<uint64_t>(seed);
+  options.sampling.seed = seed;
   if (cl.Has("stop-tokens")) {
     ASSIGN_OR_RETURN(options.sampling.stop_token_ids, cl.IntList("stop-tokens"));
   }

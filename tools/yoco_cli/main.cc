@@ -187,7 +187,7 @@ int Generate(const std::string& router, const std::vector<std::string>& args) {
   auto temperature = cl->Double("temperature", 0.0);
   auto top_k = cl->Int("top-k", 0);
   auto top_p = cl->Double("top-p", 1.0);
-  auto seed = cl->Int("seed", 0);
+  auto seed = cl->Uint64("seed", 0);
   auto timeout_ms = cl->Int("timeout-ms", 600000);
   for (const absl::Status& st :
        {max_new.status(), temperature.status(), top_k.status(), top_p.status(), seed.status()}) {
@@ -199,7 +199,7 @@ int Generate(const std::string& router, const std::vector<std::string>& args) {
   s->set_temperature(static_cast<float>(*temperature));
   s->set_top_k(static_cast<int32_t>(*top_k));
   s->set_top_p(static_cast<float>(*top_p));
-  s->set_seed(static_cast<uint64_t>(*seed));
+  s->set_seed(*seed);
   s->set_stop_at_eos(cl->Has("stop-at-eos"));
   if (cl->Has("stop-string")) s->add_stop_strings(*cl->String("stop-string"));
 
