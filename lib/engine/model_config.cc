@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "lib/engine/bounded_file.h"
+#include "lib/engine/strict_json.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -14,6 +16,9 @@ namespace yoco {
 namespace {
 
 using Json = nlohmann::json;
+
+constexpr uint64_t kMaxParamsJsonBytes = 1 << 20;
+constexpr int64_t kMaxSequenceStateBytes = int64_t{16} << 30;
 
 absl::Status ReadInt(const Json& j, const char* key, int* out) {
   const Json& v = j.at(key);
@@ -54,8 +59,11 @@ int64_t ModelConfig::self_state_floats() const {
 }
 
 absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError("params.json: not valid JSON");
+  absl::StatusOr<Json> parsed = ParseStrictJson(text, {.max_depth = 4, .max_values = 1000});
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("params.json: ", parsed.status().message()));
+  }
+  const Json& j = *parsed;
   if (!j.is_object()) return absl::InvalidArgumentError("params.json: must be a JSON object");
 
   static const char* kRequired[] = {"dim",          "n_layers",        "hidden_dim", "n_self_heads",
@@ -92,14 +100,14 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
     RETURN_IF_ERROR(ReadInt(j, "model_parallel_size", &c.model_parallel_size));
   }
   if (j.contains("load_checkpoint")) {
-    if (!j["load_checkpoint"].is_boolean()) {
+    if (!j.at("load_checkpoint").is_boolean()) {
       return absl::InvalidArgumentError("params.json: 'load_checkpoint' must be a boolean");
     }
-    c.load_checkpoint = j["load_checkpoint"].get<bool>();
+    c.load_checkpoint = j.at("load_checkpoint").get<bool>();
   }
   if (j.contains("rope_theta")) RETURN_IF_ERROR(ReadDouble(j, "rope_theta", &c.rope_theta));
   if (j.contains("norm_eps")) RETURN_IF_ERROR(ReadDouble(j, "norm_eps", &c.norm_eps));
-  if (j.contains("sliding_window") && !j["sliding_window"].is_null()) {
+  if (j.contains("sliding_window") && !j.at("sliding_window").is_null()) {
     int w = 0;
     RETURN_IF_ERROR(ReadInt(j, "sliding_window", &w));
     c.sliding_window = w;
@@ -109,11 +117,9 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& text) {
 }
 
 absl::StatusOr<ModelConfig> ModelConfig::FromFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto config = FromJson(ss.str());
+  absl::StatusOr<std::string> text = ReadBoundedFile(path, kMaxParamsJsonBytes);
+  if (!text.ok()) return text.status();
+  auto config = FromJson(*text);
   if (!config.ok()) {
     return absl::Status(config.status().code(),
                         absl::StrCat(path, ": ", config.status().message()));
@@ -170,6 +176,37 @@ absl::Status ModelConfig::Validate() const {
   }
   if (sliding_window && *sliding_window <= 0) {
     return absl::InvalidArgumentError("params.json: 'sliding_window' must be positive or null");
+  }
+  // Far beyond any real model, and small enough that nothing sized from them (the list of
+  // expected tensors, a sequence's state) can exhaust memory before the checkpoint is checked.
+  struct Bound {
+    const char* key;
+    int64_t value, max;
+  };
+  const Bound bounds[] = {{"n_layers", n_layers, 1024},
+                          {"dim", dim, 65536},
+                          {"hidden_dim", hidden_dim, 1 << 20},
+                          {"n_self_heads", n_self_heads, 4096},
+                          {"n_attn_heads", n_attn_heads, 4096},
+                          {"vocab_size", vocab_size, 1 << 22},
+                          {"max_seq_len", max_seq_len, 1 << 24},
+                          {"sliding_window", sliding_window.value_or(0), 1 << 20}};
+  for (const Bound& b : bounds) {
+    if (b.value > b.max) {
+      return absl::InvalidArgumentError(absl::StrCat("params.json: '", b.key, "' (", b.value,
+                                                     ") exceeds the supported maximum ", b.max));
+    }
+  }
+  if (sliding_window && max_seq_len > 0 && *sliding_window > max_seq_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params.json: 'sliding_window' (", *sliding_window,
+                     ") is longer than 'max_seq_len' (", max_seq_len, ")"));
+  }
+  const int64_t state_bytes = self_state_floats() * 4 * n_self_layers();
+  if (state_bytes > kMaxSequenceStateBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "params.json: one sequence's self-decoder state would take ", state_bytes,
+        " bytes (more than ", kMaxSequenceStateBytes, "); check 'sliding_window' and the heads"));
   }
   return absl::OkStatus();
 }

@@ -11,11 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lib/engine/bounded_file.h"
+#include "lib/engine/strict_json.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -23,6 +26,8 @@ namespace yoco {
 namespace {
 
 using Json = nlohmann::json;
+
+constexpr uint64_t kMaxIndexBytes = 16 << 20;
 
 absl::Status Invalid(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
@@ -109,9 +114,8 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  // A FIFO or device would block or never end: regular files only.
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   struct stat st;
   if (fstat(fd, &st) != 0) {
     ::close(fd);
@@ -146,20 +150,36 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
                                             "-byte file (truncated file?)"));
   }
   const char* header_begin = reinterpret_cast<const char*>(bytes + 8);
-  Json header =
-      Json::parse(header_begin, header_begin + header_len, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded()) return Invalid(path, "header is not valid JSON");
+  // Tensor entries nest three deep (header, entry, shape); __metadata__ is a flat map.
+  absl::StatusOr<Json> parsed = ParseStrictJson(absl::string_view(header_begin, header_len),
+                                                {.max_depth = 4, .max_values = size_t{1} << 22});
+  if (!parsed.ok()) return Invalid(path, absl::StrCat("header: ", parsed.status().message()));
+  const Json& header = *parsed;
   if (!header.is_object()) return Invalid(path, "header is not a JSON object");
 
   const uint64_t data_size = size - 8 - header_len;
   const uint8_t* data = bytes + 8 + header_len;
+  std::multimap<uint64_t, std::pair<uint64_t, std::string>> extents;  // begin -> (end, name)
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     TensorView view;
     uint64_t begin = 0;
     RETURN_IF_ERROR(ParseEntry(path, name, entry, data_size, &view, &begin));
+    const uint64_t end = begin + static_cast<uint64_t>(view.num_elements()) * DTypeSize(view.dtype);
+    if (end > begin) extents.emplace(begin, std::make_pair(end, name));  // empty ones may share
     view.data = data + begin;
     file.tensors_.emplace(name, std::move(view));
+  }
+  // Overlapping tensors would alias each other's bytes: a forged file, never a real one.
+  uint64_t previous_end = 0;
+  std::string previous;
+  for (const auto& [begin, end_name] : extents) {
+    if (begin < previous_end) {
+      return Invalid(path, absl::StrCat("tensors '", previous, "' and '", end_name.second,
+                                        "' overlap in the data section"));
+    }
+    previous_end = end_name.first;
+    previous = end_name.second;
   }
   return file;
 }
@@ -180,17 +200,18 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
     return absl::NotFoundError(
         absl::StrCat(dir, ": neither model.safetensors nor model.safetensors.index.json exists"));
   }
-  std::ifstream in(index_path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Json index = Json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
   const std::string ipath = index_path.string();
-  if (index.is_discarded() || !index.is_object()) return Invalid(ipath, "not a valid JSON object");
-  if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
+  ASSIGN_OR_RETURN(const std::string index_text, ReadBoundedFile(ipath, kMaxIndexBytes));
+  absl::StatusOr<Json> parsed =
+      ParseStrictJson(index_text, {.max_depth = 4, .max_values = size_t{1} << 22});
+  if (!parsed.ok()) return Invalid(ipath, std::string(parsed.status().message()));
+  const Json& index = *parsed;
+  if (!index.is_object()) return Invalid(ipath, "not a valid JSON object");
+  if (!index.contains("weight_map") || !index.at("weight_map").is_object()) {
     return Invalid(ipath, "missing object 'weight_map'");
   }
   std::map<std::string, SafetensorsFile*> shards;
-  for (const auto& [name, shard] : index["weight_map"].items()) {
+  for (const auto& [name, shard] : index.at("weight_map").items()) {
     if (!shard.is_string())
       return Invalid(ipath, absl::StrCat("weight_map['", name, "'] is not a string"));
     const std::string shard_name = shard.get<std::string>();

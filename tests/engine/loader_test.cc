@@ -1,7 +1,10 @@
 // Checkpoint loading: F32/BF16/F16 and sharded checkpoints load and agree; every defect (missing
 // or unexpected tensor, wrong shape, unknown dtype, truncated file, oversized or malformed
 // header, bad offsets, bad params.json) is a clear error naming what is wrong, never a crash.
+// Hostile files (FIFOs, /dev/zero, absurd sizes, duplicate keys, deep nesting, overlapping
+// tensors) are refused at once, before anything is allocated for them.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -212,6 +215,105 @@ TEST(LoaderTest, ShardedCheckpointEqualsSingleFile) {
   auto bad = Model::Load(dir);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("layer_norm.weight"), std::string::npos) << bad.status();
+}
+
+// --- Hostile files: each of these used to hang or abort the loader. ---
+
+TEST(HostileModelFileTest, SpecialFilesAreRefusedAtOnce) {
+  const std::string good = EncodeSafetensors(AllTensors());
+  for (const std::string file : {"params.json", "model.safetensors"}) {
+    for (const std::string kind : {"fifo", "devzero", "directory"}) {
+      const std::string dir = FolderWith("special_" + kind + "_" + file.substr(0, 5), good);
+      const std::string path = dir + "/" + file;
+      fs::remove(path);
+      if (kind == "fifo") ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+      if (kind == "devzero") fs::create_symlink("/dev/zero", path);
+      if (kind == "directory") fs::create_directory(path);
+      auto model = Model::Load(dir);  // must return, not block on the FIFO or read forever
+      ASSERT_FALSE(model.ok()) << file << " as " << kind;
+      EXPECT_NE(model.status().message().find("not a regular file"), std::string::npos)
+          << model.status();
+    }
+  }
+  const std::string dir = FolderWith("special_index", good);
+  fs::remove(dir + "/model.safetensors");
+  fs::create_symlink("/dev/zero", dir + "/model.safetensors.index.json");
+  ExpectError(dir, absl::StatusCode::kInvalidArgument, "not a regular file");
+}
+
+TEST(HostileModelFileTest, OversizedParamsJsonIsRefused) {
+  const std::string dir = FolderWith("params_huge", EncodeSafetensors(AllTensors()));
+  std::string json = SmallConfig().ToJson();
+  json.insert(json.size() - 1, std::string(2 << 20, ' '));  // still valid JSON, 2 MiB
+  WriteFile(dir + "/params.json", json);
+  ExpectError(dir, absl::StatusCode::kInvalidArgument, "limit");
+}
+
+TEST(HostileModelFileTest, AbsurdSizesAreRefusedBeforeAnythingIsAllocated) {
+  auto with = [](const char* key, int64_t value) {
+    nlohmann::json j = nlohmann::json::parse(SmallConfig().ToJson());
+    j[key] = value;
+    if (std::string(key) == "sliding_window") j["max_seq_len"] = -1;
+    return ModelConfig::FromJson(j.dump());
+  };
+  for (auto [key, value] :
+       std::vector<std::pair<const char*, int64_t>>{{"n_layers", 100000000},
+                                                    {"n_layers", 2147483647},
+                                                    {"sliding_window", 100000000},
+                                                    {"vocab_size", 1 << 30},
+                                                    {"max_seq_len", int64_t{1} << 30}}) {
+    auto c = with(key, value);
+    ASSERT_FALSE(c.ok()) << key << " " << value;
+    EXPECT_NE(c.status().message().find(key), std::string::npos) << c.status();
+  }
+  // A window that fits the bounds but not the memory of one sequence.
+  nlohmann::json j = nlohmann::json::parse(SmallConfig().ToJson());
+  j["dim"] = 65536;
+  j["n_self_heads"] = 1;
+  auto c = ModelConfig::FromJson(j.dump());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("state"), std::string::npos) << c.status();
+}
+
+TEST(HostileModelFileTest, DuplicateKeysAreRefused) {
+  std::string json = SmallConfig().ToJson();
+  json.insert(1, "\"dim\": 8, ");
+  auto c = ModelConfig::FromJson(json);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("duplicate key 'dim'"), std::string::npos) << c.status();
+
+  // The same tensor twice in a safetensors header: which one wins would be the parser's whim.
+  const std::string file = EncodeSafetensors(AllTensors());
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(file[i]);
+  const nlohmann::json header = nlohmann::json::parse(file.substr(8, len));
+  const std::string entry = "\"layer_norm.weight\":" + header["layer_norm.weight"].dump();
+  const std::string text = "{" + entry + "," + header.dump().substr(1);
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
+  ExpectError(FolderWith("duplicate_tensor", out + text + file.substr(8 + len)),
+              absl::StatusCode::kInvalidArgument, "duplicate key 'layer_norm.weight'");
+}
+
+TEST(HostileModelFileTest, DeeplyNestedHeaderIsRefusedWithoutBuildingIt) {
+  const std::string file = EncodeSafetensors(AllTensors());
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(file[i]);
+  const std::string nest = std::string(1 << 20, '[') + std::string(1 << 20, ']');
+  const std::string text = "{\"__metadata__\":" + nest + "," + file.substr(9, len - 1);
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
+  ExpectError(FolderWith("nested", out + text + file.substr(8 + len)),
+              absl::StatusCode::kInvalidArgument, "nested deeper");
+}
+
+TEST(HostileModelFileTest, OverlappingTensorsAreRefused) {
+  // Two tensors of the same shape pointing at the same bytes.
+  const auto bytes = EditHeader([](nlohmann::json& h) {
+    h["self_decoder.layers.0.final_layer_norm.weight"]["data_offsets"] =
+        h["self_decoder.layers.0.mixer_layer_norm.weight"]["data_offsets"];
+  });
+  ExpectError(FolderWith("overlap", bytes), absl::StatusCode::kInvalidArgument, "overlap");
 }
 
 }  // namespace
