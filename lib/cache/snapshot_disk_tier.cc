@@ -2,24 +2,89 @@
 // snapshot under a real name (and a torn one would fail its checksum anyway).
 #include "lib/cache/snapshot_disk_tier.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/engine/bounded_file.h"
 
 namespace yoco {
 namespace {
 
 constexpr char kSuffix[] = ".snap";
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+// Reads a snapshot file without trusting it: a regular file only (a FIFO would block, a link to
+// /dev/zero would never end), whose size is exactly what its header implies for this model and
+// within the tier's budget, all checked before the body is read.
+absl::StatusOr<std::string> ReadSnapshotBytes(const std::string& path, const ModelConfig& config,
+                                              int64_t budget_bytes) {
+  absl::StatusOr<int> fd = OpenRegularFile(path);
+  if (!fd.ok()) return absl::DataLossError(fd.status().message());
+  struct stat st {};
+  std::string bytes(kSnapshotFileHeaderBytes, '\0');
+  absl::Status status;
+  if (fstat(*fd, &st) != 0) {
+    status = absl::DataLossError(absl::StrCat("cannot stat ", path));
+  } else if (pread(*fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
+    status = absl::DataLossError("not a snapshot file, or truncated");
+  } else {
+    absl::StatusOr<uint64_t> expected = SnapshotFileBytes(bytes, config);
+    if (!expected.ok()) {
+      status = expected.status();
+    } else if (*expected != static_cast<uint64_t>(st.st_size) ||
+               *expected > static_cast<uint64_t>(budget_bytes)) {
+      status = absl::DataLossError(absl::StrCat("file of ", st.st_size,
+                                                " bytes, but its header "
+                                                "says ",
+                                                *expected, " (budget ", budget_bytes, ")"));
+    } else {
+      bytes.resize(*expected);
+      size_t got = 0;
+      while (got < bytes.size()) {
+        const ssize_t n = pread(*fd, bytes.data() + got, bytes.size() - got, got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+      }
+      if (got != bytes.size()) status = absl::DataLossError("snapshot file shrank while read");
+    }
+  }
+  close(*fd);
+  if (!status.ok()) return status;
+  return bytes;
+}
+
+// Writes `bytes` to `path` (created or truncated), reporting every failure, a full disk
+// included (RESOURCE_EXHAUSTED); a partial file is removed.
+absl::Status WriteWholeFile(const std::string& path, const std::string& bytes) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  size_t done = 0;
+  int error = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (error == 0 && fdatasync(fd) != 0) error = errno;
+  if (close(fd) != 0 && error == 0) error = errno;
+  if (error == 0) return absl::OkStatus();
+  unlink(path.c_str());
+  const std::string message = absl::StrCat("cannot write ", path, ": ", std::strerror(error));
+  return error == ENOSPC || error == EDQUOT ? absl::ResourceExhaustedError(message)
+                                            : absl::UnavailableError(message);
 }
 
 }  // namespace
@@ -34,16 +99,28 @@ absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
         absl::StrCat("cannot create the cache folder ", options.dir, ": ", ec.message()));
   }
   std::unique_ptr<SnapshotDiskTier> tier(new SnapshotDiskTier(options, config, model_fingerprint));
-  for (const auto& dirent : std::filesystem::directory_iterator(options.dir, ec)) {
+  std::error_code list_error;
+  for (const auto& dirent : std::filesystem::directory_iterator(options.dir, list_error)) {
     const std::string name = dirent.path().filename().string();
+    std::error_code ignored;  // a read-only folder: what cannot be deleted is left, not fatal
+    const bool regular = dirent.is_regular_file(ignored) && !dirent.is_symlink(ignored);
     if (absl::EndsWith(name, ".tmp")) {  // an interrupted write
-      std::filesystem::remove(dirent.path(), ec);
+      if (regular) std::filesystem::remove(dirent.path(), ignored);
       continue;
     }
     if (!absl::EndsWith(name, kSuffix)) continue;
     auto key = BlockKey::FromHex(name.substr(0, name.size() - (sizeof kSuffix - 1)));
-    if (!key.ok()) continue;  // not ours
-    absl::StatusOr<std::string> bytes = ReadFile(dirent.path().string());
+    // Only the canonical (lower-case) name is ours: another spelling would count a file twice.
+    if (!key.ok() || name != key->Hex() + kSuffix) continue;
+    if (!regular) {
+      // Not deleted: it is not ours to remove (a directory may hold anything).
+      if (discarded != nullptr) {
+        discarded->push_back({*key, absl::DataLossError("not a regular file; left in place")});
+      }
+      continue;
+    }
+    absl::StatusOr<std::string> bytes =
+        ReadSnapshotBytes(dirent.path().string(), config, options.budget_bytes);
     absl::StatusOr<SnapshotFile> file = bytes.ok()
                                             ? ParseSnapshotFile(*bytes, config, model_fingerprint)
                                             : absl::StatusOr<SnapshotFile>(bytes.status());
@@ -51,7 +128,7 @@ absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
       file = absl::DataLossError("the file's name and contents disagree");
     }
     if (!file.ok()) {
-      std::filesystem::remove(dirent.path(), ec);
+      std::filesystem::remove(dirent.path(), ignored);
       if (discarded != nullptr) discarded->push_back({*key, file.status()});
       continue;
     }
@@ -61,9 +138,9 @@ absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
     e.last_use = ++tier->use_clock_;
     tier->bytes_ += e.info.bytes;
   }
-  if (ec) {
+  if (list_error) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot list the cache folder ", options.dir, ": ", ec.message()));
+        absl::StrCat("cannot list the cache folder ", options.dir, ": ", list_error.message()));
   }
   return tier;
 }
@@ -102,14 +179,13 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
     Erase(victim);
   }
   const std::string path = PathOf(key), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  }
+  if (absl::Status st = WriteWholeFile(tmp, bytes); !st.ok()) return st;
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  }
   Entry& e = entries_[key];
   bytes_ += size - e.info.bytes;
   e.info = {key, static_cast<int64_t>(file.tokens.size()), size, file.pinned, file.expires};
@@ -120,10 +196,10 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
 absl::StatusOr<SnapshotFile> SnapshotDiskTier::Load(const BlockKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return absl::NotFoundError("no such snapshot on disk");
-  absl::StatusOr<std::string> bytes = ReadFile(PathOf(key));
-  absl::StatusOr<SnapshotFile> file =
-      bytes.ok() ? ParseSnapshotFile(*bytes, config_, fingerprint_)
-                 : absl::StatusOr<SnapshotFile>(absl::DataLossError(bytes.status().message()));
+  absl::StatusOr<std::string> bytes =
+      ReadSnapshotBytes(PathOf(key), config_, options_.budget_bytes);
+  absl::StatusOr<SnapshotFile> file = bytes.ok() ? ParseSnapshotFile(*bytes, config_, fingerprint_)
+                                                 : absl::StatusOr<SnapshotFile>(bytes.status());
   if (file.ok() && file->chain.back() != key) {
     file = absl::DataLossError("the file's name and contents disagree");
   }

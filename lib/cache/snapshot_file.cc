@@ -11,7 +11,7 @@ namespace yoco {
 namespace {
 
 constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'S', 'N', 'A', 'P'};
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 4;
+constexpr size_t kHeaderBytes = kSnapshotFileHeaderBytes;
 
 template <typename T>
 void Put(std::string* out, T v) {
@@ -46,6 +46,17 @@ std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_finge
   out += body;
   Put<uint32_t>(&out, Crc32c(out.data(), out.size()));
   return out;
+}
+
+absl::StatusOr<uint64_t> SnapshotFileBytes(absl::string_view header, const ModelConfig& config) {
+  if (header.size() < kHeaderBytes || std::memcmp(header.data(), kMagic, 8) != 0) {
+    return absl::DataLossError("not a snapshot file, or truncated");
+  }
+  size_t pos = kHeaderBytes - 4;
+  const uint64_t blocks = Get<uint32_t>(header, &pos);
+  const uint64_t tokens = blocks * kCacheBlockTokens;
+  return kHeaderBytes + blocks * (16 + 4 * kCacheBlockTokens) + 8 +
+         StateBundleBytes(config, tokens, 0) + 4;
 }
 
 absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const ModelConfig& config,

@@ -41,6 +41,13 @@ std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_finge
 absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const ModelConfig& config,
                                                uint64_t model_fingerprint);
 
+// Bytes at the start of a snapshot file that tell its size (SnapshotFileBytes).
+inline constexpr size_t kSnapshotFileHeaderBytes = 8 + 4 + 4 + 8 + 4;
+
+// The size a snapshot file of this model must have, from its first kSnapshotFileHeaderBytes;
+// DATA_LOSS when they are not a snapshot file's header.
+absl::StatusOr<uint64_t> SnapshotFileBytes(absl::string_view header, const ModelConfig& config);
+
 }  // namespace yoco
 
 #endif  // YOCO_LIB_CACHE_SNAPSHOT_FILE_H_

@@ -111,16 +111,17 @@ SnapshotFile SnapshotStore::ToFileLocked(const Snapshot& s) const {
   return file;
 }
 
-bool SnapshotStore::PutOnDiskLocked(const Snapshot& s) {
+absl::Status SnapshotStore::PutOnDiskLocked(const Snapshot& s) {
   std::vector<BlockKey> evicted;
-  const bool ok = disk_->Put(ToFileLocked(s), &evicted).ok();
+  const absl::Status written = disk_->Put(ToFileLocked(s), &evicted).status();
+  if (!written.ok()) ++stats_.disk_write_failures;
   for (const BlockKey& key : evicted) {
     if (snapshots_.count(key)) continue;  // still in memory
     RememberRemovalLocked(key, CacheMiss::kEvicted);
     ++stats_.evictions;
   }
   ++generation_;
-  return ok;
+  return written;
 }
 
 void SnapshotStore::RememberRemovalLocked(const BlockKey& key, CacheMiss reason) {
@@ -181,7 +182,7 @@ void SnapshotStore::EnforceBudgetLocked(const BlockKey& keep) {
     if (victim == snapshots_.end()) return;
     // Spill to disk when there is one; a snapshot already there stays there.
     bool on_disk = disk_ && disk_->Contains(victim->first);
-    if (disk_ && !on_disk) on_disk = PutOnDiskLocked(victim->second);
+    if (disk_ && !on_disk) on_disk = PutOnDiskLocked(victim->second).ok();
     if (on_disk) ++stats_.spills;
     RemoveLocked(victim, on_disk ? CacheMiss::kHit : CacheMiss::kEvicted);
   }
@@ -278,11 +279,12 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Save(absl::Span<const BlockKey> keys
     }
     it = *inserted;
   }
-  if (disk_ && write_through) {
-    // Best effort: the memory copy serves either way.
-    PutOnDiskLocked(it->second);
-  }
-  return InfoLocked(it->first, it->second);
+  absl::Status written;
+  if (disk_ && write_through) written = PutOnDiskLocked(it->second);
+  SnapshotInfo info = InfoLocked(it->first, it->second);
+  // The memory copy serves either way; the caller is told it will not survive a restart.
+  if (!written.ok()) info.disk_error = std::string(written.message());
+  return info;
 }
 
 absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<const BlockKey> keys,
@@ -302,7 +304,10 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
   file.expires = expires;
   std::vector<BlockKey> evicted;
   absl::StatusOr<DiskSnapshotInfo> written = disk_->Put(file, &evicted);
-  if (!written.ok()) return memory_error;
+  if (!written.ok()) {
+    ++stats_.disk_write_failures;
+    return memory_error;
+  }
   for (const BlockKey& key : evicted) {
     if (snapshots_.count(key)) continue;
     RememberRemovalLocked(key, CacheMiss::kEvicted);
@@ -353,9 +358,11 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
     } else if (disk_ && disk_->Contains(keys[j - 1])) {
       absl::StatusOr<SnapshotFile> file = disk_->Load(keys[j - 1]);
       if (!file.ok()) {
-        RememberRemovalLocked(keys[j - 1], file.status().code() == absl::StatusCode::kDataLoss
-                                               ? CacheMiss::kCorrupt
-                                               : CacheMiss::kFingerprintMismatch);
+        // Another model's file (or version) is a fingerprint mismatch; anything else is damage.
+        RememberRemovalLocked(keys[j - 1],
+                              file.status().code() == absl::StatusCode::kFailedPrecondition
+                                  ? CacheMiss::kFingerprintMismatch
+                                  : CacheMiss::kCorrupt);
         ++stats_.discarded;
         ++generation_;
         continue;

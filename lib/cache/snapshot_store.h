@@ -65,6 +65,9 @@ struct SnapshotInfo {
   CacheTier tier = CacheTier::kMemory;
   uint64_t hits = 0;
   absl::Time expires = absl::InfiniteFuture();
+  // A pre-cached snapshot that should have been written to the disk tier and could not be
+  // (full disk, read-only folder): why. It is then held in memory only.
+  std::string disk_error;
 };
 
 struct SnapshotHit {
@@ -80,12 +83,13 @@ struct SnapshotStoreStats {
   uint64_t hits = 0;
   uint64_t hit_tokens_memory = 0;
   uint64_t hit_tokens_disk = 0;
-  uint64_t evictions = 0;    // gone from every tier: budget or explicit
-  uint64_t spills = 0;       // moved from memory to disk by the memory budget
-  uint64_t expirations = 0;  // TTL
-  uint64_t discarded = 0;    // disk files refused: corrupt or another model's
-  int64_t bytes = 0;         // memory
-  int64_t snapshots = 0;     // memory
+  uint64_t evictions = 0;            // gone from every tier: budget or explicit
+  uint64_t spills = 0;               // moved from memory to disk by the memory budget
+  uint64_t expirations = 0;          // TTL
+  uint64_t discarded = 0;            // disk files refused: corrupt or another model's
+  uint64_t disk_write_failures = 0;  // snapshots the disk tier could not write
+  int64_t bytes = 0;                 // memory
+  int64_t snapshots = 0;             // memory
   int64_t disk_bytes = 0;
   int64_t disk_snapshots = 0;
 };
@@ -159,7 +163,7 @@ class SnapshotStore {
                                                     absl::Time expires,
                                                     const absl::Status& memory_error);
   // Writes to the disk tier, recording the files its budget pushed out.
-  bool PutOnDiskLocked(const Snapshot& s);
+  absl::Status PutOnDiskLocked(const Snapshot& s);
   void RememberRemovalLocked(const BlockKey& key, CacheMiss reason);
   // Drops a snapshot from memory; with `reason` kHit it moved to disk and is not gone.
   void RemoveLocked(std::map<BlockKey, Snapshot>::iterator it, CacheMiss reason);

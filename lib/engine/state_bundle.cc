@@ -86,6 +86,14 @@ std::string SerializeStateBundle(const StateBundle& b) {
   return out;
 }
 
+uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens) {
+  const uint64_t kv_floats = position * static_cast<uint64_t>(config.kv_dim());
+  return kFixedHeaderBytes + 4 * stop_tokens +
+         4 * (2 * kv_floats + static_cast<uint64_t>(config.n_self_layers()) *
+                                  static_cast<uint64_t>(config.self_state_floats())) +
+         4;
+}
+
 absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const ModelConfig& config,
                                              uint64_t fingerprint) {
   if (bytes.size() < kFixedHeaderBytes + 4) {

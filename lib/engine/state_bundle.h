@@ -44,6 +44,10 @@ std::string SerializeStateBundle(const StateBundle& bundle);
 absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const ModelConfig& config,
                                              uint64_t fingerprint);
 
+// The exact size SerializeStateBundle gives a bundle of this model at `position` with
+// `stop_tokens` stop ids (lets a reader check a file's size before reading it).
+uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens);
+
 }  // namespace yoco
 
 #endif  // YOCO_LIB_ENGINE_STATE_BUNDLE_H_

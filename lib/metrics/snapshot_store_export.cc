@@ -26,6 +26,9 @@ void ExportSnapshotStoreMetrics(const std::string& prefix, SnapshotStore* store,
       [](const SnapshotStoreStats& s) { return static_cast<double>(s.spills); });
   add("_discarded_total", "Snapshot files refused: corrupt or made by another model",
       Type::kCounter, [](const SnapshotStoreStats& s) { return static_cast<double>(s.discarded); });
+  add("_disk_write_failures_total",
+      "Snapshots the disk tier could not write (full disk, read-only folder)", Type::kCounter,
+      [](const SnapshotStoreStats& s) { return static_cast<double>(s.disk_write_failures); });
   add("_snapshot_bytes_memory", "Bytes of K/V blocks and states held in memory", Type::kGauge,
       [](const SnapshotStoreStats& s) { return static_cast<double>(s.bytes); });
   add("_snapshots_memory", "Snapshots held in memory", Type::kGauge,

@@ -134,6 +134,7 @@ grpc::Status PrefillService::Precache(grpc::ServerContext* context,
   response->set_cached_tokens(static_cast<uint32_t>(result->snapshot.tokens));
   response->set_bytes(static_cast<uint64_t>(result->snapshot.bytes));
   response->set_worker(worker_id_);
+  response->set_disk_error(result->snapshot.disk_error);
   return grpc::Status::OK;
 }
 

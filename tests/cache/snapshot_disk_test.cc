@@ -2,10 +2,16 @@
 // restart, refusing corrupt files and other models' files (and saying so on the next miss),
 // its own byte budget, eviction and TTL.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "lib/cache/snapshot_disk_tier.h"
 #include "lib/cache/snapshot_file.h"
@@ -243,6 +249,100 @@ TEST_F(SnapshotDiskTest, DiskBudgetEvictionAndTtl) {
   now_ += absl::Seconds(6);
   EXPECT_EQ(store->Lookup(dk, doc).miss, CacheMiss::kExpired);
   EXPECT_FALSE(std::filesystem::exists(FileOf(dk[0])));
+}
+
+// --- Hostile cache folders: each of these used to hang, abort or stop the worker. ---
+
+TEST_F(SnapshotDiskTest, SpecialFilesNeverBlockOrAbortStartUpAndCountOnce) {
+  const auto doc = testing::RandomTokens(128, 96, 20);
+  const auto keys = PrefixBlockKeys(kFingerprint, "", doc);
+  SnapshotRetention pin;
+  pin.pinned = true;
+  {
+    auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);
+    ASSERT_TRUE(store->Insert(keys, doc, State(128, 20), pin).ok());
+  }
+  const int64_t good_bytes = static_cast<int64_t>(std::filesystem::file_size(FileOf(keys[0])));
+  auto key_named = [](int i) {
+    BlockKey k;
+    k.bytes.fill(static_cast<uint8_t>(0x10 + i));
+    return k;
+  };
+  ASSERT_EQ(mkfifo(FileOf(key_named(1)).c_str(), 0600), 0);
+  std::filesystem::create_symlink("/dev/zero", FileOf(key_named(2)));
+  std::filesystem::create_directory(FileOf(key_named(3)));
+  std::filesystem::create_directory(FileOf(key_named(4)) + ".tmp");
+  {  // 10 GiB, sparse: its header cannot vouch for it
+    std::filesystem::copy_file(FileOf(keys[0]), FileOf(key_named(5)));
+    std::filesystem::resize_file(FileOf(key_named(5)), uint64_t{10} << 30);
+  }
+  std::string upper = keys[0].Hex();
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::filesystem::copy_file(FileOf(keys[0]), dir_ + "/" + upper + ".snap");
+
+  std::vector<DiscardedSnapshot> discarded;
+  auto disk = SnapshotDiskTier::Open({dir_, int64_t{1} << 30}, config_, kFingerprint, &discarded);
+  ASSERT_TRUE(disk.ok()) << disk.status();
+  EXPECT_EQ((*disk)->size(), 1u);
+  EXPECT_EQ((*disk)->bytes(), good_bytes);  // the upper-case copy is not ours
+  std::set<BlockKey> refused;
+  for (const DiscardedSnapshot& d : discarded) refused.insert(d.key);
+  for (int i : {1, 2, 3, 5}) EXPECT_TRUE(refused.count(key_named(i))) << i;
+  EXPECT_TRUE(std::filesystem::is_directory(FileOf(key_named(3))));  // not ours to delete
+  EXPECT_FALSE(std::filesystem::exists(FileOf(key_named(5))));       // ours: deleted
+  EXPECT_TRUE((*disk)->Load(keys[0]).ok());
+}
+
+TEST_F(SnapshotDiskTest, FilesSwappedAfterStartUpFailOnlyTheirLookup) {
+  const auto doc = testing::RandomTokens(128, 96, 21), other = testing::RandomTokens(128, 96, 22);
+  const auto keys = PrefixBlockKeys(kFingerprint, "", doc);
+  const auto other_keys = PrefixBlockKeys(kFingerprint, "", other);
+  SnapshotRetention pin;
+  pin.pinned = true;
+  {
+    auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);
+    ASSERT_TRUE(store->Insert(keys, doc, State(128, 21), pin).ok());
+    ASSERT_TRUE(store->Insert(other_keys, other, State(128, 22), pin).ok());
+  }
+  auto store = OpenStore(1, int64_t{1} << 30);  // nothing fits memory: lookups read the disk
+  std::filesystem::remove(FileOf(keys[0]));
+  ASSERT_EQ(mkfifo(FileOf(keys[0]).c_str(), 0600), 0);
+  std::filesystem::remove(FileOf(other_keys[0]));
+  std::filesystem::create_symlink("/dev/zero", FileOf(other_keys[0]));
+  const auto start = std::chrono::steady_clock::now();
+  SnapshotHit miss = store->Lookup(keys, doc);
+  EXPECT_EQ(miss.tokens, 0);
+  EXPECT_EQ(miss.miss, CacheMiss::kCorrupt);
+  miss = store->Lookup(other_keys, other);
+  EXPECT_EQ(miss.tokens, 0);
+  EXPECT_EQ(miss.miss, CacheMiss::kCorrupt);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_TRUE(store->List().empty());  // forgotten, not retried on every request
+}
+
+// A write that fails (here: the file-size limit, as a full disk would) is reported to the
+// caller, counted, and leaves no partial file; the snapshot still serves from memory.
+TEST_F(SnapshotDiskTest, FailedDiskWritesAreReportedAndLeaveNothingBehind) {
+  const auto doc = testing::RandomTokens(128, 96, 23);
+  const auto keys = PrefixBlockKeys(kFingerprint, "", doc);
+  auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);
+  SnapshotRetention pin;
+  pin.pinned = true;
+  struct rlimit old {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_IGN);  // the write then fails with EFBIG instead of killing the process
+  struct rlimit small = old;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::StatusOr<SnapshotInfo> saved = store->Insert(keys, doc, State(128, 23), pin);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_FALSE(saved->disk_error.empty());
+  EXPECT_EQ(store->stats().disk_write_failures, 1u);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    ADD_FAILURE() << "left behind: " << entry.path();
+  }
+  EXPECT_EQ(store->Lookup(keys, doc).tokens, 128);  // from memory
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "tools/yoco/command_line.h"
 #include "yoco/v1/yoco.grpc.pb.h"
@@ -85,12 +86,15 @@ int Precache(const std::string& router, const std::vector<std::string>& args) {
   yoco::v1::PrecacheResponse response;
   const grpc::Status st = Connect(router)->Precache(&context, request, &response);
   if (!st.ok()) return Fail(st);
-  std::cout
-      << absl::StrFormat(
-             R"({"handle": "%s", "tokens": %d, "cached_tokens": %d, "bytes": %d, "worker": "%s"})",
-             response.handle(), response.tokens(), response.cached_tokens(), response.bytes(),
-             response.worker())
-      << "\n";
+  std::cout << absl::StrFormat(
+                   R"({"handle": "%s", "tokens": %d, "cached_tokens": %d, "bytes": %d, )"
+                   R"("worker": "%s", "disk_error": "%s"})",
+                   response.handle(), response.tokens(), response.cached_tokens(), response.bytes(),
+                   response.worker(), absl::CHexEscape(response.disk_error()))
+            << "\n";
+  if (!response.disk_error().empty()) {
+    std::cerr << "yoco-cli: warning: held in memory only: " << response.disk_error() << "\n";
+  }
   return 0;
 }
 
