@@ -18,6 +18,7 @@ PACKAGES=(
   clang-format
   python3-yaml         # the deployment smoke test reads the rendered manifests
   qemu-user            # the CPU-baseline test runs a binary on an emulated pre-AVX2 CPU
+  clang-14 libclang-rt-14-dev  # libFuzzer targets (scripts/fuzz.sh)
 )
 
 missing=()

@@ -74,6 +74,7 @@ class DecodeBatcher::Loop {
     int64_t bytes;
     int generated;
     bool cancelled;
+    bool failed = false;  // its step failed; already told
   };
 
   void Run() {
@@ -143,11 +144,27 @@ class DecodeBatcher::Loop {
       const int batch = static_cast<int>(active.size());
       for (size_t i = 0; i < active.size(); ++i) {
         Entry& e = *active[i];
+        if (tokens[i] == kNonFiniteLogits) {
+          DecodeEvent ev = Finished(DecodeFinish::kError);
+          ev.status = NonFiniteLogitsError(e.seq.generation.state().position);
+          Emit(e, ev);
+          e.failed = true;
+          continue;
+        }
         ++e.generated;
         DecodeEvent ev;
         ev.token = tokens[i];
         ev.generated = e.generated;
         Emit(e, ev);
+      }
+      // Failed sequences leave silently: their error event was their end.
+      for (auto it = active.begin(); it != active.end();) {
+        if ((*it)->failed) {
+          in_use -= (*it)->bytes;
+          it = active.erase(it);
+        } else {
+          ++it;
+        }
       }
       Retire(
           active, &in_use,

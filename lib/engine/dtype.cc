@@ -78,4 +78,23 @@ void ConvertToBf16(DType dtype, const void* src, int64_t count, uint16_t* dst) {
   }
 }
 
+int64_t FirstNonFinite(DType dtype, const void* data, int64_t n) {
+  // All exponent bits set: infinity or NaN, in every one of these formats.
+  auto scan = [n](const auto* p, auto mask) -> int64_t {
+    for (int64_t i = 0; i < n; ++i) {
+      if ((p[i] & mask) == mask) return i;
+    }
+    return -1;
+  };
+  switch (dtype) {
+    case DType::kF32:
+      return scan(static_cast<const uint32_t*>(data), uint32_t{0x7F800000});
+    case DType::kBF16:
+      return scan(static_cast<const uint16_t*>(data), uint16_t{0x7F80});
+    case DType::kF16:
+      return scan(static_cast<const uint16_t*>(data), uint16_t{0x7C00});
+  }
+  return -1;
+}
+
 }  // namespace yoco

@@ -34,6 +34,10 @@ inline uint16_t FloatToBf16(float f) {
 
 float F16ToFloat(uint16_t bits);
 
+// Index of the first NaN or infinity among `n` elements of `dtype` at `data`; -1 when all are
+// finite. Checks exponent bits only, so it costs one pass of integer compares.
+int64_t FirstNonFinite(DType dtype, const void* data, int64_t n);
+
 // Converts `count` elements of `dtype` at `src` (any alignment) to fp32 / to bf16 (rounded to
 // nearest even).
 void ConvertToFloat(DType dtype, const void* src, int64_t count, float* dst);

@@ -2,6 +2,7 @@
 #include "lib/engine/generation.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "lib/status/status_macros.h"
@@ -16,6 +17,20 @@ absl::Status CheckPrompt(const Backend& backend, absl::Span<const int32_t> promp
 }
 
 }  // namespace
+
+absl::Status NonFiniteLogitsError(int64_t position) {
+  return absl::DataLossError(absl::StrCat("the model produced non-finite logits at position ",
+                                          position,
+                                          " (a defective checkpoint, or values beyond float "
+                                          "range)"));
+}
+
+absl::Status CheckFinite(absl::Span<const float> logits, int64_t position) {
+  for (float x : logits) {
+    if (!std::isfinite(x)) return NonFiniteLogitsError(position);
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Generation> Generation::Start(Backend& backend, absl::Span<const int32_t> prompt,
                                              SamplingParams sampling) {
@@ -56,6 +71,7 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
       options.on_boundary(gen.state_);
     }
   }
+  RETURN_IF_ERROR(CheckFinite(gen.logits_, gen.state_.position));
   gen.pending_ = gen.sampler_.Sample(gen.sampling_, gen.logits_, gen.state_.position);
   *first_token = gen.pending_;
   return gen;
@@ -95,6 +111,10 @@ absl::Status Generation::NextBatch(Backend& backend, absl::Span<Generation* cons
   for (size_t i = 0; i < generations.size(); ++i) {
     Generation* g = generations[i];
     absl::Span<const float> row(logits.data() + i * V, V);
+    if (!CheckFinite(row, g->state_.position).ok()) {  // this sequence fails, not the batch
+      tokens->push_back(kNonFiniteLogits);
+      continue;
+    }
     g->pending_ = g->sampler_.Sample(g->sampling_, row, g->state_.position);
     tokens->push_back(g->pending_);
   }

@@ -33,6 +33,13 @@ struct PrefillOptions {
   std::function<bool()> cancelled;
 };
 
+// NextBatch's token for a sequence whose logits held a NaN or infinity.
+inline constexpr int32_t kNonFiniteLogits = -1;
+
+// DATA_LOSS naming the position when any logit is NaN or infinite.
+absl::Status CheckFinite(absl::Span<const float> logits, int64_t position);
+absl::Status NonFiniteLogitsError(int64_t position);
+
 class Generation {
  public:
   // The reference loop's start: prefill all but the last prompt token; the last one becomes
@@ -55,6 +62,8 @@ class Generation {
 
   // One decode step for many generations at once (one batched forward pass); tokens[i] is the
   // token sampled for generations[i].
+  // A row whose logits are not all finite yields kNonFiniteLogits for its generation (which then
+  // cannot continue); the others proceed.
   static absl::Status NextBatch(Backend& backend, absl::Span<Generation* const> generations,
                                 std::vector<int32_t>* tokens);
 

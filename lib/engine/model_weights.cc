@@ -118,6 +118,14 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
                                                      ShapeString(shape)));
     }
     const int64_t n = view.num_elements();
+    // One NaN or infinity makes every logit NaN: refuse it here, by name, rather than serve
+    // garbage (the pass costs about as much as the CRC below).
+    if (const int64_t bad = FirstNonFinite(view.dtype, view.data, n); bad >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name,
+                                                     "' holds a non-finite value (NaN or "
+                                                     "infinity) at element ",
+                                                     bad));
+    }
     hasher.Add(name);
     hasher.Add(std::string(DTypeName(view.dtype)));
     hasher.Add(

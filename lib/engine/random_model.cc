@@ -2,6 +2,10 @@
 // Twister so the same seed gives the same model with any standard library.
 #include "lib/engine/random_model.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -46,7 +50,12 @@ void AppendElement(DType dtype, float v, std::string* out) {
     const uint16_t b = FloatToBf16(v);
     out->append(reinterpret_cast<const char*>(&b), 2);
   } else {
+#if defined(__F16C__)
+    // Clang 14 has no _Float16 on x86; F16C rounds to nearest even as the conversion does.
+    const uint16_t h = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+#else
     const _Float16 h = static_cast<_Float16>(v);
+#endif
     out->append(reinterpret_cast<const char*>(&h), 2);
   }
 }

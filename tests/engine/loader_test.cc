@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "lib/engine/cpu_backend.h"
+#include "lib/engine/generation.h"
 #include "lib/engine/model.h"
 #include "lib/engine/safetensors.h"
 #include "lib/engine/safetensors_writer.h"
@@ -22,11 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::SmallConfig;
 using testing::TempModelDir;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -226,9 +223,13 @@ TEST(HostileModelFileTest, SpecialFilesAreRefusedAtOnce) {
       const std::string dir = FolderWith("special_" + kind + "_" + file.substr(0, 5), good);
       const std::string path = dir + "/" + file;
       fs::remove(path);
-      if (kind == "fifo") ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
-      if (kind == "devzero") fs::create_symlink("/dev/zero", path);
-      if (kind == "directory") fs::create_directory(path);
+      if (kind == "fifo") {
+        ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+      } else if (kind == "devzero") {
+        fs::create_symlink("/dev/zero", path);
+      } else {
+        fs::create_directory(path);
+      }
       auto model = Model::Load(dir);  // must return, not block on the FIFO or read forever
       ASSERT_FALSE(model.ok()) << file << " as " << kind;
       EXPECT_NE(model.status().message().find("not a regular file"), std::string::npos)
@@ -314,6 +315,62 @@ TEST(HostileModelFileTest, OverlappingTensorsAreRefused) {
         h["self_decoder.layers.0.mixer_layer_norm.weight"]["data_offsets"];
   });
   ExpectError(FolderWith("overlap", bytes), absl::StatusCode::kInvalidArgument, "overlap");
+}
+
+TEST(HostileModelFileTest, NonFiniteWeightsAreRefusedByName) {
+  struct Case {
+    const char* tensor;
+    DType dtype;
+    uint32_t bits;  // the poisoned element's bit pattern
+  };
+  for (const Case& c : {Case{"self_decoder.layers.0.mixer.q_proj.weight", DType::kF32, 0x7FC00000},
+                        Case{"output_projection.weight", DType::kF32, 0x7F800000},
+                        Case{"output_projection.weight", DType::kBF16, 0xFF80},
+                        Case{"embed_tokens.weight", DType::kF16, 0x7E00}}) {
+    std::vector<TensorToWrite> tensors = AllTensors();
+    for (TensorToWrite& t : tensors) {
+      if (t.name != c.tensor) continue;
+      const size_t width = c.dtype == DType::kF32 ? 4 : 2;
+      t.dtype = c.dtype;
+      t.bytes.resize(t.bytes.size() / 4 * width);
+      std::memcpy(t.bytes.data() + 7 * width, &c.bits, width);  // element 7
+    }
+    const std::string dir = FolderWith("nonfinite", EncodeSafetensors(tensors));
+    auto model = Model::Load(dir);
+    ASSERT_FALSE(model.ok()) << c.tensor;
+    EXPECT_NE(model.status().message().find(c.tensor), std::string::npos) << model.status();
+    EXPECT_NE(model.status().message().find("element 7"), std::string::npos) << model.status();
+  }
+}
+
+// Finite weights can still overflow: the step that produces non-finite logits fails its
+// sequence with DATA_LOSS instead of sampling from NaN.
+TEST(HostileModelFileTest, NonFiniteLogitsFailTheSequenceClearly) {
+  std::vector<TensorToWrite> tensors = AllTensors();
+  for (TensorToWrite& t : tensors) {
+    float value = 0.0f;
+    if (t.shape.size() == 1) value = 1.0f;                    // norms
+    if (t.name == "embed_tokens.weight") value = 1.0f;        // a constant hidden state
+    if (t.name == "output_projection.weight") value = 3e38f;  // D * 3e38 overflows
+    if (value == 0.0f) continue;
+    for (size_t i = 0; i < t.bytes.size(); i += 4) std::memcpy(&t.bytes[i], &value, 4);
+  }
+  const std::string dir = FolderWith("overflow", EncodeSafetensors(tensors));
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  CpuBackend backend(*model);
+  int32_t first = -1;
+  auto gen = Generation::Prefill(backend, {0, 5, 9}, {}, &first);
+  ASSERT_FALSE(gen.ok());
+  EXPECT_EQ(gen.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(gen.status().message().find("non-finite logits"), std::string::npos);
+
+  auto started = Generation::Start(backend, {0, 5, 9}, {});  // decodes from the last token
+  ASSERT_TRUE(started.ok());
+  Generation* g = &*started;
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE(Generation::NextBatch(backend, {&g, 1}, &tokens).ok());
+  EXPECT_EQ(tokens, std::vector<int32_t>{kNonFiniteLogits});
 }
 
 }  // namespace

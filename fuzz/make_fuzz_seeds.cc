@@ -1,0 +1,66 @@
+// Writes one valid input per fuzz target into fuzz/corpus/<target>/ (argv[1]): the shapes the
+// mutations start from. Run it again when a format changes, and commit its output.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "fuzz/fuzz_config.h"
+#include "lib/cache/snapshot_file.h"
+#include "lib/engine/safetensors_writer.h"
+#include "lib/engine/state_bundle.h"
+#include "lib/transport/transport_address.h"
+
+namespace {
+
+void Write(const std::string& dir, const std::string& target, const std::string& name,
+           const std::string& bytes) {
+  const std::string folder = dir + "/" + target;
+  std::filesystem::create_directories(folder);
+  std::ofstream(folder + "/" + name, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_fuzz_seeds CORPUS_DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  using yoco::fuzz::Config;
+  Write(dir, "params_json_fuzz", "config.json", Config().ToJson());
+
+  yoco::SequenceState state = yoco::SequenceState::Create(Config());
+  state.position = 128;
+  state.shared_k.assign(128 * Config().kv_dim(), 0.5f);
+  state.shared_v.assign(128 * Config().kv_dim(), -0.25f);
+  yoco::StateBundle bundle{yoco::fuzz::kFingerprint, state, 7, {}};
+  bundle.sampling.stop_token_ids = {2, 5};
+  Write(dir, "state_bundle_fuzz", "bundle", yoco::SerializeStateBundle(bundle));
+
+  yoco::SnapshotFile file;
+  file.chain.resize(1);
+  file.chain[0].bytes.fill(0x5a);
+  file.tokens.assign(128, 3);
+  file.state = state;
+  file.pinned = true;
+  const std::string snapshot = yoco::SerializeSnapshotFile(file, yoco::fuzz::kFingerprint);
+  Write(dir, "snapshot_file_fuzz", "snapshot", snapshot);
+  Write(dir, "disk_tier_scan_fuzz", "snapshot", snapshot);
+
+  std::vector<yoco::TensorToWrite> tensors = {
+      {"a.weight", yoco::DType::kF32, {2, 3}, std::string(24, '\1')},
+      {"b.weight", yoco::DType::kBF16, {4}, std::string(8, '\2')},
+      {"c.weight", yoco::DType::kF16, {1, 2}, std::string(4, '\3')}};
+  Write(dir, "safetensors_fuzz", "three_tensors", yoco::EncodeSafetensors(tensors));
+
+  const std::string address =
+      yoco::SealTransportAddress({1234, 42, std::string(40, '\x11')}, "");
+  Write(dir, "transport_address_fuzz", "sealed", std::string(1, '\0') + address);
+  Write(dir, "transport_address_fuzz", "reseal", std::string(1, '\1') + address.substr(4));
+
+  Write(dir, "text_fuzz", "utf8", "\x05plain ascii, caf\xC3\xA9, \xE2\x82\xAC 5, \xF0\x9F\x99\x82");
+  Write(dir, "text_fuzz", "broken", "\x03\xFF\xC3 cut \xE2\x82");
+  return 0;
+}

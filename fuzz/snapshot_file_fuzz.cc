@@ -1,0 +1,19 @@
+// Prefix-cache snapshot files from any bytes (checksum recomputed): parsed or refused, and the
+// size the header implies agrees with what parses.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz/fuzz_config.h"
+#include "lib/cache/snapshot_file.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string bytes(reinterpret_cast<const char*>(data), size);
+  yoco::fuzz::FixTrailingCrc(bytes);
+  auto file = yoco::ParseSnapshotFile(bytes, yoco::fuzz::Config(), yoco::fuzz::kFingerprint);
+  if (file.ok()) {
+    auto expected = yoco::SnapshotFileBytes(bytes, yoco::fuzz::Config());
+    if (!expected.ok() || *expected != bytes.size()) __builtin_trap();
+  }
+  return 0;
+}
