@@ -1,5 +1,5 @@
-// Prefix-cache snapshot files from any bytes (checksum recomputed): parsed or refused, and the
-// size the header implies agrees with what parses.
+// Prefix-cache snapshot files from any bytes (checksum recomputed): parsed or refused; what
+// parses has the size its header implies and serializes back to the same bytes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (file.ok()) {
     auto expected = yoco::SnapshotFileBytes(bytes, yoco::fuzz::Config());
     if (!expected.ok() || *expected != bytes.size()) __builtin_trap();
+    if (yoco::SerializeSnapshotFile(*file, yoco::fuzz::kFingerprint) != bytes) __builtin_trap();
   }
   return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the project needs, builds everything, runs every test, then
-# runs the transport, prefix-cache, routing and worker tests again under AddressSanitizer,
-# LeakSanitizer and UBSan.
+# runs the transport, prefix-cache, routing, worker, parser and serving tests again under
+# AddressSanitizer, LeakSanitizer and UBSan, and every fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,11 +9,15 @@ bash scripts/build.sh
 (cd build && ctest --output-on-failure --parallel "$(nproc)" --timeout 900)
 
 # Sanitizer pass: what owns raw resources across a process boundary (UCX handles, buffers,
-# threads) or manages memory by hand (the snapshot store's shared blocks, the disk tier), to
-# keep the run short on two cores.
+# threads), manages memory by hand (the snapshot store's shared blocks, the disk tier) or parses
+# outside bytes, plus the three services end to end; sized for two cores.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOCO_SANITIZE=ON -DYOCO_CUDA=OFF
 cmake --build build-asan --parallel "$(nproc)" \
   --target ucx_transport_test transport_address_test transfer_peer cache_test routing_test \
-  threading_test workers_test engine_test
+  threading_test workers_test engine_test yoco yoco-cli yoco-router yoco-prefill yoco-decode \
+  yoco_tiny_model
 (cd build-asan && ctest --output-on-failure --timeout 900 \
-  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|BoundedJobQueue|Disaggregated|BundleLifetime|StateBundle')
+  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|BoundedJobQueue|Disaggregated|BundleLifetime|StateBundle|HostileModel|integration.serving')
+
+# Every fuzz target for a short while from its seed corpus (scripts/fuzz.sh runs them longer).
+bash scripts/fuzz.sh 20

@@ -76,7 +76,9 @@ absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const Mo
         absl::StrCat("snapshot file version ", version, " is not supported"));
   }
   SnapshotFile file;
-  file.pinned = (Get<uint32_t>(bytes, &pos) & 1u) != 0;
+  const uint32_t flags = Get<uint32_t>(bytes, &pos);
+  if (flags > 1u) return absl::InvalidArgumentError("snapshot file: unknown flags");
+  file.pinned = flags == 1u;
   const int64_t expires_ms = Get<int64_t>(bytes, &pos);
   file.expires = expires_ms == 0 ? absl::InfiniteFuture() : absl::FromUnixMillis(expires_ms);
   const uint64_t blocks = Get<uint32_t>(bytes, &pos);

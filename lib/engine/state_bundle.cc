@@ -116,7 +116,10 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
     return absl::DataLossError("state bundle: checksum mismatch (corrupt or truncated)");
   }
   StateBundle b;
-  r.Get<uint32_t>();  // flags
+  // No flags are defined; a bundle that sets one was made by something else.
+  if (const uint32_t flags = r.Get<uint32_t>(); flags != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("state bundle: unknown flags ", flags));
+  }
   b.model_fingerprint = r.Get<uint64_t>();
   if (b.model_fingerprint != fingerprint) {
     return absl::FailedPreconditionError(absl::StrCat("state bundle: made by model ",
@@ -130,7 +133,7 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   const uint64_t position = r.Get<uint64_t>();
   if (n_layers != static_cast<uint32_t>(config.n_self_layers()) ||
       state_floats != static_cast<uint64_t>(config.self_state_floats()) ||
-      (position > 0 && kv_dim != static_cast<uint32_t>(config.kv_dim())) || kv_dtype != 0) {
+      kv_dim != (position > 0 ? static_cast<uint32_t>(config.kv_dim()) : 0) || kv_dtype != 0) {
     return absl::InvalidArgumentError("state bundle: state shapes do not match this model");
   }
   b.pending_token = r.Get<int32_t>();

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "lib/checksum/crc32c.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
 #include "tests/engine/test_models.h"
@@ -90,6 +93,24 @@ TEST_P(StateBundleTest, RoundTripAtPositionZero) {
       ParseStateBundle(SerializeStateBundle(original), model_->config(), model_->fingerprint());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_TRUE(*parsed == original);
+}
+
+// Found by the state-bundle fuzzer: fields the parser ignored (flags; the K/V width of an empty
+// bundle) let two byte strings mean the same bundle. Both are now refused unless canonical.
+TEST_P(StateBundleTest, OnlyCanonicalBundlesParse) {
+  auto gen = Generation::Start(*backend_, {0}, {});
+  ASSERT_TRUE(gen.ok());
+  const std::string good = SerializeStateBundle(gen->ToBundle(model_->fingerprint()));
+  ASSERT_TRUE(ParseStateBundle(good, model_->config(), model_->fingerprint()).ok());
+  auto with_field = [&](size_t offset, uint32_t value) {
+    std::string bad = good;
+    std::memcpy(bad.data() + offset, &value, 4);
+    const uint32_t crc = Crc32c(bad.data(), bad.size() - 4);
+    std::memcpy(bad.data() + bad.size() - 4, &crc, 4);
+    return ParseStateBundle(bad, model_->config(), model_->fingerprint()).status();
+  };
+  EXPECT_EQ(with_field(12, 1).code(), absl::StatusCode::kInvalidArgument);  // flags
+  EXPECT_EQ(with_field(36, 7).code(), absl::StatusCode::kInvalidArgument);  // K/V width at 0
 }
 
 TEST_P(StateBundleTest, CorruptTruncatedAndForeignBundlesAreRefused) {
