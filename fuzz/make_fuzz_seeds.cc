@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   yoco::StateBundle bundle{yoco::fuzz::kFingerprint, state, 7, {}};
   bundle.sampling.stop_token_ids = {2, 5};
   Write(dir, "state_bundle_fuzz", "bundle", yoco::SerializeStateBundle(bundle));
+  // Nothing prefilled: empty K/V sections (once undefined behaviour under UBSan).
+  yoco::StateBundle empty{yoco::fuzz::kFingerprint, yoco::SequenceState::Create(Config()), 0, {}};
+  Write(dir, "state_bundle_fuzz", "position_zero", yoco::SerializeStateBundle(empty));
 
   yoco::SnapshotFile file;
   file.chain.resize(1);
