@@ -71,11 +71,12 @@ class Rewriter:
             return f"127.0.0.1:{self.port(port) if ordinal == 0 else self.absent}"
         s = re.sub(r"(yoco-(?:prefill|decode))-(\d+)\.yoco-(?:prefill|decode):(\d+)", service, s)
         s = s.replace("--net_devices=eth0", "--net_devices=lo")
-        s = s.replace(IMAGE_MODELS, os.path.join(self.build, "models"))
-        if self.paths:  # one pass: a local folder may itself lie under a mount path (/tmp)
-            mounts = "|".join(re.escape(m) for m in sorted(self.paths, key=len, reverse=True))
-            s = re.sub(rf"(?<![\w/])({mounts})(?=/|\b|$)", lambda m: self.paths[m.group(1)], s)
-        return s
+        # One pass over every path: a local folder (the build, a temporary folder) may itself
+        # lie under a mount path such as /tmp.
+        paths = dict(self.paths)
+        paths[IMAGE_MODELS] = os.path.join(self.build, "models")
+        alternatives = "|".join(re.escape(m) for m in sorted(paths, key=len, reverse=True))
+        return re.sub(rf"(?<![\w/])({alternatives})(?=/|\b|$)", lambda m: paths[m.group(1)], s)
 
 
 def prepare(obj, objects, rw, tmp):
