@@ -58,8 +58,7 @@ int main(int argc, char** argv) {
       {"c.weight", yoco::DType::kF16, {1, 2}, std::string(4, '\3')}};
   Write(dir, "safetensors_fuzz", "three_tensors", yoco::EncodeSafetensors(tensors));
 
-  const std::string address =
-      yoco::SealTransportAddress({1234, 42, std::string(40, '\x11')}, "");
+  const std::string address = yoco::SealTransportAddress({1234, 42, std::string(40, '\x11')}, "");
   Write(dir, "transport_address_fuzz", "sealed", std::string(1, '\0') + address);
   Write(dir, "transport_address_fuzz", "reseal", std::string(1, '\1') + address.substr(4));
 

@@ -10,8 +10,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
   yoco::fuzz::FixTrailingCrc(bytes);
-  auto bundle =
-      yoco::ParseStateBundle(bytes, yoco::fuzz::Config(), yoco::fuzz::kFingerprint);
+  auto bundle = yoco::ParseStateBundle(bytes, yoco::fuzz::Config(), yoco::fuzz::kFingerprint);
   if (bundle.ok() && yoco::SerializeStateBundle(*bundle) != bytes) __builtin_trap();
   return 0;
 }
