@@ -12,7 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "lib/engine/bounded_file.h"
+#include "lib/files/bounded_file.h"
 
 namespace yoco {
 namespace {

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "lib/engine/bounded_file.h"
+#include "lib/files/bounded_file.h"
 #include "lib/engine/strict_json.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"

@@ -1,17 +1,14 @@
 // Sealing and opening transport addresses; reading the key file.
 #include "lib/transport/transport_address.h"
 
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lib/files/bounded_file.h"
 
 namespace yoco {
 namespace {
@@ -84,34 +81,19 @@ absl::StatusOr<TransportAddress> OpenTransportAddress(absl::string_view sealed,
 }
 
 absl::StatusOr<std::string> LoadTransportKey(const std::string& path) {
-  // O_NONBLOCK: a FIFO must not block the open; it is refused below as not a regular file.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
+  // Regular files only (a FIFO would block, /dev/zero never end), bounded; two bytes of slack
+  // for a trailing newline.
+  absl::StatusOr<std::string> key = ReadBoundedFile(path, kMaxKeyBytes + 2);
+  if (!key.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("transport key ", path, ": ", std::strerror(errno)));
+        absl::StrCat("transport key ", path, ": ", key.status().message()));
   }
-  struct stat st {};
-  std::string key;
-  absl::Status status;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    status =
-        absl::InvalidArgumentError(absl::StrCat("transport key ", path, ": not a regular file"));
-  } else if (st.st_size > static_cast<off_t>(kMaxKeyBytes) + 2) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat("transport key ", path, ": more than ", kMaxKeyBytes, " bytes"));
-  } else {
-    key.resize(kMaxKeyBytes + 3);
-    const ssize_t n = read(fd, key.data(), key.size());
-    key.resize(n > 0 ? static_cast<size_t>(n) : 0);
-    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
-    if (key.size() < kMinKeyBytes || key.size() > kMaxKeyBytes) {
-      status = absl::InvalidArgumentError(absl::StrCat("transport key ", path, ": needs ",
-                                                       kMinKeyBytes, " to ", kMaxKeyBytes,
-                                                       " bytes, has ", key.size()));
-    }
+  while (!key->empty() && (key->back() == '\n' || key->back() == '\r')) key->pop_back();
+  if (key->size() < kMinKeyBytes || key->size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("transport key ", path, ": needs ", kMinKeyBytes,
+                                                   " to ", kMaxKeyBytes, " bytes, has ",
+                                                   key->size()));
   }
-  close(fd);
-  if (!status.ok()) return status;
   return key;
 }
 

@@ -1,8 +1,8 @@
 // ReadBoundedFile: reads a small file we did not write (params.json, a shard index) without
 // trusting it: only a regular file is read (a FIFO would block open() forever, /dev/zero would
 // never end), and only up to a size limit.
-#ifndef YOCO_LIB_ENGINE_BOUNDED_FILE_H_
-#define YOCO_LIB_ENGINE_BOUNDED_FILE_H_
+#ifndef YOCO_LIB_FILES_BOUNDED_FILE_H_
+#define YOCO_LIB_FILES_BOUNDED_FILE_H_
 
 #include <cstdint>
 #include <string>
@@ -21,4 +21,4 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path);
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_ENGINE_BOUNDED_FILE_H_
+#endif  // YOCO_LIB_FILES_BOUNDED_FILE_H_

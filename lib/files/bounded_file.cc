@@ -1,5 +1,5 @@
 // Regular files only, bounded reads.
-#include "lib/engine/bounded_file.h"
+#include "lib/files/bounded_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
