@@ -711,11 +711,14 @@ class UcxTransport::Impl {
     t->finished = true;
     ++metrics_.transfers_received;
     metrics_.bytes_received += t->info.size;
-    if (t->reply_ep != nullptr) Reply(t->reply_ep, t->info.id, absl::OkStatus());
+    // The acknowledgement follows the hand-over: a sender told OK can count on the receiver
+    // holding the data (a decode worker's budget check for the next bundle sees this one).
+    const ucp_ep_h reply_ep = t->reply_ep;
     const IncomingTransfer info = t->info;
     ByteBuffer data = std::move(t->buffer);
     EraseIncoming(t);
     if (callbacks_.on_received) callbacks_.on_received(info, std::move(data));
+    if (reply_ep != nullptr) Reply(reply_ep, info.id, absl::OkStatus());
   }
 
   // Ends a receive without data: tells the sender (unless it asked for this), frees the buffer
