@@ -3,12 +3,14 @@
 #define YOCO_FUZZ_FUZZ_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 
 #include "lib/engine/model_config.h"
 
 namespace yoco::fuzz {
 
 inline constexpr uint64_t kFingerprint = 0x0123456789abcdefull;
+inline constexpr char kCacheKey[] = "fuzz-cache-key-0123456789";
 
 inline const ModelConfig& Config() {
   static const ModelConfig config = [] {
@@ -29,6 +31,9 @@ inline const ModelConfig& Config() {
 // Checksummed formats: the last four bytes become the CRC-32C of the rest, so that mutations get
 // past the checksum into the parser behind it.
 void FixTrailingCrc(std::string& bytes);
+
+// Snapshot files: the CRC-32C and then the tag under kCacheKey at their end, recomputed.
+void FixSnapshotTrailer(std::string& bytes);
 
 }  // namespace yoco::fuzz
 

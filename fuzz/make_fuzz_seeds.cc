@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   file.tokens.assign(128, 3);
   file.state = state;
   file.pinned = true;
-  const std::string snapshot = yoco::SerializeSnapshotFile(file, yoco::fuzz::kFingerprint);
+  const std::string snapshot =
+      yoco::SerializeSnapshotFile(file, yoco::fuzz::kFingerprint, yoco::fuzz::kCacheKey);
   Write(dir, "snapshot_file_fuzz", "snapshot", snapshot);
   Write(dir, "disk_tier_scan_fuzz", "snapshot", snapshot);
 

@@ -1,4 +1,4 @@
-// Prefix-cache snapshot files from any bytes (checksum recomputed): parsed or refused; what
+// Prefix-cache snapshot files from any bytes (checksum and tag recomputed): parsed or refused; what
 // parses has the size its header implies and serializes back to the same bytes.
 #include <cstddef>
 #include <cstdint>
@@ -9,12 +9,15 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  yoco::fuzz::FixTrailingCrc(bytes);
-  auto file = yoco::ParseSnapshotFile(bytes, yoco::fuzz::Config(), yoco::fuzz::kFingerprint);
+  yoco::fuzz::FixSnapshotTrailer(bytes);
+  auto file = yoco::ParseSnapshotFile(bytes, yoco::fuzz::Config(), yoco::fuzz::kFingerprint,
+                                      yoco::fuzz::kCacheKey);
   if (file.ok()) {
     auto expected = yoco::SnapshotFileBytes(bytes, yoco::fuzz::Config());
     if (!expected.ok() || *expected != bytes.size()) __builtin_trap();
-    if (yoco::SerializeSnapshotFile(*file, yoco::fuzz::kFingerprint) != bytes) __builtin_trap();
+    if (yoco::SerializeSnapshotFile(*file, yoco::fuzz::kFingerprint, yoco::fuzz::kCacheKey) !=
+        bytes)
+      __builtin_trap();
   }
   return 0;
 }

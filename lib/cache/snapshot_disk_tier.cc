@@ -121,9 +121,9 @@ absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
     }
     absl::StatusOr<std::string> bytes =
         ReadSnapshotBytes(dirent.path().string(), config, options.budget_bytes);
-    absl::StatusOr<SnapshotFile> file = bytes.ok()
-                                            ? ParseSnapshotFile(*bytes, config, model_fingerprint)
-                                            : absl::StatusOr<SnapshotFile>(bytes.status());
+    absl::StatusOr<SnapshotFile> file =
+        bytes.ok() ? ParseSnapshotFile(*bytes, config, model_fingerprint, options.cache_key)
+                   : absl::StatusOr<SnapshotFile>(bytes.status());
     if (file.ok() && file->chain.back() != *key) {
       file = absl::DataLossError("the file's name and contents disagree");
     }
@@ -159,7 +159,7 @@ void SnapshotDiskTier::Erase(std::map<BlockKey, Entry>::iterator it) {
 absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
                                                        std::vector<BlockKey>* evicted) {
   const BlockKey key = file.chain.back();
-  const std::string bytes = SerializeSnapshotFile(file, fingerprint_);
+  const std::string bytes = SerializeSnapshotFile(file, fingerprint_, options_.cache_key);
   const int64_t size = static_cast<int64_t>(bytes.size());
   auto existing = entries_.find(key);
   const int64_t replaced = existing != entries_.end() ? existing->second.info.bytes : 0;
@@ -198,8 +198,9 @@ absl::StatusOr<SnapshotFile> SnapshotDiskTier::Load(const BlockKey& key) {
   if (it == entries_.end()) return absl::NotFoundError("no such snapshot on disk");
   absl::StatusOr<std::string> bytes =
       ReadSnapshotBytes(PathOf(key), config_, options_.budget_bytes);
-  absl::StatusOr<SnapshotFile> file = bytes.ok() ? ParseSnapshotFile(*bytes, config_, fingerprint_)
-                                                 : absl::StatusOr<SnapshotFile>(bytes.status());
+  absl::StatusOr<SnapshotFile> file =
+      bytes.ok() ? ParseSnapshotFile(*bytes, config_, fingerprint_, options_.cache_key)
+                 : absl::StatusOr<SnapshotFile>(bytes.status());
   if (file.ok() && file->chain.back() != key) {
     file = absl::DataLossError("the file's name and contents disagree");
   }

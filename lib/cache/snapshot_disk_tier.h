@@ -1,7 +1,8 @@
 // SnapshotDiskTier: prefix-cache snapshots as files in one folder (DIR/<handle>.snap), bounded
 // by a byte budget (least recently used unpinned files go first). Opening the folder registers
 // the snapshots a previous run left there; every file is verified then and again when loaded,
-// and a corrupt file or one made by another model is deleted and reported, never used. The
+// and a corrupt file, one made by another model, or one not made with the cache key is deleted
+// and reported, never used. The
 // folder belongs to one model. Not thread-safe: SnapshotStore calls it under its lock.
 #ifndef YOCO_LIB_CACHE_SNAPSHOT_DISK_TIER_H_
 #define YOCO_LIB_CACHE_SNAPSHOT_DISK_TIER_H_
@@ -23,6 +24,8 @@ namespace yoco {
 struct SnapshotDiskOptions {
   std::string dir;
   int64_t budget_bytes = int64_t{8} << 30;
+  // Files are written with, and must carry, this key's tag (see SnapshotFile); empty: no key.
+  std::string cache_key;
 };
 
 struct DiskSnapshotInfo {
@@ -33,8 +36,8 @@ struct DiskSnapshotInfo {
   absl::Time expires = absl::InfiniteFuture();
 };
 
-// A file found unusable: which snapshot, and why (DATA_LOSS: corrupt; FAILED_PRECONDITION:
-// another model or version).
+// A file found unusable: which snapshot, and why (DATA_LOSS: corrupt; UNAUTHENTICATED: not made
+// with the cache key; FAILED_PRECONDITION: another model or version).
 struct DiscardedSnapshot {
   BlockKey key;
   absl::Status reason;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/checksum/crc32c.h"
+#include "lib/checksum/message_tag.h"
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
@@ -12,6 +13,7 @@ namespace {
 
 constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'S', 'N', 'A', 'P'};
 constexpr size_t kHeaderBytes = kSnapshotFileHeaderBytes;
+constexpr size_t kTrailerBytes = 4 + kMessageTagBytes;  // CRC, tag
 
 template <typename T>
 void Put(std::string* out, T v) {
@@ -26,9 +28,20 @@ T Get(absl::string_view in, size_t* pos) {
   return v;
 }
 
+absl::Status CheckVersion(absl::string_view bytes) {
+  size_t pos = 8;
+  const uint32_t version = Get<uint32_t>(bytes, &pos);
+  if (version != SnapshotFile::kVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("snapshot file version ", version, " is not supported"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_fingerprint) {
+std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_fingerprint,
+                                  absl::string_view cache_key) {
   StateBundle bundle;
   bundle.model_fingerprint = model_fingerprint;
   bundle.state = file.state;
@@ -45,6 +58,7 @@ std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_finge
   Put<uint64_t>(&out, body.size());
   out += body;
   Put<uint32_t>(&out, Crc32c(out.data(), out.size()));
+  out += MessageTag(cache_key, out);
   return out;
 }
 
@@ -52,29 +66,35 @@ absl::StatusOr<uint64_t> SnapshotFileBytes(absl::string_view header, const Model
   if (header.size() < kHeaderBytes || std::memcmp(header.data(), kMagic, 8) != 0) {
     return absl::DataLossError("not a snapshot file, or truncated");
   }
+  if (absl::Status st = CheckVersion(header); !st.ok()) return st;
   size_t pos = kHeaderBytes - 4;
   const uint64_t blocks = Get<uint32_t>(header, &pos);
   const uint64_t tokens = blocks * kCacheBlockTokens;
   return kHeaderBytes + blocks * (16 + 4 * kCacheBlockTokens) + 8 +
-         StateBundleBytes(config, tokens, 0) + 4;
+         StateBundleBytes(config, tokens, 0) + kTrailerBytes;
 }
 
 absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const ModelConfig& config,
-                                               uint64_t model_fingerprint) {
-  if (bytes.size() < kHeaderBytes + 8 + 4 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
+                                               uint64_t model_fingerprint,
+                                               absl::string_view cache_key) {
+  if (bytes.size() < kHeaderBytes + 8 + kTrailerBytes ||
+      std::memcmp(bytes.data(), kMagic, 8) != 0) {
     return absl::DataLossError("not a snapshot file, or truncated");
   }
+  const size_t crc_at = bytes.size() - kTrailerBytes;
   uint32_t stored_crc;
-  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
-  if (Crc32c(bytes.data(), bytes.size() - 4) != stored_crc) {
+  std::memcpy(&stored_crc, bytes.data() + crc_at, 4);
+  if (Crc32c(bytes.data(), crc_at) != stored_crc) {
     return absl::DataLossError("snapshot file checksum mismatch (corrupt or truncated)");
   }
-  size_t pos = 8;
-  const uint32_t version = Get<uint32_t>(bytes, &pos);
-  if (version != SnapshotFile::kVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("snapshot file version ", version, " is not supported"));
+  if (!MessageTagMatches(cache_key, bytes.substr(0, crc_at + 4), bytes.substr(crc_at + 4))) {
+    return absl::UnauthenticatedError(
+        cache_key.empty() ? "snapshot file was written under a cache key and this worker has none"
+                          : "snapshot file is not authenticated by this worker's cache key "
+                            "(changed or made without it)");
   }
+  if (absl::Status st = CheckVersion(bytes); !st.ok()) return st;
+  size_t pos = 12;
   SnapshotFile file;
   const uint32_t flags = Get<uint32_t>(bytes, &pos);
   if (flags > 1u) return absl::InvalidArgumentError("snapshot file: unknown flags");
@@ -84,7 +104,7 @@ absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const Mo
   const uint64_t blocks = Get<uint32_t>(bytes, &pos);
   if (blocks == 0) return absl::InvalidArgumentError("snapshot file: no blocks");
   const uint64_t fixed = blocks * (16 + 4 * kCacheBlockTokens);
-  if (bytes.size() < pos + fixed + 8 + 4) {
+  if (bytes.size() < pos + fixed + 8 + kTrailerBytes) {
     return absl::InvalidArgumentError("snapshot file: sizes do not add up");
   }
   file.chain.resize(blocks);
@@ -96,7 +116,7 @@ absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const Mo
   std::memcpy(file.tokens.data(), bytes.data() + pos, file.tokens.size() * 4);
   pos += file.tokens.size() * 4;
   const uint64_t body_bytes = Get<uint64_t>(bytes, &pos);
-  if (body_bytes != bytes.size() - 4 - pos) {
+  if (body_bytes != bytes.size() - kTrailerBytes - pos) {
     return absl::InvalidArgumentError("snapshot file: sizes do not add up");
   }
   absl::StatusOr<StateBundle> bundle =

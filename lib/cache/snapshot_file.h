@@ -2,12 +2,16 @@
 // K/V rows it shares with other snapshots in memory) so that any file can be checked, loaded or
 // deleted on its own.
 //
-// Layout (little-endian), version 1:
+// Layout (little-endian), version 2:
 //   "YOCOSNAP"  u32 version  u32 flags (bit 0: pinned)  i64 expires_unix_ms (0: never)
 //   u32 n_blocks  u8 keys[n_blocks][16]  i32 tokens[n_blocks * kCacheBlockTokens]
 //   u64 bundle_bytes  StateBundle at position n_blocks * kCacheBlockTokens (its own
 //   fingerprint, shapes and CRC-32C; no pending token)
 //   u32 crc32c of every byte before it
+//   u8 tag[32]: MessageTag of every byte before it under the cache key
+// The CRC tells an accident (DATA_LOSS, "corrupt"); the tag tells a file that whoever can write
+// the cache volume made or changed without the key (UNAUTHENTICATED): CRCs an attacker can
+// recompute, so without the tag a changed file would be a disk hit that changes the answer.
 #ifndef YOCO_LIB_CACHE_SNAPSHOT_FILE_H_
 #define YOCO_LIB_CACHE_SNAPSHOT_FILE_H_
 
@@ -25,7 +29,7 @@
 namespace yoco {
 
 struct SnapshotFile {
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;
 
   std::vector<BlockKey> chain;  // keys of blocks 0..n-1; chain.back() names the snapshot
   std::vector<int32_t> tokens;  // chain.size() * kCacheBlockTokens
@@ -34,18 +38,23 @@ struct SnapshotFile {
   absl::Time expires = absl::InfiniteFuture();
 };
 
-std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_fingerprint);
+// `cache_key`: the cluster's cache key (ReadKeyFile), or empty (the tag then only checks
+// integrity).
+std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_fingerprint,
+                                  absl::string_view cache_key);
 
-// DATA_LOSS: truncated, not a snapshot, or checksum mismatch; FAILED_PRECONDITION: another
-// model's (fingerprint) or an unsupported version; INVALID_ARGUMENT: shapes that do not fit.
+// DATA_LOSS: truncated, not a snapshot, or checksum mismatch; UNAUTHENTICATED: the tag is not
+// this cache key's; FAILED_PRECONDITION: another model's (fingerprint) or an unsupported version;
+// INVALID_ARGUMENT: shapes that do not fit.
 absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const ModelConfig& config,
-                                               uint64_t model_fingerprint);
+                                               uint64_t model_fingerprint,
+                                               absl::string_view cache_key);
 
 // Bytes at the start of a snapshot file that tell its size (SnapshotFileBytes).
 inline constexpr size_t kSnapshotFileHeaderBytes = 8 + 4 + 4 + 8 + 4;
 
 // The size a snapshot file of this model must have, from its first kSnapshotFileHeaderBytes;
-// DATA_LOSS when they are not a snapshot file's header.
+// DATA_LOSS when they are not a snapshot file's header, FAILED_PRECONDITION for another version.
 absl::StatusOr<uint64_t> SnapshotFileBytes(absl::string_view header, const ModelConfig& config);
 
 }  // namespace yoco

@@ -35,8 +35,21 @@ const char* CacheMissName(CacheMiss miss) {
       return "fingerprint_mismatch";
     case CacheMiss::kCorrupt:
       return "corrupt";
+    case CacheMiss::kUnauthenticated:
+      return "unauthenticated";
   }
   return "none";
+}
+
+CacheMiss CacheMissOfFileError(const absl::Status& error) {
+  switch (error.code()) {
+    case absl::StatusCode::kFailedPrecondition:  // another model's file, or another version
+      return CacheMiss::kFingerprintMismatch;
+    case absl::StatusCode::kUnauthenticated:
+      return CacheMiss::kUnauthenticated;
+    default:
+      return CacheMiss::kCorrupt;
+  }
 }
 
 namespace {
@@ -66,9 +79,7 @@ SnapshotStore::SnapshotStore(const ModelConfig& config, SnapshotStoreOptions opt
 void SnapshotStore::ReportDiscarded(const std::vector<DiscardedSnapshot>& discarded) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const DiscardedSnapshot& d : discarded) {
-    RememberRemovalLocked(d.key, d.reason.code() == absl::StatusCode::kFailedPrecondition
-                                     ? CacheMiss::kFingerprintMismatch
-                                     : CacheMiss::kCorrupt);
+    RememberRemovalLocked(d.key, CacheMissOfFileError(d.reason));
     ++stats_.discarded;
   }
 }
@@ -358,11 +369,7 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
     } else if (disk_ && disk_->Contains(keys[j - 1])) {
       absl::StatusOr<SnapshotFile> file = disk_->Load(keys[j - 1]);
       if (!file.ok()) {
-        // Another model's file (or version) is a fingerprint mismatch; anything else is damage.
-        RememberRemovalLocked(keys[j - 1],
-                              file.status().code() == absl::StatusCode::kFailedPrecondition
-                                  ? CacheMiss::kFingerprintMismatch
-                                  : CacheMiss::kCorrupt);
+        RememberRemovalLocked(keys[j - 1], CacheMissOfFileError(file.status()));
         ++stats_.discarded;
         ++generation_;
         continue;

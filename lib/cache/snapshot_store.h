@@ -40,7 +40,11 @@ enum class CacheMiss {
   kExpired,              // its TTL passed
   kFingerprintMismatch,  // a stored file was made by another model
   kCorrupt,              // a stored file failed its checksum or did not parse
+  kUnauthenticated,      // a stored file was not made with this worker's cache key
 };
+
+// Why a stored file could not be used, from its error (ParseSnapshotFile's codes).
+CacheMiss CacheMissOfFileError(const absl::Status& error);
 
 const char* CacheTierName(CacheTier tier);
 const char* CacheMissName(CacheMiss miss);

@@ -10,13 +10,29 @@
 namespace yoco {
 namespace {
 
-absl::Status CheckPrompt(const Backend& backend, absl::Span<const int32_t> prompt,
-                         const SamplingParams& sampling) {
-  if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
+absl::Status CheckStart(const Backend& backend, absl::Span<const int32_t> prompt,
+                        const SamplingParams& sampling) {
+  RETURN_IF_ERROR(CheckPrompt(backend.model().config(), prompt));
   return sampling.Validate(backend.model().config().vocab_size);
 }
 
 }  // namespace
+
+absl::Status CheckPrompt(const ModelConfig& config, absl::Span<const int32_t> prompt) {
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= config.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config.vocab_size, ")"));
+    }
+  }
+  if (config.max_seq_len > 0 && prompt.size() > static_cast<size_t>(config.max_seq_len)) {
+    return absl::InvalidArgumentError(absl::StrCat("the prompt has ", prompt.size(),
+                                                   " tokens; the model's max_seq_len is ",
+                                                   config.max_seq_len));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status NonFiniteLogitsError(int64_t position) {
   return absl::DataLossError(absl::StrCat("the model produced non-finite logits at position ",
@@ -34,7 +50,7 @@ absl::Status CheckFinite(absl::Span<const float> logits, int64_t position) {
 
 absl::StatusOr<Generation> Generation::Start(Backend& backend, absl::Span<const int32_t> prompt,
                                              SamplingParams sampling) {
-  RETURN_IF_ERROR(CheckPrompt(backend, prompt, sampling));
+  RETURN_IF_ERROR(CheckStart(backend, prompt, sampling));
   Generation gen(SequenceState::Create(backend.model().config()), prompt.back(),
                  std::move(sampling));
   if (prompt.size() > 1) {
@@ -47,7 +63,7 @@ absl::StatusOr<Generation> Generation::Start(Backend& backend, absl::Span<const 
 absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<const int32_t> prompt,
                                                SamplingParams sampling, int32_t* first_token,
                                                const PrefillOptions& options) {
-  RETURN_IF_ERROR(CheckPrompt(backend, prompt, sampling));
+  RETURN_IF_ERROR(CheckStart(backend, prompt, sampling));
   if (options.grid < 0) return absl::InvalidArgumentError("the prefill grid must be >= 0");
   SequenceState state = options.start != nullptr ? std::move(*options.start)
                                                  : SequenceState::Create(backend.model().config());

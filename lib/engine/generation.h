@@ -38,6 +38,10 @@ inline constexpr int32_t kNonFiniteLogits = -1;
 
 // DATA_LOSS naming the position when any logit is NaN or infinite.
 absl::Status CheckFinite(absl::Span<const float> logits, int64_t position);
+
+// INVALID_ARGUMENT, before any work, for a prompt no generation can start from: empty, a token
+// outside the vocabulary, or longer than max_seq_len (the message gives the prompt's length).
+absl::Status CheckPrompt(const ModelConfig& config, absl::Span<const int32_t> prompt);
 absl::Status NonFiniteLogitsError(int64_t position);
 
 class Generation {

@@ -6,6 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <thread>
+
+#include "lib/rpc/health_watchers.h"
 
 namespace yoco {
 namespace {
@@ -35,10 +38,16 @@ void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std:
   std::cerr << name << ": " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining for up to "
             << absl::FormatDuration(drain) << std::endl;
   if (grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService()) {
-    health->SetServingStatus(false);
+    health->Shutdown();  // NOT_SERVING for every service name, to checks and watchers
   }
-  // New calls are refused from here on; calls in flight get until the deadline.
-  server.Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(drain));
+  // New calls are refused from here on; calls in flight get until the deadline. Health watches
+  // would hold the server for all of it: they end once NOT_SERVING has had a moment to go out.
+  std::thread shutdown([&server, drain] {
+    server.Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(drain));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EndHealthWatches();
+  shutdown.join();
   std::cerr << name << ": stopped" << std::endl;
 }
 

@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "lib/rpc/health_watchers.h"
 
 namespace yoco {
 
@@ -18,6 +19,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(HealthWatchTracker());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || *bound_port == 0)
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));

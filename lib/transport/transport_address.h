@@ -35,10 +35,6 @@ std::string SealTransportAddress(const TransportAddress& address, absl::string_v
 absl::StatusOr<TransportAddress> OpenTransportAddress(absl::string_view sealed,
                                                       absl::string_view key);
 
-// Reads a transport key: a regular file of 16 to 4096 bytes (a Kubernetes Secret mounted as a
-// file, for instance). Trailing newlines are not part of the key.
-absl::StatusOr<std::string> LoadTransportKey(const std::string& path);
-
 }  // namespace yoco
 
 #endif  // YOCO_LIB_TRANSPORT_TRANSPORT_ADDRESS_H_

@@ -91,7 +91,7 @@ struct UcxTransportOptions {
   // carry their own checksum (state bundles) can turn it off: it costs a pass over the data on
   // each side.
   bool checksum = true;
-  // The cluster's transport key (LoadTransportKey): this transport's address is sealed with it
+  // The cluster's transport key (ReadKeyFile): this transport's address is sealed with it
   // and only addresses sealed with it are connected to (see transport_address.h). Empty: the
   // seal only checks integrity.
   std::string address_key;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "lib/transport/transport_address.h"
+#include "lib/files/key_file.h"
 #include "lib/transport/ucx_transport.h"
 
 namespace yoco {
@@ -29,7 +29,7 @@ inline absl::StatusOr<UcxTransportOptions> BundleTransportOptions(const std::str
                                                                   const std::string& key_file) {
   UcxTransportOptions options = BundleTransportOptions(tls, net_devices);
   if (!key_file.empty()) {
-    absl::StatusOr<std::string> key = LoadTransportKey(key_file);
+    absl::StatusOr<std::string> key = ReadKeyFile(key_file, "transport key");
     if (!key.ok()) return key.status();
     options.address_key = std::move(*key);
   }

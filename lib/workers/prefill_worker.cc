@@ -21,8 +21,9 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
   if (options.cache_budget_bytes > 0) {
     std::unique_ptr<SnapshotDiskTier> disk;
     if (!options.cache_dir.empty()) {
-      auto opened = SnapshotDiskTier::Open({options.cache_dir, options.cache_disk_budget_bytes},
-                                           config, fingerprint, &w->discarded_);
+      auto opened = SnapshotDiskTier::Open(
+          {options.cache_dir, options.cache_disk_budget_bytes, options.cache_key}, config,
+          fingerprint, &w->discarded_);
       if (!opened.ok()) return opened.status();
       disk = std::move(*opened);
     }
@@ -32,8 +33,8 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
     w->cache_->ReportDiscarded(w->discarded_);
     w->imports_ = std::make_unique<BoundedJobQueue>(4);
   }
-  // Incoming transfers are snapshot copies from other prefill workers: checked (checksum,
-  // version, model) before they are acknowledged, then kept.
+  // Incoming transfers are snapshot copies from other prefill workers: checked (checksum, cache
+  // key, version, model) before they are acknowledged, then kept.
   PrefillWorker* self = w.get();
   ReceiveCallbacks callbacks;
   callbacks.verify = [self, &config, fingerprint](const IncomingTransfer&,
@@ -41,7 +42,8 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
     if (self->cache_ == nullptr) {
       return absl::FailedPreconditionError("this prefill worker runs without a prefix cache");
     }
-    absl::StatusOr<SnapshotFile> file = ParseSnapshotFile(data, config, fingerprint);
+    absl::StatusOr<SnapshotFile> file =
+        ParseSnapshotFile(data, config, fingerprint, self->options_.cache_key);
     if (!file.ok()) return file.status();
     self->received_ = std::move(*file);
     return absl::OkStatus();
@@ -90,6 +92,8 @@ class PrefillWorker::EngineTurn {
 };
 
 absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
+  // Refused before waiting for the engine (and before any prefill work).
+  if (absl::Status st = CheckPrompt(backend_->model().config(), call.prompt); !st.ok()) return st;
   PrefillResult result;
   auto bytes = std::make_shared<std::string>();
   {
@@ -140,8 +144,8 @@ absl::StatusOr<SnapshotCopyResult> PrefillWorker::CopySnapshot(const BlockKey& k
   }
   absl::StatusOr<SnapshotFile> file = cache_->Export(key);
   if (!file.ok()) return file.status();
-  auto bytes =
-      std::make_shared<std::string>(SerializeSnapshotFile(*file, backend_->model().fingerprint()));
+  auto bytes = std::make_shared<std::string>(
+      SerializeSnapshotFile(*file, backend_->model().fingerprint(), options_.cache_key));
   const absl::Time start = absl::Now();
   uint64_t transfer_id = 0;
   const absl::Status st = SendAndWait(target_address, bytes, timeout, &transfer_id);
@@ -161,6 +165,7 @@ absl::StatusOr<PrecacheResult> PrefillWorker::Precache(const std::vector<int32_t
                                                    " tokens to be cached; it has ",
                                                    document.size()));
   }
+  if (absl::Status st = CheckPrompt(backend_->model().config(), document); !st.ok()) return st;
   EngineTurn turn(*this);
   CachedPrefillRequest request;
   request.prompt = document;

@@ -31,6 +31,9 @@ struct PrefillWorkerOptions {
   int snapshot_every_blocks = 16;  // SnapshotPolicy::every_blocks
   std::string cache_dir;           // the cache's disk tier (with a cache); empty: none
   int64_t cache_disk_budget_bytes = int64_t{8} << 30;
+  // Authenticates snapshot files on disk and snapshot copies between workers (ReadKeyFile);
+  // every prefill worker of a cluster needs the same. Empty: integrity checks only.
+  std::string cache_key;
 };
 
 struct PrefillCall {

@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "lib/engine/cpu_backend.h"
+#include "lib/files/key_file.h"
 #include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/snapshot_store_export.h"
@@ -33,6 +34,10 @@ ABSL_FLAG(std::string, cache_dir, "",
           "prefix-cache disk tier: a folder for snapshot files that survive restarts (empty: "
           "memory only)");
 ABSL_FLAG(int64_t, cache_disk_mb, 8192, "prefix-cache disk tier size in MiB");
+ABSL_FLAG(std::string, cache_key_file, "",
+          "the cluster's cache key (a file of 16-4096 bytes, e.g. a mounted Secret): snapshot "
+          "files and snapshot copies carry its tag and are refused without it, so whoever can "
+          "write the cache volume cannot change answers (empty: integrity checks only)");
 ABSL_FLAG(int, snapshot_every_blocks, 16,
           "also snapshot every this many 128-token blocks of long prompts (0: only at the last "
           "full block)");
@@ -54,6 +59,14 @@ int main(int argc, char** argv) {
   options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
   options.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   options.cache_disk_budget_bytes = absl::GetFlag(FLAGS_cache_disk_mb) << 20;
+  if (const std::string path = absl::GetFlag(FLAGS_cache_key_file); !path.empty()) {
+    absl::StatusOr<std::string> key = yoco::ReadKeyFile(path, "cache key");
+    if (!key.ok()) {
+      std::cerr << "yoco-prefill: " << key.status().message() << "\n";
+      return 1;
+    }
+    options.cache_key = std::move(*key);
+  }
   auto transport =
       yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices),
                                    absl::GetFlag(FLAGS_transport_key_file));

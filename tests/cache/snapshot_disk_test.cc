@@ -40,7 +40,8 @@ class SnapshotDiskTest : public ::testing::Test {
                                            std::vector<DiscardedSnapshot>* discarded = nullptr) {
     std::vector<DiscardedSnapshot> local;
     if (discarded == nullptr) discarded = &local;
-    auto disk = SnapshotDiskTier::Open({dir_, disk_budget}, config_, fingerprint, discarded);
+    auto disk =
+        SnapshotDiskTier::Open({dir_, disk_budget, cache_key_}, config_, fingerprint, discarded);
     EXPECT_TRUE(disk.ok()) << disk.status();
     SnapshotStoreOptions options;
     options.budget_bytes = memory_budget;
@@ -70,6 +71,7 @@ class SnapshotDiskTest : public ::testing::Test {
 
   ModelConfig config_;
   std::string dir_;
+  std::string cache_key_;  // the disk tier's
   absl::Time now_ = absl::FromUnixSeconds(1000000);
 };
 
@@ -80,8 +82,9 @@ TEST_F(SnapshotDiskTest, FileRoundTripsAndRefusesDamage) {
   file.state = State(256, 1);
   file.pinned = true;
   file.expires = absl::FromUnixMillis(123456789);
-  const std::string bytes = SerializeSnapshotFile(file, kFingerprint);
-  auto back = ParseSnapshotFile(bytes, config_, kFingerprint);
+  const std::string key = "cluster-cache-key-0123456789";
+  const std::string bytes = SerializeSnapshotFile(file, kFingerprint, key);
+  auto back = ParseSnapshotFile(bytes, config_, kFingerprint, key);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->chain, file.chain);
   EXPECT_EQ(back->tokens, file.tokens);
@@ -89,19 +92,29 @@ TEST_F(SnapshotDiskTest, FileRoundTripsAndRefusesDamage) {
   EXPECT_TRUE(back->pinned);
   EXPECT_EQ(back->expires, file.expires);
 
-  EXPECT_EQ(ParseSnapshotFile(bytes, config_, kFingerprint + 1).status().code(),
+  EXPECT_EQ(ParseSnapshotFile(bytes, config_, kFingerprint + 1, key).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  for (size_t at : {size_t{9}, size_t{40}, bytes.size() / 2, bytes.size() - 2}) {
+  // Accidents fail the CRC (its last byte sits 33 bytes from the end, before the tag).
+  for (size_t at : {size_t{9}, size_t{40}, bytes.size() / 2, bytes.size() - 33}) {
     std::string bad = bytes;
     bad[at] ^= 1;
-    EXPECT_EQ(ParseSnapshotFile(bad, config_, kFingerprint).status().code(),
+    EXPECT_EQ(ParseSnapshotFile(bad, config_, kFingerprint, key).status().code(),
               absl::StatusCode::kDataLoss)
         << "byte " << at;
   }
-  EXPECT_EQ(
-      ParseSnapshotFile(bytes.substr(0, bytes.size() - 7), config_, kFingerprint).status().code(),
-      absl::StatusCode::kDataLoss);
-  EXPECT_EQ(ParseSnapshotFile("junk", config_, kFingerprint).status().code(),
+  std::string bad_tag = bytes;
+  bad_tag[bytes.size() - 2] ^= 1;
+  EXPECT_EQ(ParseSnapshotFile(bad_tag, config_, kFingerprint, key).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ParseSnapshotFile(bytes, config_, kFingerprint, "another-cluster-key").status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ParseSnapshotFile(bytes, config_, kFingerprint, "").status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(ParseSnapshotFile(bytes.substr(0, bytes.size() - 7), config_, kFingerprint, key)
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParseSnapshotFile("junk", config_, kFingerprint, key).status().code(),
             absl::StatusCode::kDataLoss);
 }
 
@@ -194,12 +207,56 @@ TEST_F(SnapshotDiskTest, CorruptOrForeignFilesAreRefusedAndReported) {
   EXPECT_EQ(miss.miss, CacheMiss::kCorrupt);
   EXPECT_EQ(store->stats().discarded, 1u);
 
-  // Damaged after start-up: refused when loaded.
-  FlipByte(FileOf(other_keys[0]), 10);
+  // Damaged after start-up: refused when loaded (40 bytes from the end: before the CRC and tag).
+  FlipByte(FileOf(other_keys[0]), 40);
   miss = store->Lookup(other_keys, other);
   EXPECT_EQ(miss.tokens, 0);
   EXPECT_EQ(miss.miss, CacheMiss::kCorrupt);
   EXPECT_FALSE(std::filesystem::exists(FileOf(other_keys[0])));
+}
+
+// Cache poisoning: whoever can write the cache volume changes a snapshot's state and recomputes
+// every CRC (the file's and its bundle's). Under a cache key that file is refused, at start-up
+// and when swapped in later, and the miss says why; so is a file made without the key.
+TEST_F(SnapshotDiskTest, FilesChangedWithoutTheCacheKeyAreRefused) {
+  cache_key_ = "cluster-cache-key-0123456789";
+  const auto doc = testing::RandomTokens(128, 96, 24), other = testing::RandomTokens(128, 96, 25);
+  const auto keys = PrefixBlockKeys(kFingerprint, "", doc);
+  const auto other_keys = PrefixBlockKeys(kFingerprint, "", other);
+  SnapshotRetention pin;
+  pin.pinned = true;
+  {
+    auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);
+    ASSERT_TRUE(store->Insert(keys, doc, State(128, 24), pin).ok());
+    ASSERT_TRUE(store->Insert(other_keys, other, State(128, 25), pin).ok());
+  }
+  // The attacker's rewrite: a different state, every checksum right, the tag under its guess.
+  auto poison = [&](const BlockKey& name, const std::string& guess) {
+    std::ifstream in(FileOf(name), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto file = ParseSnapshotFile(bytes, config_, kFingerprint, cache_key_);
+    ASSERT_TRUE(file.ok()) << file.status();
+    file->state.shared_k[0] += 1.0f;
+    std::ofstream(FileOf(name), std::ios::binary | std::ios::trunc)
+        << SerializeSnapshotFile(*file, kFingerprint, guess);
+  };
+  poison(keys[0], "");
+  std::vector<DiscardedSnapshot> discarded;
+  auto store = OpenStore(1, int64_t{1} << 30, kFingerprint, &discarded);
+  ASSERT_EQ(discarded.size(), 1u);
+  EXPECT_EQ(discarded[0].key, keys[0]);
+  EXPECT_EQ(discarded[0].reason.code(), absl::StatusCode::kUnauthenticated) << discarded[0].reason;
+  EXPECT_FALSE(std::filesystem::exists(FileOf(keys[0])));
+  SnapshotHit miss = store->Lookup(keys, doc);
+  EXPECT_EQ(miss.tokens, 0);
+  EXPECT_EQ(miss.miss, CacheMiss::kUnauthenticated);
+
+  poison(other_keys[0], "cluster-cache-key-012345678");  // one character short of the key
+  miss = store->Lookup(other_keys, other);
+  EXPECT_EQ(miss.tokens, 0);
+  EXPECT_EQ(miss.miss, CacheMiss::kUnauthenticated);
+  EXPECT_STREQ(CacheMissName(miss.miss), "unauthenticated");
+  EXPECT_EQ(store->stats().discarded, 2u);
 }
 
 TEST_F(SnapshotDiskTest, AnotherModelsFilesAreNeverUsed) {
@@ -281,7 +338,8 @@ TEST_F(SnapshotDiskTest, SpecialFilesNeverBlockOrAbortStartUpAndCountOnce) {
   std::filesystem::copy_file(FileOf(keys[0]), dir_ + "/" + upper + ".snap");
 
   std::vector<DiscardedSnapshot> discarded;
-  auto disk = SnapshotDiskTier::Open({dir_, int64_t{1} << 30}, config_, kFingerprint, &discarded);
+  auto disk =
+      SnapshotDiskTier::Open({dir_, int64_t{1} << 30, ""}, config_, kFingerprint, &discarded);
   ASSERT_TRUE(disk.ok()) << disk.status();
   EXPECT_EQ((*disk)->size(), 1u);
   EXPECT_EQ((*disk)->bytes(), good_bytes);  // the upper-case copy is not ours

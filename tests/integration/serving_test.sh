@@ -5,7 +5,8 @@
 # mid-stream loses no token; killing a prefill worker fails nothing; bad input is refused with
 # INVALID_ARGUMENT (or RESOURCE_EXHAUSTED) and the services keep serving. Prefix cache: a
 # pre-cached document's hits give the tokens of a miss, eviction and a router restart included.
-# Requests that end on their first token leave no bundle behind.
+# Requests that end on their first token leave no bundle behind. A poisoned snapshot file and
+# forged internal calls are refused.
 #   serving_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -19,18 +20,23 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
 trap cleanup EXIT
 log=$(mktemp -d)
-"$BIN/yoco-decode" --listen "$DECODE1" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
-  --metrics-listen "$METRICS_DECODE" 2> "$log/d1" &
+# The cluster's secrets, as a deployment mounts them: workers connect only to transport addresses
+# sealed with the transport key, and prefill workers use only snapshots tagged with the cache key.
+printf 'integration-transport-key\n' > "$log/transport.key"
+printf 'integration-cache-key\n' > "$log/cache.key"
+WORKER_FLAGS=(--model "$MODEL" --tls tcp --net-devices lo --threads 1 --transport-key-file "$log/transport.key")
+PREFILL_FLAGS=("${WORKER_FLAGS[@]}" --cache-key-file "$log/cache.key")
+"$BIN/yoco-decode" --listen "$DECODE1" "${WORKER_FLAGS[@]}" --metrics-listen "$METRICS_DECODE" 2> "$log/d1" &
 d1=$!; pids+=("$d1")
-"$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 2> "$log/d2" &
+"$BIN/yoco-decode" --listen "$DECODE2" "${WORKER_FLAGS[@]}" 2> "$log/d2" &
 d2=$!; pids+=("$d2")
 start_prefill1() {
-  "$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
-    --metrics-listen "$METRICS_PREFILL" --cache-dir "$log/cache1" 2>> "$log/p" &
+  "$BIN/yoco-prefill" --listen "$PREFILL" "${PREFILL_FLAGS[@]}" --metrics-listen "$METRICS_PREFILL" \
+    --cache-dir "$log/cache1" 2>> "$log/p" &
   p1=$!; pids+=("$p1")
 }
 start_prefill1
-"$BIN/yoco-prefill" --listen "$PREFILL2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 2> "$log/p2" &
+"$BIN/yoco-prefill" --listen "$PREFILL2" "${PREFILL_FLAGS[@]}" 2> "$log/p2" &
 pids+=($!)
 start_router() {
   "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL,$PREFILL2" \
@@ -271,14 +277,19 @@ cached_check follow-up-turn-hits-conversation 256 "" --max-new-tokens 8
 # Disk tier: pre-cached documents are written through to the prefill worker's --cache-dir.
 # Restart that worker: one document comes back from disk; the other's file was corrupted while
 # it was down, so it is refused and the request is served by recomputing, with the same tokens.
+# A third file was poisoned: its state changed and every CRC recomputed, as an attacker who can
+# write the cache volume would; without the cache key its tag cannot be right, so it is refused.
 doc2=$(prompt 22 300)
 doc3=$(prompt 23 260)
+doc5=$(prompt 25 280)
 pre2=$(ctl precache --tokens "$doc2" --pin)
 pre3=$(ctl precache --tokens "$doc3" --pin)
+pre5=$(ctl precache --tokens "$doc5" --pin)
 total=$((total + 1))
 if [ "$(json "$pre2" worker)" = "$PREFILL" ] && [ "$(json "$pre3" worker)" = "$PREFILL" ] &&
+   [ "$(json "$pre5" worker)" = "$PREFILL" ] &&
    [ -f "$log/cache1/$(json "$pre3" handle).snap" ]; then echo "ok   precache-written-to-disk"; else
-  echo "FAIL precache-written-to-disk: $pre2 $pre3"; failures=$((failures + 1)); fi
+  echo "FAIL precache-written-to-disk: $pre2 $pre3 $pre5"; failures=$((failures + 1)); fi
 kill -9 "$p1"
 wait "$p1" 2> /dev/null || true
 python3 - "$log/cache1/$(json "$pre3" handle).snap" << 'PY'
@@ -286,6 +297,7 @@ import sys
 with open(sys.argv[1], "r+b") as f:
     f.seek(200); b = f.read(1); f.seek(200); f.write(bytes([b[0] ^ 0x55]))
 PY
+python3 "$(dirname "$0")/poison_snapshot.py" "$log/cache1/$(json "$pre5" handle).snap"
 start_prefill1
 for i in $(seq 1 100); do  # until the router lists the restarted worker's snapshots again
   ctl list-cache 2> /dev/null | grep -q "$(json "$pre2" handle)" && break
@@ -301,6 +313,12 @@ cached_check corrupt-snapshot-recomputed 0 corrupt --max-new-tokens 16
 total=$((total + 1))
 if grep -q "discarded snapshot $(json "$pre3" handle)" "$log/p"; then echo "ok   corrupt-snapshot-reported"; else
   echo "FAIL corrupt-snapshot-reported: $(cat "$log/p")"; failures=$((failures + 1)); fi
+doc="$doc5"
+cached_check poisoned-snapshot-refused 0 unauthenticated --max-new-tokens 16
+total=$((total + 1))
+if grep -q "discarded snapshot $(json "$pre5" handle): .*cache key" "$log/p"; then
+  echo "ok   poisoned-snapshot-reported"; else
+  echo "FAIL poisoned-snapshot-reported: $(cat "$log/p")"; failures=$((failures + 1)); fi
 
 # Kill a prefill worker: requests go to the other one.
 kill -9 "$p1"
@@ -340,6 +358,13 @@ if out=$(ctl precache --file "$log/huge.txt" 2>&1); then echo "FAIL oversized-me
 elif [[ "$out" == *"yoco-cli: 8:"* ]]; then echo "ok   oversized-message"; else
   echo "FAIL oversized-message: $out"; failures=$((failures + 1)); fi
 rm -f "$log/huge.txt"
+# Forged internal calls: Prefill and CopySnapshot with UCX addresses that are random bytes behind
+# our envelope, or an envelope tagged without the transport key. Refused, and the worker lives.
+pre6=$(ctl precache --tokens "$(prompt 26 200)" --pin)
+total=$((total + 1))
+if out=$("$BIN/forged_call" "$(json "$pre6" worker)" "$(json "$pre6" handle)" 2>&1); then
+  echo "ok   forged-internal-calls-refused"; else
+  echo "FAIL forged-internal-calls-refused: $out"; failures=$((failures + 1)); fi
 check still-serving "$(prompt 6 20)" --max-new-tokens 10
 
 # Graceful shutdown: SIGTERM to the last decode worker mid-stream. It stops taking new calls

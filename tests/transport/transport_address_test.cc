@@ -11,6 +11,8 @@
 #include <random>
 #include <string>
 
+#include "lib/files/key_file.h"
+
 namespace yoco {
 namespace {
 
@@ -88,22 +90,22 @@ class TransportKeyFileTest : public ::testing::Test {
 };
 
 TEST_F(TransportKeyFileTest, ReadsARegularFileWithoutItsTrailingNewline) {
-  auto key = LoadTransportKey(Write("key", "s3cret-s3cret-s3cret\n"));
+  auto key = ReadKeyFile(Write("key", "s3cret-s3cret-s3cret\n"), "key");
   ASSERT_TRUE(key.ok()) << key.status();
   EXPECT_EQ(*key, "s3cret-s3cret-s3cret");
 }
 
 TEST_F(TransportKeyFileTest, RefusesShortHugeSpecialAndMissingFiles) {
-  EXPECT_FALSE(LoadTransportKey(Write("short", "abc\n")).ok());
-  EXPECT_FALSE(LoadTransportKey(Write("huge", std::string(10000, 'k'))).ok());
-  EXPECT_FALSE(LoadTransportKey(dir_ + "/missing").ok());
-  EXPECT_FALSE(LoadTransportKey(dir_).ok());  // a directory
+  EXPECT_FALSE(ReadKeyFile(Write("short", "abc\n"), "key").ok());
+  EXPECT_FALSE(ReadKeyFile(Write("huge", std::string(10000, 'k')), "key").ok());
+  EXPECT_FALSE(ReadKeyFile(dir_ + "/missing", "key").ok());
+  EXPECT_FALSE(ReadKeyFile(dir_, "key").ok());  // a directory
   const std::string fifo = dir_ + "/fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_FALSE(LoadTransportKey(fifo).ok());  // returns at once instead of blocking
+  EXPECT_FALSE(ReadKeyFile(fifo, "key").ok());  // returns at once instead of blocking
   const std::string zero = dir_ + "/zero";
   ASSERT_EQ(symlink("/dev/zero", zero.c_str()), 0);
-  EXPECT_FALSE(LoadTransportKey(zero).ok());
+  EXPECT_FALSE(ReadKeyFile(zero, "key").ok());
 }
 
 }  // namespace

@@ -96,6 +96,27 @@ TEST(DisaggregatedTest, BundleFromAnotherModelIsRefused) {
   EXPECT_EQ((*decode)->waiting_bundles(), 0u);
 }
 
+// A prompt no generation could hold is refused before the engine turn and any prefill work,
+// naming the prompt's own length (it used to fail mid-prefill with a segment's end position).
+TEST(DisaggregatedTest, PromptBeyondMaxSeqLenIsRefusedBeforeAnyWork) {
+  ModelConfig config = testing::SmallConfig();
+  config.max_seq_len = 300;
+  auto model = testing::MakeModel(config, 47, "max_seq_len");
+  ASSERT_NE(model, nullptr);
+  PrefillWorkerOptions cache;
+  cache.cache_budget_bytes = 16 << 20;
+  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  const auto prompt = RandomTokens(301, config.vocab_size, 3);
+  auto shipped = (*prefill)->Prefill(Call(prompt, {}, "unused: refused first"));
+  EXPECT_EQ(shipped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(shipped.status().message(),
+            "the prompt has 301 tokens; the model's max_seq_len is 300");
+  auto precached = (*prefill)->Precache(prompt, "", {}, nullptr);
+  EXPECT_EQ(precached.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*prefill)->cache()->stats().lookups, 0u);  // never reached the cache
+}
+
 TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
   auto model = testing::MakeModel(testing::SmallConfig(), 44, "cache_hit");
   ASSERT_TRUE(model);
@@ -261,6 +282,19 @@ TEST(DisaggregatedTest, SnapshotCopiedToAnotherPrefillWorkerHitsThere) {
                 .code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE((*foreign)->cache()->List().empty());
+
+  // A worker under a cache key takes copies only from holders of the same key: a copy is how a
+  // worker that can reach the UCX port would otherwise poison another's cache.
+  PrefillWorkerOptions keyed = cache;
+  keyed.cache_key = "cluster-cache-key-0123456789";
+  auto locked = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), keyed);
+  ASSERT_TRUE(locked.ok()) << locked.status();
+  EXPECT_EQ((*a)->CopySnapshot(precached->snapshot.key, (*locked)->transport().address(),
+                               absl::Seconds(5))
+                .status()
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE((*locked)->cache()->List().empty());
 }
 
 }  // namespace

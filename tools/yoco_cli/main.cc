@@ -7,8 +7,9 @@
 //            [--pin] [--ttl-seconds N] [--cache-salt S]
 //   yoco-cli --router HOST:PORT list-cache
 //   yoco-cli --router HOST:PORT evict-cache (--handle H | --all)
-//   yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS]
-//            (any YOCO service's address; "" is liveness, the role's service name readiness)
+//   yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS] [--watch]
+//            (any YOCO service's address; "" is liveness, the role's service name readiness;
+//            --watch prints every change until the server ends the stream)
 // generate streams token ids (comma-separated, with --tokens) or text (with --prompt) to stdout;
 // --stats prints the final usage, cache and timings as one JSON line on stderr. The cache
 // commands print one JSON line on stdout.
@@ -133,40 +134,88 @@ int EvictCache(const std::string& router, const std::vector<std::string>& args) 
   return 0;
 }
 
-// grpc.health.v1.Health/Check with hand-encoded messages (request: field 1, the service name;
-// response: field 1, the status enum), so the client needs no generated health code.
+// grpc.health.v1 messages, hand-encoded so the client needs no generated health code. Request:
+// field 1, the service name. Response: field 1, the status enum.
+std::string HealthRequestBytes(const std::string& service) {
+  if (service.empty()) return "";
+  return std::string{0x0a, static_cast<char>(service.size())} + service;
+}
+
+std::string Bytes(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (buffer.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  return bytes;
+}
+
+// 1 is SERVING. Proto3 leaves a zero enum out: an empty message is UNKNOWN.
+int HealthStatus(const grpc::ByteBuffer& response) {
+  const std::string bytes = Bytes(response);
+  const int status = bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+  return status >= 0 && status <= 3 ? status : 0;
+}
+
+const char* HealthStatusName(int status) {
+  static const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
+  return kNames[status];
+}
+
+// Health/Watch as a generic streaming call: prints every status the server sends until the
+// stream ends (the server shutting down ends it).
+class HealthWatch : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  HealthWatch(grpc::GenericStub& stub, const std::string& service) {
+    grpc::Slice slice(HealthRequestBytes(service));
+    request_ = grpc::ByteBuffer(&slice, 1);
+    stub.PrepareBidiStreamingCall(&context_, "/grpc.health.v1.Health/Watch", grpc::StubOptions(),
+                                  this);
+    StartWrite(&request_);
+    StartRead(&response_);
+    StartCall();
+  }
+  void OnWriteDone(bool) override { StartWritesDone(); }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::cout << HealthStatusName(HealthStatus(response_)) << std::endl;
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status& status) override { done_.set_value(status); }
+  grpc::Status Wait() { return done_.get_future().get(); }
+
+ private:
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_, response_;
+  std::promise<grpc::Status> done_;
+};
+
 int Health(const std::string& address, const std::vector<std::string>& args) {
-  auto cl = yoco::CommandLine::Parse(args, {"service", "timeout-ms"}, {});
+  auto cl = yoco::CommandLine::Parse(args, {"service", "timeout-ms"}, {"watch"});
   if (!cl.ok()) return Fail(std::string(cl.status().message()));
   const std::string service = cl->Has("service") ? *cl->String("service") : "";
   if (service.size() > 127) return Fail("--service: at most 127 bytes");
   absl::StatusOr<int64_t> timeout_ms = cl->Int("timeout-ms", 5000);
   if (!timeout_ms.ok()) return Fail(std::string(timeout_ms.status().message()));
-  std::string encoded;
-  if (!service.empty()) {
-    encoded = std::string{0x0a, static_cast<char>(service.size())} + service;
+  grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  if (cl->Has("watch")) {
+    HealthWatch watch(stub, service);
+    const grpc::Status st = watch.Wait();
+    return st.ok() || st.error_code() == grpc::StatusCode::CANCELLED ? 0 : Fail(st);
   }
-  grpc::Slice slice(encoded);
+  grpc::Slice slice(HealthRequestBytes(service));
   grpc::ByteBuffer request(&slice, 1), response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(*timeout_ms));
-  grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   std::promise<grpc::Status> done;
   stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                  [&done](grpc::Status st) { done.set_value(st); });
   const grpc::Status st = done.get_future().get();
   if (!st.ok()) return Fail(st);
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (response.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) {
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-  }
-  // Proto3 leaves a zero enum out: an empty message is UNKNOWN.
-  const int status = bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
-  const char* names[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
-  std::cout << (status >= 0 && status <= 3 ? names[status] : "UNKNOWN") << "\n";
+  const int status = HealthStatus(response);
+  std::cout << HealthStatusName(status) << "\n";
   return status == 1 ? 0 : 1;
 }
 
@@ -272,6 +321,7 @@ int main(int argc, char** argv) {
          "--tokens 0,17,...) [--pin] [--ttl-seconds N] [--cache-salt S]\n"
          "       yoco-cli --router HOST:PORT list-cache\n"
          "       yoco-cli --router HOST:PORT evict-cache (--handle H | --all)\n"
-         "       yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS]\n";
+         "       yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS] "
+         "[--watch]\n";
   return &out == &std::cout ? 0 : 2;
 }

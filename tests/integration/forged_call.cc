@@ -1,0 +1,68 @@
+// A hostile client of a prefill worker's internal API: Prefill and CopySnapshot calls whose UCX
+// address is forged (random bytes behind our envelope's magic, and an envelope whose tag is
+// computed without the cluster's transport key). Each must be refused with INVALID_ARGUMENT
+// before any byte reaches UCX (a forged address used to abort the worker in ucp_address_unpack).
+// Prints one line per call; exits 0 only when every call was refused that way.
+//   forged_call PREFILL_HOST:PORT HANDLE   (HANDLE: a snapshot that worker holds)
+#include <grpcpp/grpcpp.h>
+
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lib/transport/transport_address.h"
+#include "yoco/v1/worker.grpc.pb.h"
+
+namespace {
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string out(n, '\0');
+  for (char& c : out) c = static_cast<char>(rng());
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: forged_call PREFILL_HOST:PORT HANDLE\n";
+    return 2;
+  }
+  auto stub = yoco::v1::PrefillWorker::NewStub(
+      grpc::CreateChannel(argv[1], grpc::InsecureChannelCredentials()));
+  // The envelope's magic and header followed by garbage; then a well-formed envelope around a
+  // random "UCX address" tagged under the empty key instead of the cluster's key.
+  const std::vector<std::pair<std::string, std::string>> forged = {
+      {"random-after-magic", "YUCX" + RandomBytes(316, 1)},
+      {"tagged-without-the-key",
+       yoco::SealTransportAddress({1, 2, RandomBytes(300, 2)}, /*key=*/"")},
+  };
+  int failures = 0;
+  for (const auto& [name, address] : forged) {
+    yoco::v1::PrefillRequest prefill;
+    prefill.add_prompt(0);
+    prefill.add_prompt(5);
+    prefill.set_decode_ucx_address(address);
+    prefill.set_max_new_tokens(8);
+    yoco::v1::PrefillResponse prefilled;
+    grpc::ClientContext prefill_context;
+    const grpc::Status a = stub->Prefill(&prefill_context, prefill, &prefilled);
+
+    yoco::v1::CopySnapshotRequest copy;
+    copy.set_handle(argv[2]);
+    copy.set_target_ucx_address(address);
+    yoco::v1::CopySnapshotResponse copied;
+    grpc::ClientContext copy_context;
+    const grpc::Status b = stub->CopySnapshot(&copy_context, copy, &copied);
+
+    for (const auto& [call, status] : {std::pair{"Prefill", a}, std::pair{"CopySnapshot", b}}) {
+      const bool refused = status.error_code() == grpc::StatusCode::INVALID_ARGUMENT;
+      std::cout << (refused ? "refused " : "ACCEPTED ") << call << " " << name << ": "
+                << status.error_code() << " " << status.error_message() << "\n";
+      if (!refused) ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
