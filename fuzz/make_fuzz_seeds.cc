@@ -10,6 +10,7 @@
 #include "lib/engine/safetensors_writer.h"
 #include "lib/engine/state_bundle.h"
 #include "lib/transport/transport_address.h"
+#include "yoco/v1/yoco.pb.h"
 
 namespace {
 
@@ -65,5 +66,30 @@ int main(int argc, char** argv) {
 
   Write(dir, "text_fuzz", "utf8", "\x05plain ascii, caf\xC3\xA9, \xE2\x82\xAC 5, \xF0\x9F\x99\x82");
   Write(dir, "text_fuzz", "broken", "\x03\xFF\xC3 cut \xE2\x82");
+
+  Write(dir, "tiktoken_fuzz", "text",
+        "The theme: caf\xC3\xA9 for 12\xE2\x82\xAC,\n\n  indented <|endoftext|> and "
+        "<|fim_prefix|>x<|fim_suffix|> don't stop \xF0\x9F\x99\x82 123456");
+  Write(dir, "tiktoken_fuzz", "broken", "ok \xFF then \xE2\x82");
+
+  yoco::v1::GenerateRequest by_text;
+  by_text.set_text("What is in the document?");
+  by_text.mutable_sampling()->set_max_new_tokens(20);
+  by_text.mutable_sampling()->set_temperature(0.8f);
+  by_text.mutable_sampling()->set_top_k(40);
+  by_text.mutable_sampling()->set_top_p(0.9f);
+  by_text.mutable_sampling()->add_stop_strings("\n\n");
+  by_text.mutable_sampling()->set_stop_at_eos(true);
+  by_text.set_cache_salt("tenant");
+  Write(dir, "public_request_fuzz", "generate_text", by_text.SerializeAsString());
+  yoco::v1::GenerateRequest by_ids;
+  for (int id : {0, 17, 5, 99, 254, 31}) by_ids.mutable_tokens()->add_ids(id);
+  by_ids.mutable_sampling()->set_max_new_tokens(8);
+  Write(dir, "public_request_fuzz", "generate_ids", by_ids.SerializeAsString());
+  yoco::v1::PrecacheRequest precache;
+  precache.set_text(std::string(300, 'd'));
+  precache.set_pin(true);
+  precache.set_ttl_seconds(600);
+  Write(dir, "public_request_fuzz", "precache", precache.SerializeAsString());
   return 0;
 }

@@ -192,6 +192,9 @@ absl::StatusOr<std::string> TiktokenBpe::Decode(absl::Span<const int32_t> ids) c
   std::string out;
   for (int32_t id : ids) {
     if (id >= 0 && id < kTokenizerIdOffset) continue;
+    if (id < 0) {  // (and id - kTokenizerIdOffset could overflow)
+      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " is not in the vocabulary"));
+    }
     const int32_t t = id - kTokenizerIdOffset;
     if (auto it = special_by_id_.find(t); it != special_by_id_.end()) {
       out += it->second;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/rpc/grpc_status.h"
+#include "services/router/request_checks.h"
 #include "services/router/router_service.h"
 
 namespace yoco {
@@ -29,17 +30,10 @@ std::unique_ptr<grpc::ClientContext> WorkerCall(const grpc::ServerContext& clien
 grpc::Status RouterService::Precache(grpc::ServerContext* context,
                                      const v1::PrecacheRequest* request,
                                      v1::PrecacheResponse* response) {
-  std::vector<int32_t> document;
-  if (grpc::Status st =
-          PromptTokens(request->has_tokens(), request->tokens(), request->text(), &document);
-      !st.ok()) {
-    return st;
-  }
-  if (config_.max_seq_len > 0 && document.size() > static_cast<size_t>(config_.max_seq_len)) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("the document exceeds the model's max_seq_len ", config_.max_seq_len));
-  }
+  absl::StatusOr<std::vector<int32_t>> checked =
+      CheckPrecacheRequest(*request, config_, *tokenizer_);
+  if (!checked.ok()) return ToGrpcStatus(checked.status());
+  const std::vector<int32_t>& document = *checked;
   // Prefer the worker that already holds most of the document.
   const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), document);
   std::optional<WorkerChoice> choice = prefill_workers_->Choose(

@@ -14,6 +14,7 @@
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/text/utf8_stream.h"
+#include "services/router/request_checks.h"
 
 namespace yoco {
 namespace {
@@ -97,29 +98,6 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
                                                      options_.probe_interval);
 }
 
-grpc::Status RouterService::PromptTokens(bool has_tokens, const v1::TokenIds& tokens,
-                                         const std::string& text, std::vector<int32_t>* out) const {
-  out->clear();
-  if (has_tokens) {
-    out->assign(tokens.ids().begin(), tokens.ids().end());
-  } else {
-    auto ids = tokenizer_->Encode(text);
-    if (!ids.ok()) return ToGrpcStatus(ids.status());
-    out->push_back(kBosId);  // prompts start with BOS, as the reference's do
-    out->insert(out->end(), ids->begin(), ids->end());
-  }
-  if (out->empty() || (!has_tokens && text.empty()))
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the prompt is empty");
-  for (int32_t id : *out) {
-    if (id < 0 || id >= config_.vocab_size) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
-                                       config_.vocab_size, ")"));
-    }
-  }
-  return grpc::Status::OK;
-}
-
 std::vector<BlockKey> RouterService::UsableKeys(const std::string& salt,
                                                 const std::vector<int32_t>& tokens) const {
   if (tokens.empty()) return {};
@@ -140,42 +118,19 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
                                        const v1::GenerateRequest* request,
                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int32_t> prompt;
-  if (grpc::Status st =
-          PromptTokens(request->has_tokens(), request->tokens(), request->text(), &prompt);
-      !st.ok()) {
-    return st;
-  }
-  const SamplingParams sampling = FromProto(request->sampling());
-  if (absl::Status st = sampling.Validate(config_.vocab_size); !st.ok()) return ToGrpcStatus(st);
-  const uint32_t max_new = request->sampling().max_new_tokens() > 0
-                               ? request->sampling().max_new_tokens()
-                               : options_.default_max_new_tokens;
-  if (request->sampling().stop_strings_size() > 16) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "at most 16 stop strings");
-  }
-  for (const std::string& stop : request->sampling().stop_strings()) {
-    if (stop.empty() || stop.size() > 256) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "stop strings must have 1 to 256 bytes");
-    }
-  }
-  if (max_new > (1u << 20))
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens is absurd");
-  if (config_.max_seq_len > 0 &&
-      prompt.size() + max_new > static_cast<size_t>(config_.max_seq_len)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("prompt + max_new_tokens exceeds the model's max_seq_len ",
-                                     config_.max_seq_len));
-  }
-  const bool stop_at_eos = request->sampling().stop_at_eos();
+  absl::StatusOr<GenerateCall> call =
+      CheckGenerateRequest(*request, config_, *tokenizer_, options_.default_max_new_tokens);
+  if (!call.ok()) return ToGrpcStatus(call.status());
+  const std::vector<int32_t>& prompt = call->prompt;
+  const SamplingParams& sampling = call->sampling;
+  const uint32_t max_new = call->max_new_tokens;
+  const bool stop_at_eos = call->stop_at_eos;
 
   std::vector<int32_t> generated;
   std::string output_bytes;  // the generated tokens' bytes so far
   size_t text_pos = 0;       // how many of them are already sent as text
   auto last_token_time = start;
-  const std::vector<std::string> stop_strings(request->sampling().stop_strings().begin(),
-                                              request->sampling().stop_strings().end());
+  const std::vector<std::string>& stop_strings = call->stop_strings;
   std::string sent_text;
   bool stop_string_hit = false;
   v1::Finish finish;

@@ -66,10 +66,6 @@ class RouterService final : public v1::Yoco::Service {
  private:
   grpc::Status DoGenerate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                           grpc::ServerWriter<v1::GenerateResponse>* writer);
-  // Token ids of a prompt or document given as text (BOS first) or ids, checked against the
-  // vocabulary.
-  grpc::Status PromptTokens(bool has_tokens, const v1::TokenIds& tokens, const std::string& text,
-                            std::vector<int32_t>* out) const;
   // The block keys of `tokens` a prefill can resume from (all but the last token's block).
   std::vector<BlockKey> UsableKeys(const std::string& salt,
                                    const std::vector<int32_t>& tokens) const;

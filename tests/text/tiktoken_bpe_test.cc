@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
@@ -65,6 +67,11 @@ TEST(TiktokenBpeTest, EncodeShiftsIdsSplitsPiecesAndHandlesSpecials) {
   EXPECT_EQ(*bpe->Decode(*ids), "hel w!<|end|>");
   EXPECT_EQ(*bpe->Decode({0, 1, 257 + 4, 2}), "hel");  // reserved ids vanish
   EXPECT_EQ(bpe->Decode({299 + 4}).status().code(), absl::StatusCode::kInvalidArgument);
+  // Negative ids from a client (Detokenize takes any int32): refused, never shifted past
+  // INT32_MIN (found by tiktoken_fuzz under UBSan).
+  for (int32_t id : {-1, -4, std::numeric_limits<int32_t>::min()}) {
+    EXPECT_EQ(bpe->Decode({id}).status().code(), absl::StatusCode::kInvalidArgument) << id;
+  }
   EXPECT_EQ(bpe->id_limit(), 301 + 4);
 }
 

@@ -1,0 +1,90 @@
+// Public request checks.
+#include "services/router/request_checks.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/rpc/proto_convert.h"
+
+namespace yoco {
+namespace {
+
+absl::StatusOr<std::vector<int32_t>> PromptTokens(bool has_tokens, const v1::TokenIds& tokens,
+                                                  const std::string& text,
+                                                  const ModelConfig& config,
+                                                  const Tokenizer& tokenizer) {
+  std::vector<int32_t> out;
+  if (has_tokens) {
+    out.assign(tokens.ids().begin(), tokens.ids().end());
+  } else {
+    if (text.empty()) return absl::InvalidArgumentError("the prompt is empty");
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(text);
+    if (!ids.ok()) return absl::InvalidArgumentError(ids.status().message());
+    out.push_back(kBosId);  // prompts start with BOS, as the reference's do
+    out.insert(out.end(), ids->begin(), ids->end());
+  }
+  if (out.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  for (int32_t id : out) {
+    if (id < 0 || id >= config.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config.vocab_size, ")"));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<GenerateCall> CheckGenerateRequest(const v1::GenerateRequest& request,
+                                                  const ModelConfig& config,
+                                                  const Tokenizer& tokenizer,
+                                                  uint32_t default_max_new_tokens) {
+  GenerateCall call;
+  absl::StatusOr<std::vector<int32_t>> prompt =
+      PromptTokens(request.has_tokens(), request.tokens(), request.text(), config, tokenizer);
+  if (!prompt.ok()) return prompt.status();
+  call.prompt = std::move(*prompt);
+  const v1::SamplingParams& sampling = request.sampling();
+  call.sampling = FromProto(sampling);
+  if (absl::Status st = call.sampling.Validate(config.vocab_size); !st.ok()) {
+    return absl::InvalidArgumentError(st.message());
+  }
+  call.max_new_tokens =
+      sampling.max_new_tokens() > 0 ? sampling.max_new_tokens() : default_max_new_tokens;
+  if (call.max_new_tokens > kMaxNewTokensLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_new_tokens ", call.max_new_tokens, " is absurd (at most ", kMaxNewTokensLimit, ")"));
+  }
+  if (sampling.stop_strings_size() > kMaxStopStrings) {
+    return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxStopStrings, " stop strings"));
+  }
+  for (const std::string& stop : sampling.stop_strings()) {
+    if (stop.empty() || stop.size() > kMaxStopStringBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop strings must have 1 to ", kMaxStopStringBytes, " bytes"));
+    }
+  }
+  call.stop_strings.assign(sampling.stop_strings().begin(), sampling.stop_strings().end());
+  if (config.max_seq_len > 0 &&
+      call.prompt.size() + call.max_new_tokens > static_cast<size_t>(config.max_seq_len)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt (", call.prompt.size(), " tokens) + max_new_tokens (", call.max_new_tokens,
+        ") exceeds the model's max_seq_len ", config.max_seq_len));
+  }
+  call.stop_at_eos = sampling.stop_at_eos();
+  return call;
+}
+
+absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequest& request,
+                                                          const ModelConfig& config,
+                                                          const Tokenizer& tokenizer) {
+  absl::StatusOr<std::vector<int32_t>> document =
+      PromptTokens(request.has_tokens(), request.tokens(), request.text(), config, tokenizer);
+  if (!document.ok()) return document.status();
+  if (config.max_seq_len > 0 && document->size() > static_cast<size_t>(config.max_seq_len)) {
+    return absl::InvalidArgumentError(absl::StrCat("the document (", document->size(),
+                                                   " tokens) exceeds the model's max_seq_len ",
+                                                   config.max_seq_len));
+  }
+  return document;
+}
+
+}  // namespace yoco

@@ -1,0 +1,49 @@
+// The checks every public request passes before the router does any work for it: a prompt of
+// token ids or text that fits the model, sampling settings the engine accepts, bounded stop
+// strings and lengths. Kept apart from the RPC plumbing so that they can be fuzzed on raw
+// request bytes and shared by every front end (gRPC today).
+#ifndef YOCO_SERVICES_ROUTER_REQUEST_CHECKS_H_
+#define YOCO_SERVICES_ROUTER_REQUEST_CHECKS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/engine/model_config.h"
+#include "lib/engine/sampler.h"
+#include "lib/text/tokenizer.h"
+#include "yoco/v1/yoco.pb.h"
+
+namespace yoco {
+
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopStringBytes = 256;
+inline constexpr uint32_t kMaxNewTokensLimit = 1u << 20;
+
+// A GenerateRequest, checked.
+struct GenerateCall {
+  std::vector<int32_t> prompt;  // text prompts start with BOS
+  SamplingParams sampling;
+  uint32_t max_new_tokens = 0;  // the request's, or the default for 0
+  bool stop_at_eos = false;
+  std::vector<std::string> stop_strings;
+};
+
+// INVALID_ARGUMENT naming the problem: an empty prompt, a token outside the vocabulary, a text
+// the tokenizer refuses (it must be UTF-8), bad sampling settings, too many or too long stop
+// strings, an absurd max_new_tokens, or a prompt + max_new_tokens beyond max_seq_len (with
+// both lengths in the message).
+absl::StatusOr<GenerateCall> CheckGenerateRequest(const v1::GenerateRequest& request,
+                                                  const ModelConfig& config,
+                                                  const Tokenizer& tokenizer,
+                                                  uint32_t default_max_new_tokens);
+
+// A PrecacheRequest's document, checked the same way (it must fit max_seq_len).
+absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequest& request,
+                                                          const ModelConfig& config,
+                                                          const Tokenizer& tokenizer);
+
+}  // namespace yoco
+
+#endif  // YOCO_SERVICES_ROUTER_REQUEST_CHECKS_H_

@@ -1,0 +1,88 @@
+// The router's public request checks: a good request comes through as the engine will run it;
+// each kind of bad request is INVALID_ARGUMENT with a message that says what is wrong.
+#include "services/router/request_checks.h"
+
+#include <gtest/gtest.h>
+
+#include "lib/text/byte_tokenizer.h"
+
+namespace yoco {
+namespace {
+
+class RequestChecksTest : public ::testing::Test {
+ protected:
+  RequestChecksTest() {
+    config_.vocab_size = 300;
+    config_.max_seq_len = 64;
+  }
+  absl::Status Check(const v1::GenerateRequest& request) {
+    return CheckGenerateRequest(request, config_, tokenizer_, 16).status();
+  }
+  static v1::GenerateRequest Ids(std::initializer_list<int32_t> ids, uint32_t max_new) {
+    v1::GenerateRequest r;
+    for (int32_t id : ids) r.mutable_tokens()->add_ids(id);
+    r.mutable_sampling()->set_max_new_tokens(max_new);
+    return r;
+  }
+  void ExpectRefused(const v1::GenerateRequest& request, const std::string& words) {
+    const absl::Status st = Check(request);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find(words), std::string::npos) << st;
+  }
+
+  ModelConfig config_;
+  ByteTokenizer tokenizer_;
+};
+
+TEST_F(RequestChecksTest, AGoodRequestComesThroughAsTheEngineRunsIt) {
+  v1::GenerateRequest r;
+  r.set_text("hi");
+  r.mutable_sampling()->set_temperature(0.5f);
+  r.mutable_sampling()->set_top_p(0);  // off on the wire
+  r.mutable_sampling()->add_stop_strings("\n");
+  r.mutable_sampling()->set_stop_at_eos(true);
+  auto call = CheckGenerateRequest(r, config_, tokenizer_, 16);
+  ASSERT_TRUE(call.ok()) << call.status();
+  const std::vector<int32_t> want = {kBosId, 'h' + kTokenizerIdOffset, 'i' + kTokenizerIdOffset};
+  EXPECT_EQ(call->prompt, want);
+  EXPECT_EQ(call->max_new_tokens, 16u);  // 0: the default
+  EXPECT_FLOAT_EQ(call->sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(call->sampling.top_p, 1.0f);
+  EXPECT_TRUE(call->stop_at_eos);
+  EXPECT_EQ(call->stop_strings, std::vector<std::string>{"\n"});
+}
+
+TEST_F(RequestChecksTest, EachBadRequestSaysWhatIsWrong) {
+  ExpectRefused(Ids({}, 4), "empty");
+  v1::GenerateRequest empty_text;
+  empty_text.set_text("");
+  ExpectRefused(empty_text, "empty");
+  ExpectRefused(Ids({0, 300}, 4), "token id 300 is outside the vocabulary [0, 300)");
+  ExpectRefused(Ids({0, -1}, 4), "token id -1");
+  v1::GenerateRequest hot = Ids({0, 5}, 4);
+  hot.mutable_sampling()->set_temperature(-1);
+  ExpectRefused(hot, "temperature");
+  ExpectRefused(Ids({0, 5}, (1u << 20) + 1), "absurd");
+  ExpectRefused(Ids({0, 5, 6}, 62), "the prompt (3 tokens) + max_new_tokens (62) exceeds");
+  EXPECT_TRUE(Check(Ids({0, 5, 6}, 61)).ok());
+  v1::GenerateRequest stops = Ids({0, 5}, 4);
+  for (int i = 0; i < 17; ++i) stops.mutable_sampling()->add_stop_strings("x");
+  ExpectRefused(stops, "at most 16 stop strings");
+  v1::GenerateRequest long_stop = Ids({0, 5}, 4);
+  long_stop.mutable_sampling()->add_stop_strings(std::string(257, 'x'));
+  ExpectRefused(long_stop, "1 to 256 bytes");
+}
+
+TEST_F(RequestChecksTest, PrecacheDocumentsMustFitTheModel) {
+  v1::PrecacheRequest r;
+  r.set_text(std::string(63, 'd'));  // + BOS = 64
+  auto document = CheckPrecacheRequest(r, config_, tokenizer_);
+  ASSERT_TRUE(document.ok()) << document.status();
+  EXPECT_EQ(document->size(), 64u);
+  r.set_text(std::string(64, 'd'));
+  EXPECT_EQ(CheckPrecacheRequest(r, config_, tokenizer_).status().message(),
+            "the document (65 tokens) exceeds the model's max_seq_len 64");
+}
+
+}  // namespace
+}  // namespace yoco
