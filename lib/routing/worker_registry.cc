@@ -3,6 +3,7 @@
 #include "lib/routing/worker_registry.h"
 
 #include <algorithm>
+#include <set>
 
 namespace yoco {
 
@@ -62,11 +63,41 @@ void WorkerRegistry::Probe(size_t index) {
   w.info = *info;
   w.in_flight_at_probe = w.in_flight;
   if (listed.has_value()) {
+    RememberGoneLocked(w, *listed, absl::Now());
     w.snapshots.clear();
-    for (const IndexedSnapshot& s : *listed) w.snapshots[s.key] = s.disk_only;
+    for (const IndexedSnapshot& s : *listed) w.snapshots[s.key] = s;
     w.listed = true;
     w.listed_generation = info->cache_generation();
   }
+}
+
+void WorkerRegistry::RememberGoneLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
+                                        absl::Time now) {
+  std::set<BlockKey> kept;
+  for (const IndexedSnapshot& s : listed) {
+    kept.insert(s.key);
+    forgotten_.erase(s.key);  // back (pre-cached again): its old fate no longer applies
+  }
+  for (const auto& [key, old] : w.snapshots) {
+    if (kept.count(key) > 0) continue;
+    forgotten_[key] = old.expires <= now ? ForgottenReason::kExpired : ForgottenReason::kEvicted;
+    forgotten_order_.push_back(key);
+  }
+  while (forgotten_order_.size() > kMaxForgotten) {
+    forgotten_.erase(forgotten_order_.front());
+    forgotten_order_.pop_front();
+  }
+}
+
+std::optional<ForgottenReason> WorkerRegistry::WhyForgotten(absl::Span<const BlockKey> keys) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t j = keys.size(); j > 0; --j) {
+    for (const Worker& w : workers_) {
+      if (w.healthy && w.snapshots.count(keys[j - 1]) > 0) return std::nullopt;
+    }
+    if (auto it = forgotten_.find(keys[j - 1]); it != forgotten_.end()) return it->second;
+  }
+  return std::nullopt;
 }
 
 void WorkerRegistry::MarkFailed(size_t index) {
@@ -95,7 +126,7 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
           auto hit = w.snapshots.find(keys[j - 1]);
           if (hit != w.snapshots.end()) {
             cached = static_cast<int64_t>(j) * kCacheBlockTokens;
-            disk_only = hit->second;
+            disk_only = hit->second.disk_only;
             break;
           }
         }

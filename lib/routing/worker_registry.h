@@ -14,6 +14,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,7 +36,12 @@ namespace yoco {
 struct IndexedSnapshot {
   BlockKey key;
   bool disk_only = false;  // not in the worker's memory: a hit loads it first
+  absl::Time expires = absl::InfiniteFuture();
 };
+
+// Why a snapshot the index saw on a worker is gone: its TTL had passed, or it was pushed out
+// (budget, EvictCache) before.
+enum class ForgottenReason { kExpired, kEvicted };
 
 struct WorkerProbes {
   std::function<absl::StatusOr<v1::WorkerInfo>(size_t worker)> info;
@@ -86,6 +92,11 @@ class WorkerRegistry {
     size_t index_;
   };
 
+  // Why the longest of `keys` that the index saw go is no longer held by any worker, so that a
+  // miss on a worker that never held it can still say why ("none" would hide an expiry); none
+  // when a healthy worker holds a longer one or the index never saw them go.
+  std::optional<ForgottenReason> WhyForgotten(absl::Span<const BlockKey> keys) const;
+
   size_t size() const { return workers_.size(); }
   const std::string& address(size_t index) const { return workers_[index].address; }
   bool healthy(size_t index) const;
@@ -102,11 +113,17 @@ class WorkerRegistry {
     uint32_t in_flight_at_probe = 0;
     bool listed = false;  // `snapshots` reflects `listed_generation`
     uint64_t listed_generation = 0;
-    std::map<BlockKey, bool> snapshots;  // key -> disk only
+    std::map<BlockKey, IndexedSnapshot> snapshots;
   };
+  // Snapshots that vanished from a relisting, oldest first, at most kMaxForgotten.
+  static constexpr size_t kMaxForgotten = 4096;
+  void RememberGoneLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
+                          absl::Time now);
 
   const WorkerProbes probes_;
   std::vector<Worker> workers_;  // fixed size; fields guarded by mu_
+  std::map<BlockKey, ForgottenReason> forgotten_;
+  std::deque<BlockKey> forgotten_order_;
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

@@ -86,7 +86,10 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
     std::vector<IndexedSnapshot> snapshots;
     for (const v1::CacheEntry& e : list.entries()) {
       auto key = BlockKey::FromHex(e.handle());
-      if (key.ok()) snapshots.push_back({*key, e.tier() == "disk"});
+      if (!key.ok()) continue;
+      snapshots.push_back({*key, e.tier() == "disk",
+                           e.expires_unix_ms() == 0 ? absl::InfiniteFuture()
+                                                    : absl::FromUnixMillis(e.expires_unix_ms())});
     }
     return snapshots;
   };
@@ -245,6 +248,12 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
           std::min<uint32_t>(pre_out.cached_tokens(), static_cast<uint32_t>(prompt.size())));
       finish.set_cache_tier(pre_out.cache_tier());
       finish.set_cache_miss_reason(pre_out.cache_miss_reason());
+      // A worker that never held the prompt's snapshot says "none"; the index may know better.
+      if (pre_out.cache_miss_reason() == "none") {
+        if (std::optional<ForgottenReason> why = prefill_workers_->WhyForgotten(keys)) {
+          finish.set_cache_miss_reason(*why == ForgottenReason::kExpired ? "expired" : "evicted");
+        }
+      }
       if (metrics_ && pre_out.cached_tokens() > 0) {
         metrics_->cache_hits.Increment();
         metrics_->cached_prompt_tokens.Increment(pre_out.cached_tokens());

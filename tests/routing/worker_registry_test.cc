@@ -164,5 +164,30 @@ TEST(WorkerRegistryTest, BackgroundProbingNoticesFailureAndRecovery) {
   EXPECT_TRUE(wait_for(true));
 }
 
+// A snapshot the index saw vanish keeps its fate: expired (its TTL had passed) or evicted, so
+// a miss on another worker can say why instead of "none".
+TEST(WorkerRegistryTest, RemembersWhySnapshotsWentAway) {
+  FakeWorkers fake;
+  const auto doc = Keys(3);
+  const auto other = PrefixBlockKeys(42, "salt", std::vector<int32_t>(kCacheBlockTokens, 9));
+  fake.snapshots[0] = {{doc[1], false, absl::Now() - absl::Seconds(1)},  // TTL already passed
+                       {other[0], false, absl::InfiniteFuture()}};
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
+  EXPECT_FALSE(registry.WhyForgotten(doc).has_value());  // still held
+
+  fake.snapshots[0] = {};  // both gone from worker 0
+  fake.generation[0] = 1;
+  registry.Probe(0);
+  EXPECT_EQ(registry.WhyForgotten(doc), ForgottenReason::kExpired);
+  EXPECT_EQ(registry.WhyForgotten(other), ForgottenReason::kEvicted);
+  EXPECT_FALSE(registry.WhyForgotten(Keys(1)).has_value());  // never seen
+
+  // Held again somewhere (pre-cached again): no longer forgotten.
+  fake.snapshots[2] = {{doc[1], false, absl::InfiniteFuture()}};
+  fake.generation[2] = 1;
+  registry.Probe(2);
+  EXPECT_FALSE(registry.WhyForgotten(doc).has_value());
+}
+
 }  // namespace
 }  // namespace yoco
