@@ -3,6 +3,8 @@
 // to refuse), then checked. What the checks accept is something the engine can run: a non-empty
 // prompt of in-vocabulary ids that, with max_new_tokens, fits max_seq_len; sampling settings the
 // engine accepts; bounded stop strings.
+#include <google/protobuf/stubs/logging.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -25,6 +27,13 @@ const yoco::ModelConfig& Config() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Protobuf logs every string field that is not UTF-8; the services rate-limit that (see
+  // QuietProtobufLogs), here it would only slow the fuzzer down.
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);
+    return true;
+  }();
+  (void)quiet;
   static const yoco::ByteTokenizer tokenizer;
   const yoco::ModelConfig& config = Config();
   yoco::v1::GenerateRequest generate;

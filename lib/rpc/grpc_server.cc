@@ -6,12 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/rpc/health_watchers.h"
+#include "lib/rpc/quiet_protobuf_logs.h"
 
 namespace yoco {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
     const std::string& readiness_service, int* bound_port) {
+  QuietProtobufLogs();  // a client must not be able to write a log line per request
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
