@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/rpc/health_watchers.h"
 #include "lib/rpc/quiet_protobuf_logs.h"
+#include "lib/rpc/unparseable_requests.h"
 
 namespace yoco {
 
@@ -23,6 +24,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(HealthWatchTracker());
+  interceptors.push_back(UnparseableRequestStatus());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || *bound_port == 0)
