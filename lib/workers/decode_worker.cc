@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   w->unclaimed_ttl_ = options.unclaimed_bundle_ttl;
   w->sweep_interval_ = options.unclaimed_sweep_interval;
   w->memory_budget_bytes_ = options.batcher.memory_budget_bytes;
+  w->batcher_options_ = options.batcher;
   w->batcher_ = std::make_unique<DecodeBatcher>(*w->backend_, options.batcher);
   DecodeWorker* self = w.get();
   const ModelConfig& config = w->backend_->model().config();
@@ -102,6 +103,16 @@ size_t DecodeWorker::waiting_bundles() const {
 int64_t DecodeWorker::waiting_bundle_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return arrived_bytes_;
+}
+
+bool DecodeWorker::CanAdmit() const {
+  const DecodeBatcherStats s = batcher_->stats();
+  if (s.active >= batcher_options_.max_batch && s.queued >= batcher_options_.max_queue) {
+    return false;
+  }
+  const int64_t typical = s.active > 0 ? s.memory_in_use_bytes / s.active : 0;
+  const int64_t free_bytes = memory_budget_bytes_ - s.memory_in_use_bytes - waiting_bundle_bytes();
+  return free_bytes > 0 && free_bytes >= typical;
 }
 
 absl::StatusOr<uint64_t> DecodeWorker::Decode(uint64_t sender, uint64_t transfer_id,

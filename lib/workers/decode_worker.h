@@ -57,6 +57,11 @@ class DecodeWorker {
   // Bytes of the bundles waiting for their Decode call (part of the state-memory budget).
   int64_t waiting_bundle_bytes() const;
   const TransferMetrics& transfer_metrics() const { return transport_->metrics(); }
+  // Readiness: whether one more request would be taken now. Not when the batch and the queue
+  // are both full (Admit would refuse it), nor when the state memory left (after the active
+  // sequences and the bundles waiting for their call) cannot hold one more sequence of the
+  // size of those active (of any size when none is).
+  bool CanAdmit() const;
 
  private:
   DecodeWorker() = default;
@@ -71,6 +76,7 @@ class DecodeWorker {
   absl::Duration unclaimed_ttl_;
   absl::Duration sweep_interval_;
   int64_t memory_budget_bytes_ = 0;
+  DecodeBatcherOptions batcher_options_;
   std::unique_ptr<DecodeBatcher> batcher_;
 
   struct Arrived {

@@ -79,25 +79,14 @@ bool EndsOnFirstToken(const PrefillCall& call, int32_t first_token) {
 
 }  // namespace
 
-class PrefillWorker::EngineTurn {
- public:
-  explicit EngineTurn(PrefillWorker& worker) : worker_(worker), lock_(worker.mu_) {
-    worker_.engine_busy_ = true;
-  }
-  ~EngineTurn() { worker_.engine_busy_ = false; }
-
- private:
-  PrefillWorker& worker_;
-  std::lock_guard<std::mutex> lock_;
-};
-
 absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   // Refused before waiting for the engine (and before any prefill work).
   if (absl::Status st = CheckPrompt(backend_->model().config(), call.prompt); !st.ok()) return st;
   PrefillResult result;
   auto bytes = std::make_shared<std::string>();
   {
-    EngineTurn turn(*this);
+    TurnQueue::Turn turn = engine_.Acquire(call.cancelled);
+    if (!turn.ok()) return turn.status();
     const absl::Time start = absl::Now();
     CachedPrefillRequest request;
     request.prompt = call.prompt;
@@ -166,7 +155,8 @@ absl::StatusOr<PrecacheResult> PrefillWorker::Precache(const std::vector<int32_t
                                                    document.size()));
   }
   if (absl::Status st = CheckPrompt(backend_->model().config(), document); !st.ok()) return st;
-  EngineTurn turn(*this);
+  TurnQueue::Turn turn = engine_.Acquire(cancelled);
+  if (!turn.ok()) return turn.status();
   CachedPrefillRequest request;
   request.prompt = document;
   request.salt = cache_salt;

@@ -7,6 +7,7 @@
 #ifndef YOCO_LIB_WORKERS_PREFILL_WORKER_H_
 #define YOCO_LIB_WORKERS_PREFILL_WORKER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,7 @@
 #include "lib/engine/backend.h"
 #include "lib/engine/sampler.h"
 #include "lib/threading/bounded_job_queue.h"
+#include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
 
 namespace yoco {
@@ -34,6 +36,9 @@ struct PrefillWorkerOptions {
   // Authenticates snapshot files on disk and snapshot copies between workers (ReadKeyFile);
   // every prefill worker of a cluster needs the same. Empty: integrity checks only.
   std::string cache_key;
+  // Prefills and pre-caches waiting for the engine beyond the one running; one more is refused
+  // with RESOURCE_EXHAUSTED (the router then tries another worker).
+  int max_waiting = 32;
 };
 
 struct PrefillCall {
@@ -105,22 +110,24 @@ class PrefillWorker {
   UcxTransport& transport() { return *transport_; }
   SnapshotStore* cache() { return cache_.get(); }  // null without a cache
   // Whether a prefill or pre-cache is running on the backend now (others wait for it).
-  bool engine_busy() const { return engine_busy_.load(std::memory_order_relaxed); }
+  bool engine_busy() const { return engine_.busy(); }
+  size_t engine_waiting() const { return engine_.waiting(); }
+  // Whether the next prefill would be refused (readiness: this worker cannot admit).
+  bool engine_queue_full() const { return engine_.full(); }
+  uint64_t engine_refused() const { return engine_.refused(); }
   // Snapshot files the disk tier refused (and deleted) when it opened.
   const std::vector<DiscardedSnapshot>& discarded_at_start() const { return discarded_; }
 
  private:
-  explicit PrefillWorker(const PrefillWorkerOptions& options) : options_(options) {}
+  explicit PrefillWorker(const PrefillWorkerOptions& options)
+      : options_(options), engine_(static_cast<size_t>(std::max(options.max_waiting, 0))) {}
   SnapshotPolicy Policy() const;
   // Sends bytes over the transport and waits for the receiver's verdict.
   absl::Status SendAndWait(const std::string& address, std::shared_ptr<std::string> bytes,
                            absl::Duration timeout, uint64_t* transfer_id);
 
   const PrefillWorkerOptions options_;
-  // One prefill at a time on the backend; EngineTurn holds it and keeps engine_busy_ true.
-  std::mutex mu_;
-  std::atomic<bool> engine_busy_{false};
-  class EngineTurn;
+  TurnQueue engine_;  // one prefill at a time on the backend, the others in arrival order
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<SnapshotStore> cache_;
   std::vector<DiscardedSnapshot> discarded_;

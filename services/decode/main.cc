@@ -8,6 +8,7 @@
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
+#include "lib/rpc/readiness_reporter.h"
 #include "lib/rpc/service_flags.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/decode_worker.h"
@@ -116,6 +117,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "yoco-decode: serving on port " << port << std::endl;
+  yoco::ReadinessReporter readiness(**server, yoco::v1::DecodeWorker::service_full_name(),
+                                    [w] { return w->CanAdmit(); });
   yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
                              "yoco-decode");
   return 0;

@@ -11,6 +11,7 @@
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
+#include "lib/rpc/readiness_reporter.h"
 #include "lib/rpc/service_flags.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/prefill_worker.h"
@@ -38,6 +39,9 @@ ABSL_FLAG(std::string, cache_key_file, "",
           "the cluster's cache key (a file of 16-4096 bytes, e.g. a mounted Secret): snapshot "
           "files and snapshot copies carry its tag and are refused without it, so whoever can "
           "write the cache volume cannot change answers (empty: integrity checks only)");
+ABSL_FLAG(int, max_queue, 32,
+          "prefills waiting for the engine before RESOURCE_EXHAUSTED (readiness turns "
+          "NOT_SERVING at this bound)");
 ABSL_FLAG(int, snapshot_every_blocks, 16,
           "also snapshot every this many 128-token blocks of long prompts (0: only at the last "
           "full block)");
@@ -57,6 +61,7 @@ int main(int argc, char** argv) {
   yoco::PrefillWorkerOptions options;
   options.cache_budget_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
+  options.max_waiting = absl::GetFlag(FLAGS_max_queue);
   options.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   options.cache_disk_budget_bytes = absl::GetFlag(FLAGS_cache_disk_mb) << 20;
   if (const std::string path = absl::GetFlag(FLAGS_cache_key_file); !path.empty()) {
@@ -96,6 +101,10 @@ int main(int argc, char** argv) {
                  "Prefills stopped because their call was cancelled or timed out",
                  yoco::ScrapeCallbacks::Type::kCounter,
                  [&service] { return static_cast<double>(service.cancelled_requests()); });
+  callbacks->Add("yoco_prefill_queue_refused_total",
+                 "Prefills refused with RESOURCE_EXHAUSTED because --max-queue already waited",
+                 yoco::ScrapeCallbacks::Type::kCounter,
+                 [&worker] { return static_cast<double>(worker.engine_refused()); });
   // One prefill runs on the engine at a time; the other active calls wait for it.
   yoco::ExportLoadSignals(
       {.requests_waiting =
@@ -131,6 +140,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "yoco-prefill: serving on port " << port << std::endl;
+  yoco::ReadinessReporter readiness(**server, yoco::v1::PrefillWorker::service_full_name(),
+                                    [&worker] { return !worker.engine_queue_full(); });
   yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
                              "yoco-prefill");
   return 0;

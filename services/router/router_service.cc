@@ -46,6 +46,20 @@ bool Retryable(const grpc::Status& st) {
          st.error_code() == grpc::StatusCode::UNKNOWN;
 }
 
+// Whether the client cancelled or its deadline passed: then a worker's failing status is the
+// client's doing and must not mark the worker failed.
+bool ClientGone(const grpc::ServerContext& context) {
+  return context.IsCancelled() || std::chrono::system_clock::now() >= context.deadline();
+}
+
+grpc::Status ClientGoneStatus(const grpc::ServerContext& context, const grpc::Status& worker) {
+  if (std::chrono::system_clock::now() >= context.deadline()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the request's deadline passed (" + worker.error_message() + ")");
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+}
+
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -207,8 +221,11 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (!decode_choice.has_value() || !prefill_choice.has_value()) {
-      last_error =
-          grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker");
+      // A worker's own refusal (RESOURCE_EXHAUSTED: all full) says more than this.
+      if (last_error.ok()) {
+        last_error =
+            grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker");
+      }
       break;
     }
     const size_t decode_index = decode_choice->index, prefill_index = prefill_choice->index;
@@ -235,6 +252,16 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       pre_st = prefill_stubs_[prefill_index]->Prefill(pre_ctx.get(), pre, &pre_out);
     }
     if (!pre_st.ok()) {
+      // The client's own deadline or cancellation says nothing about the worker.
+      if (ClientGone(*context)) return ClientGoneStatus(*context, pre_st);
+      if (pre_st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        // A full queue (the prefill worker's, or the decode worker's refusing the bundle) is
+        // load, not failure: another pair for this request, both stay healthy.
+        last_error = pre_st;
+        bad_prefill.push_back(prefill_index);
+        bad_decode.push_back(decode_index);
+        continue;
+      }
       if (!Retryable(pre_st)) return pre_st;
       last_error = pre_st;
       prefill_workers_->MarkFailed(prefill_index);
@@ -315,6 +342,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     const grpc::Status dec_st = stream->Finish();
     finish.mutable_timings()->set_decode_ms(finish.timings().decode_ms() + MsSince(decode_start));
     if (reason != v1::FINISH_REASON_UNSPECIFIED) break;
+    if (!dec_st.ok() && ClientGone(*context)) return ClientGoneStatus(*context, dec_st);
     if (!dec_st.ok() && !Retryable(dec_st)) return dec_st;
     last_error = dec_st.ok()
                      ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early")

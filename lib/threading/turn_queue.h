@@ -1,0 +1,123 @@
+// TurnQueue: one caller at a time holds the turn (a prefill worker's engine); the others wait
+// in arrival order, at most `max_waiting` of them. One more is refused at once with
+// RESOURCE_EXHAUSTED, which the router reads as "try another worker", instead of queueing
+// without bound behind a plain mutex (unordered, so an unlucky request could wait forever). A
+// waiter whose call is cancelled (or whose deadline passes) leaves the queue.
+#ifndef YOCO_LIB_THREADING_TURN_QUEUE_H_
+#define YOCO_LIB_THREADING_TURN_QUEUE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace yoco {
+
+class TurnQueue {
+ public:
+  explicit TurnQueue(size_t max_waiting) : max_waiting_(max_waiting) {}
+  TurnQueue(const TurnQueue&) = delete;
+  TurnQueue& operator=(const TurnQueue&) = delete;
+
+  // Held while alive (when `ok()`).
+  class Turn {
+   public:
+    Turn(Turn&& other) noexcept : queue_(other.queue_), status_(std::move(other.status_)) {
+      other.queue_ = nullptr;
+    }
+    Turn& operator=(Turn&&) = delete;
+    ~Turn() {
+      if (queue_ != nullptr) queue_->Release();
+    }
+    bool ok() const { return status_.ok(); }
+    const absl::Status& status() const { return status_; }
+
+   private:
+    friend class TurnQueue;
+    Turn(TurnQueue* queue, absl::Status status) : queue_(queue), status_(std::move(status)) {}
+    TurnQueue* queue_;  // null: nothing to release
+    absl::Status status_;
+  };
+
+  // Waits for the turn. `cancelled` (may be empty) is polled while waiting; true leaves the
+  // queue with CANCELLED.
+  Turn Acquire(const std::function<bool()>& cancelled = nullptr) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!busy_ && waiting_.empty()) {
+      busy_ = true;
+      return Turn(this, absl::OkStatus());
+    }
+    if (waiting_.size() >= max_waiting_) {
+      ++refused_;
+      return Turn(nullptr, absl::ResourceExhaustedError(
+                               absl::StrCat(waiting_.size(),
+                                            " requests already wait for this worker's "
+                                            "engine (its bound); try another worker")));
+    }
+    const uint64_t ticket = next_ticket_++;
+    waiting_.push_back(ticket);
+    while (busy_ || waiting_.front() != ticket) {
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      if (cancelled && cancelled() && (busy_ || waiting_.front() != ticket)) {
+        Leave(ticket);
+        return Turn(nullptr, absl::CancelledError("cancelled while waiting for the engine"));
+      }
+    }
+    waiting_.pop_front();
+    busy_ = true;
+    return Turn(this, absl::OkStatus());
+  }
+
+  size_t waiting() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_.size();
+  }
+  bool busy() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return busy_;
+  }
+  // Whether one more caller would be refused.
+  bool full() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_.size() >= max_waiting_;
+  }
+  uint64_t refused() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return refused_;
+  }
+
+ private:
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
+  }
+  void Leave(uint64_t ticket) {
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      if (*it == ticket) {
+        waiting_.erase(it);
+        break;
+      }
+    }
+    cv_.notify_all();  // the next in line may be at the front now
+  }
+
+  const size_t max_waiting_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool busy_ = false;
+  std::deque<uint64_t> waiting_;  // tickets in arrival order
+  uint64_t next_ticket_ = 0;
+  uint64_t refused_ = 0;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_THREADING_TURN_QUEUE_H_
