@@ -204,11 +204,13 @@ class UcxTransport::Impl {
   uint64_t id() const { return id_; }
   const TransferMetrics& metrics() const { return metrics_; }
   size_t open_transfers() const { return open_.load(); }
+  size_t peers_held() const { return peers_held_.load(); }
 
   uint64_t Send(const std::string& peer, SendBuffer buffer, absl::Duration timeout,
                 std::function<void(absl::Status)> done) {
     const uint64_t id = next_id_.fetch_add(1) + 1;
     auto t = std::make_shared<Outgoing>();
+    t->impl = this;
     t->id = id;
     t->peer_address = peer;
     t->buffer = std::move(buffer);
@@ -246,12 +248,14 @@ class UcxTransport::Impl {
     uint32_t pid = 0;  // 0 when the peer is on another host
     ucp_ep_h ep = nullptr;
     bool failed = false;
+    bool closed = false;  // its endpoint is closed: freed once no transfer points at it
   };
 
   struct Outgoing {
+    Impl* impl = nullptr;
     uint64_t id = 0;
     std::string peer_address;
-    Peer* peer = nullptr;
+    Peer* peer = nullptr;  // null once the peer's endpoint is closed
     SendBuffer buffer;
     DataHeader header{};
     absl::Time start, deadline;
@@ -401,6 +405,7 @@ class UcxTransport::Impl {
       return nullptr;
     }
     Peer* raw = peer.get();
+    ++peers_held_;
     if (it != peers_.end()) {
       retired_peers_.push_back(std::move(it->second));  // a failed peer still closing
       it->second = std::move(peer);
@@ -444,6 +449,7 @@ class UcxTransport::Impl {
         close_requests_.push_back({request, peer});
       } else {
         AbandonSends(peer);
+        peer->closed = true;
       }
     }
     closing_.clear();
@@ -451,20 +457,52 @@ class UcxTransport::Impl {
       if (ucp_request_check_status(close_requests_[i].first) != UCS_INPROGRESS) {
         ucp_request_free(close_requests_[i].first);
         AbandonSends(close_requests_[i].second);
+        close_requests_[i].second->closed = true;
         close_requests_.erase(close_requests_.begin() + i);
       } else {
         ++i;
+      }
+    }
+    FreeClosedPeers();
+  }
+
+  // A worker that restarts comes back under a new address: without this every restart of every
+  // peer would leave a Peer behind for the life of the process.
+  void FreeClosedPeers() {
+    auto unused = [this](const Peer* peer) {
+      if (!peer->closed) return false;
+      for (const auto& [id, t] : outgoing_) {
+        if (t->peer == peer) return false;  // UCX may still call back with it
+      }
+      return true;
+    };
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      if (unused(it->second.get())) {
+        it = peers_.erase(it);
+        --peers_held_;
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = retired_peers_.begin(); it != retired_peers_.end();) {
+      if (unused(it->get())) {
+        it = retired_peers_.erase(it);
+        --peers_held_;
+      } else {
+        ++it;
       }
     }
   }
 
   void AbandonSends(Peer* peer) {
     for (auto& [id, t] : outgoing_) {
-      if (t->peer == peer && t->request != nullptr && !t->abandoned) {
+      if (t->peer != peer) continue;
+      if (t->request != nullptr && !t->abandoned) {
         t->abandoned = true;
         t->buffer = SendBuffer{};
         --open_;
       }
+      t->peer = nullptr;  // the endpoint is closed: nothing may use it, and the peer can go
     }
   }
 
@@ -509,7 +547,7 @@ class UcxTransport::Impl {
 
   static void OnDataSent(void* request, ucs_status_t status, void* user_data) {
     Outgoing* t = static_cast<Outgoing*>(user_data);
-    Impl* self = t->peer->impl;
+    Impl* self = t->impl;
     t->request = nullptr;
     ucp_request_free(request);
     if (t->finished) {
@@ -833,6 +871,7 @@ class UcxTransport::Impl {
   UcpWorkerPtr worker_;
   std::map<std::string, std::unique_ptr<Peer>> peers_;
   std::vector<std::unique_ptr<Peer>> retired_peers_;
+  std::atomic<size_t> peers_held_{0};  // in peers_ and retired_peers_
   std::vector<Peer*> closing_;
   std::vector<std::pair<void*, Peer*>> close_requests_;
   std::map<uint64_t, std::unique_ptr<Outgoing>> outgoing_;
@@ -860,6 +899,8 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
 const std::string& UcxTransport::address() const { return impl_->address(); }
 uint64_t UcxTransport::id() const { return impl_->id(); }
 const TransferMetrics& UcxTransport::metrics() const { return impl_->metrics(); }
+size_t UcxTransport::peers_held() const { return impl_->peers_held(); }
+
 size_t UcxTransport::open_transfers() const { return impl_->open_transfers(); }
 
 uint64_t UcxTransport::Send(const std::string& peer_address, SendBuffer buffer,

@@ -126,6 +126,8 @@ class UcxTransport {
   const TransferMetrics& metrics() const;
   // Transfers in flight in either direction (0 when everything was freed).
   size_t open_transfers() const;
+  // Peers this transport keeps a connection (or a closing one) to; failed ones are freed.
+  size_t peers_held() const;
 
  private:
   class Impl;

@@ -238,6 +238,28 @@ TEST_P(TransportTest, ReceiverKilledMidTransferFailsCleanlyOnTheSender) {
   EXPECT_EQ(NextOutcome(other, 30000), absl::StrCat("ok ", 5 * kMiB));
 }
 
+// Workers restart under new addresses: the connections to the dead ones are closed and freed
+// (they used to be kept for the life of the process, one more per restart).
+TEST_P(TransportTest, PeersThatDiedAreFreed) {
+  Peer sender(GetParam());
+  for (int i = 0; i < 4; ++i) {
+    ChildProcess receiver({PeerBinary(), "receive", GetParam()});
+    const std::string address = StartReceiver(receiver);
+    ASSERT_TRUE(sender.Send(address, kMiB).get().ok());
+    EXPECT_EQ(NextOutcome(receiver, 30000), absl::StrCat("ok ", kMiB));
+    receiver.Kill();
+    // The next send finds it gone (if the liveness check has not already).
+    EXPECT_FALSE(sender.Send(address, kMiB, absl::Seconds(10)).get().ok());
+  }
+  for (int i = 0; i < 500 && sender.transport().peers_held() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(sender.transport().peers_held(), 0u);
+  ChildProcess live({PeerBinary(), "receive", GetParam()});
+  EXPECT_TRUE(sender.Send(StartReceiver(live), kMiB).get().ok());
+  EXPECT_EQ(sender.transport().peers_held(), 1u);
+}
+
 TEST_P(TransportTest, CancelFromEitherSide) {
   Peer a(GetParam()), b(GetParam());
   // The sender cancels at once. Its verdict is CANCELLED; the receiver ends the transfer exactly
