@@ -46,25 +46,28 @@ struct DataHeader {
 
 constexpr uint32_t kHasChecksum = 1;
 
-// Identifies this machine's boot: processes on the same host compare equal.
+// Identifies the space a process id means something in: this boot of this machine and this PID
+// namespace. Processes compare equal only when each can look the other's pid up (kill(pid, 0)),
+// so containers that share a host, or even a host name (hostNetwork pods), but not a PID
+// namespace never probe each other's pids, which would name other processes or none.
 uint64_t HostId() {
   static const uint64_t id = [] {
-    std::string text;
+    std::string boot;
     if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
       char buf[64] = {};
-      if (std::fgets(buf, sizeof buf, f)) text = buf;
+      if (std::fgets(buf, sizeof buf, f)) boot = buf;
       std::fclose(f);
     }
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    text += host;
-    return static_cast<uint64_t>(Crc32c(text.data(), text.size())) << 32 |
-           Crc32c(host, std::strlen(host));
+    char ns[128] = {};  // "pid:[4026531836]"
+    const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    const std::string pid_namespace = n > 0 ? std::string(ns, static_cast<size_t>(n)) : "";
+    const std::string both = boot + pid_namespace;
+    return static_cast<uint64_t>(Crc32c(both.data(), both.size())) << 32 |
+           Crc32c(pid_namespace.data(), pid_namespace.size());
   }();
   return id;
 }
 
-// True when `pid` on this host has exited.
 bool ProcessGone(uint32_t pid) {
   return pid != 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }

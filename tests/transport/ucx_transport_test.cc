@@ -155,6 +155,30 @@ std::optional<std::string> NextOutcome(ChildProcess& child, int timeout_ms) {
 
 class TransportTest : public ::testing::TestWithParam<std::string> {};
 
+// A peer on the same host but in another PID namespace (a container; hostNetwork pods share even
+// the host name) is alive although no process has its pid here: its pid (77777 in its namespace,
+// none here) must never be probed from outside, so transfers to it keep working.
+TEST(TransportPidNamespaceTest, APeerInAnotherPidNamespaceIsNotDeclaredDead) {
+  if (geteuid() != 0 || system("unshare --pid --fork --mount-proc true 2> /dev/null") != 0) {
+    GTEST_SKIP() << "needs root and unshare(1) for a PID namespace";
+  }
+  if (kill(77777, 0) == 0 || errno != ESRCH) GTEST_SKIP() << "pid 77777 exists here";
+  Peer sender("tcp");
+  ChildProcess receiver({"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "/bin/sh", "-c",
+                         "echo 77776 > /proc/sys/kernel/ns_last_pid && \"$0\" receive tcp",
+                         PeerBinary()});
+  ASSERT_TRUE(receiver.started());
+  const std::string address = StartReceiver(receiver);
+  ASSERT_FALSE(address.empty());
+  // Transfers long enough to be in flight when the sender checks its peers' liveness (every
+  // 200 ms): a peer wrongly found dead fails them.
+  for (int i = 0; i < 3; ++i) {
+    const absl::Status sent = sender.Send(address, 256 * kMiB).get();
+    EXPECT_TRUE(sent.ok()) << "transfer " << i << ": " << sent;
+    EXPECT_EQ(NextOutcome(receiver, 30000), absl::StrCat("ok ", 256 * kMiB));
+  }
+}
+
 TEST_P(TransportTest, TwoProcessesSizesFromOneKibToOneGibArriveIntact) {
   ChildProcess receiver({PeerBinary(), "receive", GetParam()});
   ASSERT_TRUE(receiver.started());
