@@ -13,12 +13,14 @@ namespace yoco {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::string& readiness_service, int* bound_port) {
+    const std::string& readiness_service, int* bound_port,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   QuietProtobufLogs();  // a client must not be able to write a log line per request
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), bound_port);
+  builder.AddListeningPort(listen, credentials ? credentials : grpc::InsecureServerCredentials(),
+                           bound_port);
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   for (grpc::Service* service : services) builder.RegisterService(service);

@@ -18,11 +18,12 @@ namespace yoco {
 // Largest request or response message a service accepts (prompts of millions of tokens fit).
 inline constexpr int kMaxGrpcMessageBytes = 64 << 20;
 
-// Binds `listen` (HOST:PORT; port 0 picks one) and starts serving. `bound_port` receives the
-// port actually bound.
+// Binds `listen` (HOST:PORT; port 0 picks one) and starts serving, over `credentials`
+// (MakeServerCredentials; null: plaintext). `bound_port` receives the port actually bound.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::string& readiness_service, int* bound_port);
+    const std::string& readiness_service, int* bound_port,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 }  // namespace yoco
 

@@ -13,7 +13,7 @@ namespace yoco {
 void ParseServiceFlags(int argc, char** argv, const char* usage) {
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "services/");
+    return absl::StrContains(file, "services/") || absl::StrContains(file, "lib/rpc/tls_flags");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);

@@ -10,6 +10,7 @@
 #include "lib/rpc/grpc_server.h"
 #include "lib/rpc/readiness_reporter.h"
 #include "lib/rpc/service_flags.h"
+#include "lib/rpc/tls_flags.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/decode_worker.h"
 #include "services/decode/decode_service.h"
@@ -110,8 +111,14 @@ int main(int argc, char** argv) {
   }
   yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen));
   int port = 0;
-  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
-                                      yoco::v1::DecodeWorker::service_full_name(), &port);
+  auto credentials = yoco::MakeServerCredentials(yoco::TlsFilesFromFlags());
+  if (!credentials.ok()) {
+    std::cerr << "yoco-decode: " << credentials.status().message() << "\n";
+    return 1;
+  }
+  auto server =
+      yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
+                            yoco::v1::DecodeWorker::service_full_name(), &port, *credentials);
   if (!server.ok()) {
     std::cerr << "yoco-decode: " << server.status().message() << "\n";
     return 1;

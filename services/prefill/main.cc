@@ -13,6 +13,7 @@
 #include "lib/rpc/grpc_server.h"
 #include "lib/rpc/readiness_reporter.h"
 #include "lib/rpc/service_flags.h"
+#include "lib/rpc/tls_flags.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/prefill_worker.h"
 #include "services/prefill/prefill_service.h"
@@ -133,8 +134,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   int port = 0;
-  auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
-                                      yoco::v1::PrefillWorker::service_full_name(), &port);
+  auto credentials = yoco::MakeServerCredentials(yoco::TlsFilesFromFlags());
+  if (!credentials.ok()) {
+    std::cerr << "yoco-prefill: " << credentials.status().message() << "\n";
+    return 1;
+  }
+  auto server =
+      yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
+                            yoco::v1::PrefillWorker::service_full_name(), &port, *credentials);
   if (!server.ok()) {
     std::cerr << "yoco-prefill: " << server.status().message() << "\n";
     return 1;

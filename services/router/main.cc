@@ -7,6 +7,7 @@
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/rpc/service_flags.h"
+#include "lib/rpc/tls_flags.h"
 #include "lib/text/byte_tokenizer.h"
 #include "lib/text/tiktoken_bpe.h"
 #include "services/router/router_service.h"
@@ -63,6 +64,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   yoco::RouterOptions options;
+  options.worker_tls = yoco::TlsFilesFromFlags();
+  if (auto worker_credentials = yoco::MakeChannelCredentials(options.worker_tls);
+      !worker_credentials.ok()) {
+    std::cerr << "yoco-router: calls to workers: " << worker_credentials.status().message() << "\n";
+    return 1;
+  }
   options.prefill_workers = absl::StrSplit(absl::GetFlag(FLAGS_prefill), ',', absl::SkipEmpty());
   options.decode_workers = absl::StrSplit(absl::GetFlag(FLAGS_decode), ',', absl::SkipEmpty());
   if (options.prefill_workers.empty() || options.decode_workers.empty()) {
@@ -89,8 +96,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   int port = 0;
+  auto credentials = yoco::MakeServerCredentials(yoco::TlsFilesFromFlags());
+  if (!credentials.ok()) {
+    std::cerr << "yoco-router: " << credentials.status().message() << "\n";
+    return 1;
+  }
   auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
-                                      yoco::v1::Yoco::service_full_name(), &port);
+                                      yoco::v1::Yoco::service_full_name(), &port, *credentials);
   if (!server.ok()) {
     std::cerr << "yoco-router: " << server.status().message() << "\n";
     return 1;

@@ -81,12 +81,17 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Checked by main before the service is made (MakeChannelCredentials on the same files).
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(options_.worker_tls);
+  const std::shared_ptr<grpc::ChannelCredentials> worker_credentials =
+      credentials.ok() ? *credentials : grpc::InsecureChannelCredentials();
   for (const std::string& address : options_.prefill_workers) {
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(address, worker_credentials, args);
     prefill_stubs_.push_back(v1::PrefillWorker::NewStub(channel));
   }
   for (const std::string& address : options_.decode_workers) {
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(address, worker_credentials, args);
     decode_stubs_.push_back(v1::DecodeWorker::NewStub(channel));
   }
   WorkerProbes prefill_probes;

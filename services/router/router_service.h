@@ -13,6 +13,7 @@
 
 #include "lib/engine/model_config.h"
 #include "lib/routing/worker_registry.h"
+#include "lib/rpc/tls_credentials.h"
 #include "lib/text/tokenizer.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "services/router/router_metrics.h"
@@ -37,6 +38,8 @@ struct RouterOptions {
   // After a request, extend its prefill worker's snapshot over the generated tokens (in the
   // background), so a follow-up turn that repeats the conversation prefills only what is new.
   bool snapshot_conversations = true;
+  // Calls to workers: plaintext, TLS (ca) or mutual TLS (ca, cert, key); MakeChannelCredentials.
+  TlsFiles worker_tls;
 };
 
 class RouterService final : public v1::Yoco::Service {

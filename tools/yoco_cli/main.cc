@@ -1,4 +1,6 @@
-// yoco-cli: a client of the router's public API.
+// yoco-cli: a client of the router's public API. Before the command, --tls-ca FILE calls over
+// TLS (verifying the server against that CA), and --tls-cert FILE --tls-key FILE present a
+// client certificate (mutual TLS).
 //   yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) --max-new-tokens N
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]
 //            [--timeout-ms MS]  (the call's deadline, default 10 minutes) [--stop-string S]
@@ -23,6 +25,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
+#include "lib/rpc/tls_credentials.h"
 #include "tools/yoco/command_line.h"
 #include "yoco/v1/yoco.grpc.pb.h"
 
@@ -52,8 +55,14 @@ int Fail(const grpc::Status& st) {
   return Fail(absl::StrFormat("%d: %s", st.error_code(), st.error_message()));
 }
 
+// Plaintext unless --tls-ca (and, for mutual TLS, --tls-cert and --tls-key) came first.
+std::shared_ptr<grpc::ChannelCredentials>& Credentials() {
+  static std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  return credentials;
+}
+
 std::unique_ptr<yoco::v1::Yoco::Stub> Connect(const std::string& router) {
-  return yoco::v1::Yoco::NewStub(grpc::CreateChannel(router, grpc::InsecureChannelCredentials()));
+  return yoco::v1::Yoco::NewStub(grpc::CreateChannel(router, Credentials()));
 }
 
 int Precache(const std::string& router, const std::vector<std::string>& args) {
@@ -199,7 +208,7 @@ int Health(const std::string& address, const std::vector<std::string>& args) {
   if (service.size() > 127) return Fail("--service: at most 127 bytes");
   absl::StatusOr<int64_t> timeout_ms = cl->Int("timeout-ms", 5000);
   if (!timeout_ms.ok()) return Fail(std::string(timeout_ms.status().message()));
-  grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::GenericStub stub(grpc::CreateChannel(address, Credentials()));
   if (cl->Has("watch")) {
     HealthWatch watch(stub, service);
     const grpc::Status st = watch.Wait();
@@ -300,9 +309,21 @@ int Generate(const std::string& router, const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string router;
-  if (args.size() >= 2 && args[0] == "--router") {
-    router = args[1];
+  yoco::TlsFiles tls;
+  tls.reload = absl::Hours(24);  // one command: read once
+  while (args.size() >= 2 && (args[0] == "--router" || args[0] == "--tls-ca" ||
+                              args[0] == "--tls-cert" || args[0] == "--tls-key")) {
+    std::string& value = args[0] == "--router"     ? router
+                         : args[0] == "--tls-ca"   ? tls.ca
+                         : args[0] == "--tls-cert" ? tls.cert
+                                                   : tls.key;
+    value = args[1];
     args.erase(args.begin(), args.begin() + 2);
+  }
+  if (tls.enabled()) {
+    auto credentials = yoco::MakeChannelCredentials(tls);
+    if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+    Credentials() = *credentials;
   }
   const std::string command = args.empty() ? "" : args[0];
   if (!args.empty()) args.erase(args.begin());
@@ -322,6 +343,7 @@ int main(int argc, char** argv) {
          "       yoco-cli --router HOST:PORT list-cache\n"
          "       yoco-cli --router HOST:PORT evict-cache (--handle H | --all)\n"
          "       yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS] "
-         "[--watch]\n";
+         "[--watch]\n"
+         "  before the command: --tls-ca FILE (TLS), --tls-cert FILE --tls-key FILE (mutual TLS)\n";
   return &out == &std::cout ? 0 : 2;
 }
