@@ -35,7 +35,61 @@ WorkerRegistry::~WorkerRegistry() {
 }
 
 void WorkerRegistry::ProbeAll() {
-  for (size_t i = 0; i < workers_.size(); ++i) Probe(i);
+  std::vector<size_t> members;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (!workers_[i].removed) members.push_back(i);
+    }
+  }
+  for (size_t i : members) Probe(i);
+}
+
+size_t WorkerRegistry::Add(const std::string& address) {
+  size_t index = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (index = 0; index < workers_.size(); ++index) {
+      if (workers_[index].address == address) break;
+    }
+    if (index == workers_.size()) {
+      workers_.push_back(Worker{address});
+    } else {
+      workers_[index].removed = false;
+    }
+  }
+  Probe(index);
+  return index;
+}
+
+void WorkerRegistry::Remove(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Worker& w : workers_) {
+    if (w.address != address) continue;
+    w.removed = true;
+    w.healthy = false;
+    w.snapshots.clear();
+    w.listed = false;
+  }
+}
+
+std::vector<std::string> WorkerRegistry::Members() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const Worker& w : workers_) {
+    if (!w.removed) out.push_back(w.address);
+  }
+  return out;
+}
+
+std::string WorkerRegistry::address(size_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workers_[index].address;
+}
+
+size_t WorkerRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workers_.size();
 }
 
 void WorkerRegistry::Probe(size_t index) {
@@ -59,6 +113,7 @@ void WorkerRegistry::Probe(size_t index) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   Worker& w = workers_[index];
+  if (w.removed) return;  // removed while the probe ran
   w.healthy = true;
   w.info = *info;
   w.in_flight_at_probe = w.in_flight;

@@ -62,6 +62,8 @@ struct WorkerChoice {
 class WorkerRegistry {
  public:
   // Probes once before returning, then every `interval` on its own thread (none if zero).
+  // Probes address workers by index: a probe for index i must reach the worker Add returned i
+  // for.
   WorkerRegistry(std::vector<std::string> addresses, WorkerProbes probes, absl::Duration interval);
   ~WorkerRegistry();
 
@@ -70,6 +72,15 @@ class WorkerRegistry {
 
   void ProbeAll();
   void Probe(size_t index);
+
+  // Discovery. Add: a worker at `address` joins (and is probed), or one removed earlier comes
+  // back; returns its index, which never changes. Remove: it gets no new requests (calls in
+  // flight finish on their own) and leaves the snapshot index. Indices are never reused, so a
+  // request holding one is never redirected to another worker.
+  size_t Add(const std::string& address);
+  void Remove(const std::string& address);
+  // The addresses of the workers not removed.
+  std::vector<std::string> Members() const;
   // The router saw the worker fail: skipped until a probe succeeds again.
   void MarkFailed(size_t index);
 
@@ -97,8 +108,8 @@ class WorkerRegistry {
   // when a healthy worker holds a longer one or the index never saw them go.
   std::optional<ForgottenReason> WhyForgotten(absl::Span<const BlockKey> keys) const;
 
-  size_t size() const { return workers_.size(); }
-  const std::string& address(size_t index) const { return workers_[index].address; }
+  size_t size() const;
+  std::string address(size_t index) const;
   bool healthy(size_t index) const;
   // The model fingerprint a healthy worker reports (0 when none is healthy).
   uint64_t fingerprint() const;
@@ -114,6 +125,7 @@ class WorkerRegistry {
     bool listed = false;  // `snapshots` reflects `listed_generation`
     uint64_t listed_generation = 0;
     std::map<BlockKey, IndexedSnapshot> snapshots;
+    bool removed = false;  // by discovery: no new requests
   };
   // Snapshots that vanished from a relisting, oldest first, at most kMaxForgotten.
   static constexpr size_t kMaxForgotten = 4096;
@@ -121,7 +133,7 @@ class WorkerRegistry {
                           absl::Time now);
 
   const WorkerProbes probes_;
-  std::vector<Worker> workers_;  // fixed size; fields guarded by mu_
+  std::deque<Worker> workers_;  // grows (Add), never shrinks; guarded by mu_
   std::map<BlockKey, ForgottenReason> forgotten_;
   std::deque<BlockKey> forgotten_order_;
   mutable std::mutex mu_;

@@ -18,8 +18,11 @@ ABSL_FLAG(int, drain_seconds, 30,
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address HOST:PORT (empty: no metrics endpoint)");
 ABSL_FLAG(std::string, model, "", "model folder (its params.json is read)");
-ABSL_FLAG(std::string, prefill, "", "prefill workers, HOST:PORT[,...]");
-ABSL_FLAG(std::string, decode, "", "decode workers, HOST:PORT[,...]");
+ABSL_FLAG(std::string, prefill, "",
+          "prefill workers: HOST:PORT[,...], or dns:///NAME:PORT (every A/AAAA record a worker, "
+          "looked up every --discovery-interval-ms; dns://DNS-IP:PORT/NAME:PORT asks that server)");
+ABSL_FLAG(std::string, decode, "", "decode workers, as --prefill");
+ABSL_FLAG(int, discovery_interval_ms, 5000, "how often dns:/// worker targets are looked up");
 ABSL_FLAG(std::string, tiktoken_ranks, "",
           "a .tiktoken ranks file: BPE with YOCO's special tokens "
           "(default: the byte tokenizer)");
@@ -82,7 +85,12 @@ int main(int argc, char** argv) {
   options.wait_for_workers = absl::Milliseconds(absl::GetFlag(FLAGS_wait_for_workers_ms));
   auto registry = std::make_shared<prometheus::Registry>();
   yoco::RouterMetrics metrics(*registry);
+  options.discovery_interval = absl::Milliseconds(absl::GetFlag(FLAGS_discovery_interval_ms));
   yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options, &metrics);
+  if (absl::Status st = service.Start(); !st.ok()) {
+    std::cerr << "yoco-router: " << st.message() << "\n";
+    return 1;
+  }
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
   callbacks->Add("yoco_router_background_jobs", "Conversation snapshots queued or being made",
                  yoco::ScrapeCallbacks::Type::kGauge,

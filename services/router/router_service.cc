@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/engine/sampler.h"
+#include "lib/routing/dns_lookup.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/text/utf8_stream.h"
@@ -74,26 +75,18 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
       tokenizer_name_(std::move(tokenizer_name)),
       options_(std::move(options)),
       metrics_(metrics) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
+  channel_args_.SetMaxReceiveMessageSize(64 << 20);
   // Reconnect to a restarted worker within a second, not after gRPC's default backoff (which
   // grows to two minutes).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel_args_.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  channel_args_.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  channel_args_.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Checked by main before the service is made (MakeChannelCredentials on the same files).
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       MakeChannelCredentials(options_.worker_tls);
-  const std::shared_ptr<grpc::ChannelCredentials> worker_credentials =
-      credentials.ok() ? *credentials : grpc::InsecureChannelCredentials();
-  for (const std::string& address : options_.prefill_workers) {
-    auto channel = grpc::CreateCustomChannel(address, worker_credentials, args);
-    prefill_stubs_.push_back(v1::PrefillWorker::NewStub(channel));
-  }
-  for (const std::string& address : options_.decode_workers) {
-    auto channel = grpc::CreateCustomChannel(address, worker_credentials, args);
-    decode_stubs_.push_back(v1::DecodeWorker::NewStub(channel));
-  }
+  worker_credentials_ = credentials.ok() ? *credentials : grpc::InsecureChannelCredentials();
+  prefill_stubs_.reserve(kMaxWorkers);
+  decode_stubs_.reserve(kMaxWorkers);
   WorkerProbes prefill_probes;
   prefill_probes.info = [this](size_t i) { return ProbeWorkerInfo(*prefill_stubs_[i]); };
   prefill_probes.snapshots = [this](size_t i) -> absl::StatusOr<std::vector<IndexedSnapshot>> {
@@ -114,10 +107,72 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
   };
   WorkerProbes decode_probes;
   decode_probes.info = [this](size_t i) { return ProbeWorkerInfo(*decode_stubs_[i]); };
-  prefill_workers_ = std::make_unique<WorkerRegistry>(options_.prefill_workers, prefill_probes,
+  prefill_workers_ = std::make_unique<WorkerRegistry>(std::vector<std::string>{}, prefill_probes,
                                                       options_.probe_interval);
-  decode_workers_ = std::make_unique<WorkerRegistry>(options_.decode_workers, decode_probes,
+  decode_workers_ = std::make_unique<WorkerRegistry>(std::vector<std::string>{}, decode_probes,
                                                      options_.probe_interval);
+}
+
+absl::Status RouterService::Start() {
+  if (absl::Status st = StartMembership(options_.prefill_workers, true); !st.ok()) return st;
+  return StartMembership(options_.decode_workers, false);
+}
+
+absl::Status RouterService::StartMembership(const std::vector<std::string>& spec, bool prefill) {
+  const char* role = prefill ? "--prefill" : "--decode";
+  auto join = [this, prefill](const std::string& address) {
+    prefill ? JoinPrefill(address) : JoinDecode(address);
+  };
+  if (spec.size() == 1 && DnsWorkerTarget::Matches(spec[0])) {
+    absl::StatusOr<DnsWorkerTarget> target = DnsWorkerTarget::Parse(spec[0]);
+    if (!target.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(role, ": ", target.status().message()));
+    }
+    WorkerRegistry* registry = prefill ? prefill_workers_.get() : decode_workers_.get();
+    discovery_.push_back(std::make_unique<WorkerDiscovery>(
+        absl::StrCat(prefill ? "prefill" : "decode", " workers (", spec[0], ")"),
+        [t = *target] { return t.Resolve(); }, join,
+        [registry](const std::string& address) { registry->Remove(address); },
+        options_.discovery_interval));
+    return absl::OkStatus();
+  }
+  for (const std::string& address : spec) {
+    if (DnsWorkerTarget::Matches(address)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(role, ": a dns: target stands alone, not in a list"));
+    }
+    join(address);
+  }
+  return absl::OkStatus();
+}
+
+void RouterService::JoinPrefill(const std::string& address) {
+  std::lock_guard<std::mutex> lock(join_mu_);
+  // A worker seen before keeps its index (and stub); a new one gets the next of both.
+  for (size_t i = 0; i < prefill_stubs_.size(); ++i) {
+    if (prefill_workers_->address(i) == address) {
+      prefill_workers_->Add(address);
+      return;
+    }
+  }
+  if (prefill_stubs_.size() == kMaxWorkers) return;
+  prefill_stubs_.push_back(v1::PrefillWorker::NewStub(
+      grpc::CreateCustomChannel(address, worker_credentials_, channel_args_)));
+  prefill_workers_->Add(address);
+}
+
+void RouterService::JoinDecode(const std::string& address) {
+  std::lock_guard<std::mutex> lock(join_mu_);
+  for (size_t i = 0; i < decode_stubs_.size(); ++i) {
+    if (decode_workers_->address(i) == address) {
+      decode_workers_->Add(address);
+      return;
+    }
+  }
+  if (decode_stubs_.size() == kMaxWorkers) return;
+  decode_stubs_.push_back(v1::DecodeWorker::NewStub(
+      grpc::CreateCustomChannel(address, worker_credentials_, channel_args_)));
+  decode_workers_->Add(address);
 }
 
 std::vector<BlockKey> RouterService::UsableKeys(const std::string& salt,

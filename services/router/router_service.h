@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/engine/model_config.h"
+#include "lib/routing/worker_discovery.h"
 #include "lib/routing/worker_registry.h"
 #include "lib/rpc/tls_credentials.h"
 #include "lib/text/tokenizer.h"
@@ -23,8 +24,11 @@
 namespace yoco {
 
 struct RouterOptions {
-  std::vector<std::string> prefill_workers;  // HOST:PORT
+  // Each role's workers: HOST:PORT entries, or one dns:///NAME:PORT (DnsWorkerTarget) looked up
+  // every `discovery_interval`.
+  std::vector<std::string> prefill_workers;
   std::vector<std::string> decode_workers;
+  absl::Duration discovery_interval = absl::Seconds(5);
   int attempts = 3;  // worker pairs tried per request
   // A request that finds no healthy worker pair waits this long (within its deadline) for one,
   // since workers that are restarting (a rollout, a crash) come back within seconds.
@@ -47,6 +51,10 @@ class RouterService final : public v1::Yoco::Service {
   // `metrics` may be null.
   RouterService(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer,
                 std::string tokenizer_name, RouterOptions options, RouterMetrics* metrics);
+
+  // The workers' membership: INVALID_ARGUMENT for a bad --prefill/--decode spec. Call once,
+  // before serving.
+  absl::Status Start();
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
@@ -83,10 +91,23 @@ class RouterService final : public v1::Yoco::Service {
   const std::string tokenizer_name_;
   const RouterOptions options_;
   RouterMetrics* const metrics_;
+  // A worker joins: its stub first, then the registry (which probes through it). The stub
+  // vectors are reserved for kMaxWorkers so that growing them never moves a stub a request
+  // thread is using; a worker index is the same in both.
+  void JoinPrefill(const std::string& address);
+  void JoinDecode(const std::string& address);
+  // Static lists join at once; a dns:/// target gets a WorkerDiscovery.
+  absl::Status StartMembership(const std::vector<std::string>& spec, bool prefill);
+
+  static constexpr size_t kMaxWorkers = 4096;
+  grpc::ChannelArguments channel_args_;
+  std::shared_ptr<grpc::ChannelCredentials> worker_credentials_;
+  std::mutex join_mu_;  // JoinPrefill / JoinDecode
   std::vector<std::unique_ptr<v1::PrefillWorker::Stub>> prefill_stubs_;
   std::vector<std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
   std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
   std::unique_ptr<WorkerRegistry> decode_workers_;
+  std::vector<std::unique_ptr<WorkerDiscovery>> discovery_;  // after the registries it feeds
   std::mutex copies_mu_;
   std::set<std::pair<BlockKey, size_t>> copies_;  // (snapshot, target worker) queued or running
   BoundedJobQueue background_{64};                // last: its jobs use the members above

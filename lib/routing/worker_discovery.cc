@@ -1,0 +1,61 @@
+// Discovery rounds: lookups outside any lock the caller holds; changes applied in order.
+#include "lib/routing/worker_discovery.h"
+
+#include <iostream>
+
+namespace yoco {
+
+WorkerDiscovery::WorkerDiscovery(std::string what, Lookup lookup, Change join, Change leave,
+                                 absl::Duration interval)
+    : what_(std::move(what)),
+      lookup_(std::move(lookup)),
+      join_(std::move(join)),
+      leave_(std::move(leave)) {
+  Sync().IgnoreError();  // logged; the thread tries again
+  if (interval > absl::ZeroDuration()) {
+    thread_ = std::thread([this, interval] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, absl::ToChronoMilliseconds(interval), [&] { return stop_; })) {
+        lock.unlock();
+        Sync().IgnoreError();
+        lock.lock();
+      }
+    });
+  }
+}
+
+WorkerDiscovery::~WorkerDiscovery() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status WorkerDiscovery::Sync() {
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  absl::StatusOr<std::vector<std::string>> found = lookup_();
+  if (!found.ok()) {
+    ++failed_lookups_;
+    if (!failing_) {  // one line per outage, not one per round
+      std::cerr << "discovery of " << what_ << ": " << found.status().message() << "; keeping the "
+                << members_.size() << " known" << std::endl;
+    }
+    failing_ = true;
+    return found.status();
+  }
+  if (failing_) std::cerr << "discovery of " << what_ << ": lookups work again" << std::endl;
+  failing_ = false;
+  const std::set<std::string> now(found->begin(), found->end());
+  for (const std::string& address : members_) {
+    if (now.count(address) == 0) leave_(address);
+  }
+  for (const std::string& address : now) {
+    if (members_.count(address) == 0) join_(address);
+  }
+  members_ = now;
+  return absl::OkStatus();
+}
+
+}  // namespace yoco

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The router finds its workers through DNS (dns://SERVER/NAME:PORT against a real DNS server,
+# dnsmasq on a loopback port), as it does with a Kubernetes headless Service. Workers listen on
+# 127.0.0.2 and 127.0.0.3 with the same port, one A record each. While traffic runs, the records
+# change: a decode worker added is used; one removed gets no new requests, and the stream it is
+# serving finishes with the right tokens. No request fails.
+#   dns_discovery_test.sh BIN_DIR MODEL_DIR
+set -euo pipefail
+BIN=$1
+MODEL=$2
+export UCX_WARN_UNUSED_ENV_VARS=n
+command -v dnsmasq > /dev/null || PATH=$PATH:/usr/sbin
+base=$((44000 + (RANDOM % 2000) * 10))
+DNS_PORT=$base PREFILL_PORT=$((base + 1)) DECODE_PORT=$((base + 2)) ROUTER=127.0.0.1:$((base + 3))
+METRICS1=127.0.0.1:$((base + 5)) METRICS2=127.0.0.1:$((base + 4))
+log=$(mktemp -d)
+chmod 755 "$log"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; rm -rf "$log"; }
+trap cleanup EXIT
+failures=0
+total=0
+
+records() {  # the decode workers' addresses; prefill stays on 127.0.0.2
+  { echo "127.0.0.2 prefill.yoco.test"; for ip in "$@"; do echo "$ip decode.yoco.test"; done; } \
+    > "$log/hosts.new"
+  chmod 644 "$log/hosts.new"
+  mv "$log/hosts.new" "$log/hosts"
+}
+records 127.0.0.2
+dnsmasq --keep-in-foreground --port="$DNS_PORT" --listen-address=127.0.0.1 --bind-interfaces \
+  --no-resolv --no-hosts --addn-hosts="$log/hosts" --local-ttl=0 --pid-file= --user=root \
+  --log-facility="$log/dnsmasq.log" &
+dns_pid=$!; pids+=("$dns_pid")
+reload_dns() { kill -HUP "$dns_pid"; }
+
+WORKER=(--model "$MODEL" --tls tcp --net-devices lo --threads 1)
+"$BIN/yoco-prefill" --listen "127.0.0.2:$PREFILL_PORT" "${WORKER[@]}" 2> "$log/p" &
+pids+=($!)
+"$BIN/yoco-decode" --listen "127.0.0.2:$DECODE_PORT" "${WORKER[@]}" --metrics-listen "$METRICS1" \
+  2> "$log/d1" &
+d1=$!; pids+=("$d1")
+"$BIN/yoco-decode" --listen "127.0.0.3:$DECODE_PORT" "${WORKER[@]}" --metrics-listen "$METRICS2" \
+  2> "$log/d2" &
+pids+=($!)
+"$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" \
+  --prefill "dns://127.0.0.1:$DNS_PORT/prefill.yoco.test:$PREFILL_PORT" \
+  --decode "dns://127.0.0.1:$DNS_PORT/decode.yoco.test:$DECODE_PORT" \
+  --discovery-interval-ms 200 --probe-interval-ms 200 2> "$log/r" &
+pids+=($!)
+
+cli() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" generate "$@"; }
+for i in $(seq 1 100); do
+  cli --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1 && break
+  sleep 0.2
+  if [ "$i" = 100 ]; then echo "services did not come up"; cat "$log"/{r,p,d1,dnsmasq.log}; exit 1; fi
+done
+steps_on() {
+  curl -s "http://$1/metrics" 2> /dev/null | awk '/^yoco_decode_steps_total/ {print int($2)}'
+}
+steps_on_d2() { steps_on "$METRICS2"; }
+
+check() {  # name, tokens, max-new
+  total=$((total + 1))
+  local want got
+  want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$2" --max-new-tokens "$3")
+  got=$(cli --tokens "$2" --max-new-tokens "$3" 2>&1) || true
+  if [ "$want" = "$got" ]; then echo "ok   $1"; else echo "FAIL $1: want $want got $got"; failures=$((failures + 1)); fi
+}
+check found-through-dns 0,17,5,99,254 12
+total=$((total + 1))
+if [ "$(steps_on_d2)" = 0 ]; then echo "ok   unlisted-worker-unused"; else
+  echo "FAIL unlisted-worker-unused: $(steps_on_d2) steps on 127.0.0.3"; failures=$((failures + 1)); fi
+
+# A long stream on the first decode worker; meanwhile DNS swaps it for the second.
+long=0,42,7,300,11,8
+want_long=$("$BIN/yoco" generate --model "$MODEL" --tokens "$long" --max-new-tokens 1500)
+cli --tokens "$long" --max-new-tokens 1500 > "$log/long.out" 2> "$log/long.err" &
+long_pid=$!
+for i in $(seq 1 100); do [ -s "$log/long.out" ] && break; sleep 0.05; done
+records 127.0.0.3
+reload_dns
+sleep 1  # a few discovery rounds
+# Traffic during and after the change: every request succeeds, on the new worker.
+for i in 1 2 3 4; do check "request-$i-after-the-change" "0,$((10 + i)),5,9" 10; done
+total=$((total + 1))
+if [ "$(steps_on_d2)" -gt 0 ]; then echo "ok   added-worker-used"; else
+  echo "FAIL added-worker-used: no steps on 127.0.0.3"; failures=$((failures + 1)); fi
+total=$((total + 1))
+if kill -0 "$long_pid" 2> /dev/null; then echo "ok   long-stream-still-running-after-the-change"; else
+  echo "FAIL long-stream-still-running-after-the-change: it ended too soon to test draining"
+  failures=$((failures + 1)); fi
+total=$((total + 1))
+wait "$long_pid" || true
+if [ "$(cat "$log/long.out")" = "$want_long" ]; then echo "ok   removed-worker-finishes-its-stream"; else
+  echo "FAIL removed-worker-finishes-its-stream: $(cat "$log/long.err")"; failures=$((failures + 1)); fi
+# The removed worker is still up, but gets nothing new.
+before=$(steps_on "$METRICS1")
+check request-after-the-stream 0,77,3 10
+total=$((total + 1))
+after=$(steps_on "$METRICS1")
+if [ -n "$before" ] && [ "$before" = "$after" ]; then echo "ok   nothing-new-on-the-removed-worker"; else
+  echo "FAIL nothing-new-on-the-removed-worker: steps $before -> $after"; failures=$((failures + 1)); fi
+
+echo "$((total - failures))/$total checks passed"
+[ "$failures" = 0 ]
