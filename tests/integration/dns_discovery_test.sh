@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The router finds its workers through DNS (dns://SERVER/NAME:PORT against a real DNS server,
-# dnsmasq on a loopback port), as it does with a Kubernetes headless Service. Workers listen on
-# 127.0.0.2 and 127.0.0.3 with the same port, one A record each. While traffic runs, the records
-# change: a decode worker added is used; one removed gets no new requests, and the stream it is
-# serving finishes with the right tokens. No request fails.
+# The whole stack as a cluster runs it: mutual TLS on every call, and the router finds its
+# workers through DNS (dns://SERVER/NAME:PORT against a real DNS server, dnsmasq on a loopback
+# port), as it does with a Kubernetes headless Service. Workers listen on 127.0.0.2 and
+# 127.0.0.3 with the same port, one A record each. While traffic runs, the records change: a
+# decode worker added is used; one removed gets no new requests, and the stream it is serving
+# finishes with the right tokens. No request fails. A decode worker whose state memory (2 MiB)
+# holds one long sequence (~1.6 MB) reports NOT_SERVING while it decodes one, and SERVING again
+# after.
 #   dns_discovery_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -34,22 +37,28 @@ dnsmasq --keep-in-foreground --port="$DNS_PORT" --listen-address=127.0.0.1 --bin
 dns_pid=$!; pids+=("$dns_pid")
 reload_dns() { kill -HUP "$dns_pid"; }
 
-WORKER=(--model "$MODEL" --tls tcp --net-devices lo --threads 1)
+source "$(dirname "$0")/test_certs.sh"
+make_ca ca
+make_cert server ca 2 100
+make_cert client ca 2 200
+MTLS=(--tls-cert "$log/server.pem" --tls-key "$log/server.key" --tls-ca "$log/ca.pem")
+CLIENT=(--tls-ca "$log/ca.pem" --tls-cert "$log/client.pem" --tls-key "$log/client.key")
+WORKER=(--model "$MODEL" --tls tcp --net-devices lo --threads 1 "${MTLS[@]}")
 "$BIN/yoco-prefill" --listen "127.0.0.2:$PREFILL_PORT" "${WORKER[@]}" 2> "$log/p" &
 pids+=($!)
 "$BIN/yoco-decode" --listen "127.0.0.2:$DECODE_PORT" "${WORKER[@]}" --metrics-listen "$METRICS1" \
   2> "$log/d1" &
 d1=$!; pids+=("$d1")
 "$BIN/yoco-decode" --listen "127.0.0.3:$DECODE_PORT" "${WORKER[@]}" --metrics-listen "$METRICS2" \
-  2> "$log/d2" &
+  --memory-budget-mb 2 2> "$log/d2" &
 pids+=($!)
 "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" \
   --prefill "dns://127.0.0.1:$DNS_PORT/prefill.yoco.test:$PREFILL_PORT" \
   --decode "dns://127.0.0.1:$DNS_PORT/decode.yoco.test:$DECODE_PORT" \
-  --discovery-interval-ms 200 --probe-interval-ms 200 2> "$log/r" &
+  --discovery-interval-ms 200 --probe-interval-ms 200 "${MTLS[@]}" 2> "$log/r" &
 pids+=($!)
 
-cli() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" generate "$@"; }
+cli() { timeout 60 "$BIN/yoco-cli" "${CLIENT[@]}" --router "$ROUTER" generate "$@"; }
 for i in $(seq 1 100); do
   cli --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1 && break
   sleep 0.2
@@ -101,6 +110,27 @@ total=$((total + 1))
 after=$(steps_on "$METRICS1")
 if [ -n "$before" ] && [ "$before" = "$after" ]; then echo "ok   nothing-new-on-the-removed-worker"; else
   echo "FAIL nothing-new-on-the-removed-worker: steps $before -> $after"; failures=$((failures + 1)); fi
+
+# Readiness under a full decode worker: its state memory holds one long sequence.
+readiness() {
+  timeout 10 "$BIN/yoco-cli" "${CLIENT[@]}" --router "127.0.0.3:$DECODE_PORT" health \
+    --service yoco.v1.DecodeWorker 2> /dev/null || true
+}
+total=$((total + 1))
+before=$(readiness)
+cli --tokens "$long" --max-new-tokens 1500 > "$log/full.out" 2>&1 &
+full_pid=$!
+during=$before
+for i in $(seq 1 50); do during=$(readiness); [ "$during" = NOT_SERVING ] && break; sleep 0.05; done
+wait "$full_pid" || true
+after=$before
+for i in $(seq 1 50); do after=$(readiness); [ "$after" = SERVING ] && break; sleep 0.05; done
+if [ "$before" = SERVING ] && [ "$during" = NOT_SERVING ] && [ "$after" = SERVING ] &&
+   [ "$(cat "$log/full.out")" = "$want_long" ]; then
+  echo "ok   readiness-flips-while-full"
+else
+  echo "FAIL readiness-flips-while-full: $before / $during / $after"; failures=$((failures + 1))
+fi
 
 echo "$((total - failures))/$total checks passed"
 [ "$failures" = 0 ]

@@ -19,17 +19,7 @@ trap cleanup EXIT
 failures=0
 total=0
 
-make_ca() {
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$log/$1.key" \
-    -out "$log/$1.pem" -days 2 -subj "/CN=$1" 2> /dev/null
-}
-make_cert() {  # name, ca, days, serial
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$log/$1.key" \
-    -out "$log/$1.csr" -subj "/CN=$1" 2> /dev/null
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$log/san.ext"
-  openssl x509 -req -in "$log/$1.csr" -CA "$log/$2.pem" -CAkey "$log/$2.key" -out "$log/$1.pem" \
-    -days "$3" -set_serial "$4" -extfile "$log/san.ext" 2> /dev/null
-}
+source "$(dirname "$0")/test_certs.sh"
 make_ca ca
 make_ca rogue
 make_cert server ca 2 100
