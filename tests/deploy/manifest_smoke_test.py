@@ -70,6 +70,10 @@ class Rewriter:
             ordinal, port = int(m.group(2)), int(m.group(3))
             return f"127.0.0.1:{self.port(port) if ordinal == 0 else self.absent}"
         s = re.sub(r"(yoco-(?:prefill|decode))-(\d+)\.yoco-(?:prefill|decode):(\d+)", service, s)
+        # A headless Service's DNS name stands for its one ready pod here (DNS discovery itself
+        # has its own test against a real DNS server).
+        s = re.sub(r"dns:///yoco-(?:prefill|decode):(\d+)",
+                   lambda m: f"127.0.0.1:{self.port(int(m.group(1)))}", s)
         s = s.replace("--net_devices=eth0", "--net_devices=lo")
         # One pass over every path: a local folder (the build, a temporary folder) may itself
         # lie under a mount path such as /tmp.
