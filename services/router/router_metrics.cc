@@ -32,6 +32,12 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                   .Help("Requests continued on another worker pair after a failure")
                   .Register(registry)
                   .Add({})),
+      worker_failures(prometheus::BuildCounter()
+                          .Name("yoco_router_worker_failures_total")
+                          .Help("Workers marked failed after a call to them failed")
+                          .Register(registry)),
+      prefill_worker_failures(worker_failures.Add({{"role", "prefill"}})),
+      decode_worker_failures(worker_failures.Add({{"role", "decode"}})),
       cache_hits(prometheus::BuildCounter()
                      .Name("yoco_router_cache_hits_total")
                      .Help("Requests whose prefill resumed from a prefix-cache snapshot")

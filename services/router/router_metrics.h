@@ -21,7 +21,12 @@ struct RouterMetrics {
   prometheus::Histogram& time_to_first_token;         // seconds
   prometheus::Histogram& inter_token;                 // seconds between streamed tokens
   prometheus::Counter& generated_tokens;
-  prometheus::Counter& retries;               // worker pairs retried after a failure
+  prometheus::Counter& retries;  // worker pairs retried after a failure
+  // Workers marked failed after a call to them failed (never for the client's own deadline or
+  // cancellation, nor for a refusal for load), by role.
+  prometheus::Family<prometheus::Counter>& worker_failures;
+  prometheus::Counter& prefill_worker_failures;
+  prometheus::Counter& decode_worker_failures;
   prometheus::Counter& cache_hits;            // requests that resumed from a snapshot
   prometheus::Counter& cached_prompt_tokens;  // prompt tokens not prefilled thanks to the cache
   prometheus::Counter& conversation_snapshots_dropped;

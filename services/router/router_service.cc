@@ -325,6 +325,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       if (!Retryable(pre_st)) return pre_st;
       last_error = pre_st;
       prefill_workers_->MarkFailed(prefill_index);
+      if (metrics_) metrics_->prefill_worker_failures.Increment();
       bad_prefill.push_back(prefill_index);
       continue;
     }
@@ -409,6 +410,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
                      : dec_st;
     // Continue on another pair with the tokens sent so far.
     decode_workers_->MarkFailed(decode_index);
+    if (metrics_) metrics_->decode_worker_failures.Increment();
     bad_decode.push_back(decode_index);
   }
   if (reason == v1::FINISH_REASON_UNSPECIFIED) return last_error;

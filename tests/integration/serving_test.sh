@@ -153,6 +153,7 @@ if [[ "$out" == *"yoco-cli: 4:"* ]] && freed; then echo "ok   deadline-frees-dec
 # prefill worker's active requests return to zero.
 total=$((total + 1))
 sent_before=$(metric "$METRICS_PREFILL" 'yoco_prefill_transfers_sent_total')
+marked_before=$(metric "$METRICS_ROUTER" 'yoco_router_worker_failures_total{role="prefill"}')
 out=$(cli --tokens "$(prompt 11 4090)" --max-new-tokens 4 --timeout-ms 30 2>&1 > /dev/null) || true
 prefill_idle=no
 for _ in $(seq 1 50); do
@@ -160,9 +161,12 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 sent_after=$(metric "$METRICS_PREFILL" 'yoco_prefill_transfers_sent_total')
-if [[ "$out" == *"yoco-cli: 4:"* ]] && [ "$prefill_idle" = yes ] && [ "$sent_after" = "$sent_before" ]; then
+# The client's own deadline says nothing about the worker: it is not marked failed.
+marked_after=$(metric "$METRICS_ROUTER" 'yoco_router_worker_failures_total{role="prefill"}')
+if [[ "$out" == *"yoco-cli: 4:"* ]] && [ "$prefill_idle" = yes ] && [ "$sent_after" = "$sent_before" ] &&
+   [ "$marked_after" = "$marked_before" ]; then
   echo "ok   deadline-frees-prefill (cancelled so far: $(metric "$METRICS_PREFILL" yoco_prefill_cancelled_total))"
-else echo "FAIL deadline-frees-prefill: $out idle=$prefill_idle sent $sent_before -> $sent_after"; failures=$((failures + 1)); fi
+else echo "FAIL deadline-frees-prefill: $out idle=$prefill_idle sent $sent_before -> $sent_after, workers marked failed $marked_before -> $marked_after"; failures=$((failures + 1)); fi
 
 # A stop string ends the stream right after the token that completes it: take a printable
 # character from a greedy text run and stop at it.
