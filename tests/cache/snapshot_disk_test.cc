@@ -9,6 +9,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -401,6 +402,47 @@ TEST_F(SnapshotDiskTest, FailedDiskWritesAreReportedAndLeaveNothingBehind) {
     ADD_FAILURE() << "left behind: " << entry.path();
   }
   EXPECT_EQ(store->Lookup(keys, doc).tokens, 128);  // from memory
+}
+
+// A real full volume and a real read-only one (a 64 KiB tmpfs, then remounted read-only): the
+// write fails, Precache is told why, nothing partial is left, the snapshot serves from memory,
+// and a read-only volume with files on it still opens. Needs root to mount; skipped otherwise.
+TEST_F(SnapshotDiskTest, FullAndReadOnlyVolumes) {
+  std::filesystem::create_directories(dir_);
+  if (geteuid() != 0 ||
+      std::system(("mount -t tmpfs -o size=64k yoco-test " + dir_ + " 2> /dev/null").c_str()) !=
+          0) {
+    GTEST_SKIP() << "needs root to mount a small tmpfs";
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { std::system(("umount " + dir + " 2> /dev/null").c_str()); }
+  } unmount{dir_};
+  SnapshotRetention pin;
+  pin.pinned = true;
+  const auto small = testing::RandomTokens(128, 96, 26);  // its file does not fit in 64 KiB
+  const auto small_keys = PrefixBlockKeys(kFingerprint, "", small);
+  {
+    auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);
+    absl::StatusOr<SnapshotInfo> saved = store->Insert(small_keys, small, State(128, 26), pin);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_NE(saved->disk_error.find("No space"), std::string::npos) << saved->disk_error;
+    EXPECT_EQ(store->stats().disk_write_failures, 1u);
+    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+      ADD_FAILURE() << "left behind: " << entry.path();
+    }
+    EXPECT_EQ(store->Lookup(small_keys, small).tokens, 128);  // from memory
+  }
+  // Read-only, with a file on it (put there before the remount).
+  std::ofstream(dir_ + "/" + std::string(32, 'a') + ".snap") << "not a snapshot";
+  ASSERT_EQ(std::system(("mount -o remount,ro " + dir_).c_str()), 0);
+  std::vector<DiscardedSnapshot> discarded;
+  auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30, kFingerprint, &discarded);
+  EXPECT_EQ(discarded.size(), 1u);  // refused, though it cannot be deleted
+  absl::StatusOr<SnapshotInfo> saved = store->Insert(small_keys, small, State(128, 26), pin);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_NE(saved->disk_error.find("Read-only"), std::string::npos) << saved->disk_error;
+  EXPECT_EQ(store->Lookup(small_keys, small).tokens, 128);
 }
 
 }  // namespace
