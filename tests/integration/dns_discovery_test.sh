@@ -13,7 +13,7 @@ BIN=$1
 MODEL=$2
 export UCX_WARN_UNUSED_ENV_VARS=n
 command -v dnsmasq > /dev/null || PATH=$PATH:/usr/sbin
-base=$((44000 + (RANDOM % 2000) * 10))
+base=$((28000 + (RANDOM % 200) * 10))  # 28000-29999: below the ephemeral ports, apart from the other tests
 DNS_PORT=$base PREFILL_PORT=$((base + 1)) DECODE_PORT=$((base + 2)) ROUTER=127.0.0.1:$((base + 3))
 METRICS1=127.0.0.1:$((base + 5)) METRICS2=127.0.0.1:$((base + 4))
 log=$(mktemp -d)

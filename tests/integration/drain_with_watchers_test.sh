@@ -7,7 +7,7 @@ set -euo pipefail
 BIN=$1
 MODEL=$2
 export UCX_WARN_UNUSED_ENV_VARS=n
-base=$((40000 + (RANDOM % 2000) * 10))
+base=$((24000 + (RANDOM % 200) * 10))  # 24000-25999: below the ephemeral ports, apart from the other tests
 log=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; rm -rf "$log"; }

@@ -12,7 +12,7 @@ set -euo pipefail
 BIN=$1
 MODEL=$2
 export UCX_WARN_UNUSED_ENV_VARS=n
-base=$((20000 + (RANDOM % 2000) * 10))
+base=$((20000 + (RANDOM % 200) * 10))  # 20000-21999: below the ephemeral ports, apart from the other tests
 METRICS_ROUTER=127.0.0.1:$((base + 5)) METRICS_DECODE=127.0.0.1:$((base + 6)) METRICS_PREFILL=127.0.0.1:$((base + 7))
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE1=127.0.0.1:$((base + 2)) DECODE2=127.0.0.1:$((base + 3))
 PREFILL2=127.0.0.1:$((base + 4))

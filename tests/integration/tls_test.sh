@@ -10,7 +10,7 @@ set -euo pipefail
 BIN=$1
 MODEL=$2
 export UCX_WARN_UNUSED_ENV_VARS=n
-base=$((42000 + (RANDOM % 2000) * 10))
+base=$((26000 + (RANDOM % 200) * 10))  # 26000-27999: below the ephemeral ports, apart from the other tests
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE=127.0.0.1:$((base + 2))
 log=$(mktemp -d)
 pids=()
