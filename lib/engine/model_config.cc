@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "lib/files/bounded_file.h"
 #include "lib/engine/strict_json.h"
+#include "lib/files/bounded_file.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
 
