@@ -148,31 +148,29 @@ absl::Status RouterService::StartMembership(const std::vector<std::string>& spec
 
 void RouterService::JoinPrefill(const std::string& address) {
   std::lock_guard<std::mutex> lock(join_mu_);
-  // A worker seen before keeps its index (and stub); a new one gets the next of both.
-  for (size_t i = 0; i < prefill_stubs_.size(); ++i) {
-    if (prefill_workers_->address(i) == address) {
-      prefill_workers_->Add(address);
-      return;
-    }
-  }
-  if (prefill_stubs_.size() == kMaxWorkers) return;
-  prefill_stubs_.push_back(v1::PrefillWorker::NewStub(
-      grpc::CreateCustomChannel(address, worker_credentials_, channel_args_)));
-  prefill_workers_->Add(address);
+  JoinWorker<v1::PrefillWorker>(address, prefill_stubs_, *prefill_workers_);
 }
 
 void RouterService::JoinDecode(const std::string& address) {
   std::lock_guard<std::mutex> lock(join_mu_);
-  for (size_t i = 0; i < decode_stubs_.size(); ++i) {
-    if (decode_workers_->address(i) == address) {
-      decode_workers_->Add(address);
+  JoinWorker<v1::DecodeWorker>(address, decode_stubs_, *decode_workers_);
+}
+
+template <typename WorkerApi>
+void RouterService::JoinWorker(const std::string& address,
+                               std::vector<std::unique_ptr<typename WorkerApi::Stub>>& stubs,
+                               WorkerRegistry& registry) {
+  // A worker seen before keeps its index (and stub); a new one gets the next of both.
+  for (size_t i = 0; i < stubs.size(); ++i) {
+    if (registry.address(i) == address) {
+      registry.Add(address);
       return;
     }
   }
-  if (decode_stubs_.size() == kMaxWorkers) return;
-  decode_stubs_.push_back(v1::DecodeWorker::NewStub(
-      grpc::CreateCustomChannel(address, worker_credentials_, channel_args_)));
-  decode_workers_->Add(address);
+  if (stubs.size() == kMaxWorkers) return;
+  stubs.push_back(
+      WorkerApi::NewStub(grpc::CreateCustomChannel(address, worker_credentials_, channel_args_)));
+  registry.Add(address);
 }
 
 std::vector<BlockKey> RouterService::UsableKeys(const std::string& salt,

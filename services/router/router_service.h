@@ -96,6 +96,10 @@ class RouterService final : public v1::Yoco::Service {
   // thread is using; a worker index is the same in both.
   void JoinPrefill(const std::string& address);
   void JoinDecode(const std::string& address);
+  template <typename WorkerApi>  // join_mu_ held
+  void JoinWorker(const std::string& address,
+                  std::vector<std::unique_ptr<typename WorkerApi::Stub>>& stubs,
+                  WorkerRegistry& registry);
   // Static lists join at once; a dns:/// target gets a WorkerDiscovery.
   absl::Status StartMembership(const std::vector<std::string>& spec, bool prefill);
 
