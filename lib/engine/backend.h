@@ -40,7 +40,17 @@ class Backend {
   // shape or a position past max_seq_len are INVALID_ARGUMENT and leave every state untouched.
   virtual absl::Status Forward(absl::Span<const ForwardSegment> segments,
                                std::vector<float>* logits) = 0;
+
+  // Makes every field of `state` current in host memory. Backends that keep a state's
+  // constant-size parts on a device between calls (CudaBackendOptions::lazy_host_states) copy
+  // them back here; callers that serialize a state (bundles, snapshots) call it first.
+  virtual absl::Status SyncState(SequenceState* state) { return absl::OkStatus(); }
 };
+
+// The checks every backend's Forward makes before touching a state: INVALID_ARGUMENT naming the
+// segment for a missing state, no tokens, a state shared by two segments, a state of another
+// shape, a token outside the vocabulary or a sequence past max_seq_len.
+absl::Status ValidateSegments(const ModelConfig& config, absl::Span<const ForwardSegment> segments);
 
 }  // namespace yoco
 

@@ -38,40 +38,9 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, CpuBackendOptions opt
   cpu::SetKernelThreads(options.threads);
 }
 
-absl::Status CpuBackend::Validate(absl::Span<const ForwardSegment> segments) const {
-  for (size_t s = 0; s < segments.size(); ++s) {
-    const ForwardSegment& seg = segments[s];
-    if (seg.state == nullptr)
-      return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": no state"));
-    if (seg.tokens.empty())
-      return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": no tokens"));
-    for (size_t t = 0; t < s; ++t) {
-      if (segments[t].state == seg.state) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("segments ", t, " and ", s, " share a state"));
-      }
-    }
-    if (absl::Status st = seg.state->CheckShape(config_); !st.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("segment ", s, ": ", st.message()));
-    }
-    for (int32_t tok : seg.tokens) {
-      if (tok < 0 || tok >= config_.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "token id ", tok, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
-      }
-    }
-    const int64_t end = seg.state->position + static_cast<int64_t>(seg.tokens.size());
-    if (config_.max_seq_len > 0 && end > config_.max_seq_len) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sequence of ", end, " tokens exceeds max_seq_len ", config_.max_seq_len));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
                                  std::vector<float>* logits) {
-  if (absl::Status st = Validate(segments); !st.ok()) return st;
+  if (absl::Status st = ValidateSegments(config_, segments); !st.ok()) return st;
   const int64_t D = config_.dim;
   const int64_t V = config_.vocab_size;
 

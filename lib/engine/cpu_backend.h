@@ -32,7 +32,6 @@ class CpuBackend : public Backend {
     int64_t position;
   };
 
-  absl::Status Validate(absl::Span<const ForwardSegment> segments) const;
   void SelfLayer(int layer, absl::Span<const ForwardSegment> segments);
   void GatedRetentionMixer(int layer, absl::Span<const ForwardSegment> segments);
   void SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> segments);

@@ -23,8 +23,10 @@ class Model {
       : config_(std::move(config)), weights_(std::move(weights)) {}
 
   const ModelConfig& config() const { return config_; }
+  // REQUIRES: has_weights(). Only benchmark models made on a device lack host weights.
   const ModelWeights& weights() const { return *weights_; }
-  uint64_t fingerprint() const { return weights_->fingerprint(); }
+  bool has_weights() const { return weights_ != nullptr; }
+  uint64_t fingerprint() const { return weights_ ? weights_->fingerprint() : 0; }
 
  private:
   ModelConfig config_;

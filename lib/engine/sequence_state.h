@@ -5,12 +5,38 @@
 #define YOCO_LIB_ENGINE_SEQUENCE_STATE_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "lib/engine/model_config.h"
 
 namespace yoco {
+
+// A backend's copy of a state in its own memory (a GPU's), kept between Forward calls so a
+// decode step moves only what changed. It is a cache, not part of the state's value: copies of
+// a state start without one, and equality ignores it. Code that edits a state's vectors in
+// place, rather than assigning a new state, must Reset() it.
+class DeviceCopy {
+ public:
+  DeviceCopy() = default;
+  DeviceCopy(const DeviceCopy&) {}
+  DeviceCopy& operator=(const DeviceCopy&) {
+    handle_.reset();
+    return *this;
+  }
+  DeviceCopy(DeviceCopy&&) = default;
+  DeviceCopy& operator=(DeviceCopy&&) = default;
+
+  void Reset() { handle_.reset(); }
+  const std::shared_ptr<void>& handle() const { return handle_; }
+  void set_handle(std::shared_ptr<void> handle) { handle_ = std::move(handle); }
+
+  bool operator==(const DeviceCopy&) const { return true; }
+
+ private:
+  std::shared_ptr<void> handle_;
+};
 
 struct SequenceState {
   // Tokens processed so far; also the number of valid shared K/V rows and the position of the
@@ -22,6 +48,7 @@ struct SequenceState {
   std::vector<std::vector<float>> self_states;
   std::vector<float> shared_k;  // [position, n_attn_kv_heads * da], RoPE applied
   std::vector<float> shared_v;  // [position, n_attn_kv_heads * da]
+  DeviceCopy device;            // see DeviceCopy
 
   // The empty state (position 0) for `config`.
   static SequenceState Create(const ModelConfig& config);

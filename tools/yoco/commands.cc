@@ -10,7 +10,11 @@
 #include "lib/bench/engine_bench.h"
 #include "lib/bench/prefix_cache_bench.h"
 #include "lib/cache/block_key.h"
+#include "lib/engine/backend_choice.h"
 #include "lib/engine/cpu_backend.h"
+#ifdef YOCO_HAVE_CUDA
+#include "lib/bench/cuda_engine_bench.h"
+#endif
 #include "lib/engine/generation.h"
 #include "lib/engine/model.h"
 #include "lib/engine/npy.h"
@@ -21,14 +25,27 @@
 namespace yoco {
 namespace {
 
-absl::StatusOr<std::unique_ptr<CpuBackend>> LoadBackend(const CommandLine& cl) {
-  ASSIGN_OR_RETURN(std::string dir, cl.String("model"));
+// --backend cpu|cuda, --device N, --threads T.
+absl::StatusOr<BackendChoice> ReadBackendChoice(const CommandLine& cl) {
+  BackendChoice choice;
+  if (cl.Has("backend")) {
+    ASSIGN_OR_RETURN(choice.kind, ParseBackendKind(*cl.String("backend")));
+  }
   ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
   if (threads < 0 || threads > 1024)
     return absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  ASSIGN_OR_RETURN(int64_t device, cl.Int("device", 0));
+  if (device < 0 || device > 1024) return absl::InvalidArgumentError("--device must be >= 0");
+  choice.threads = static_cast<int>(threads);
+  choice.device = static_cast<int>(device);
+  return choice;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> LoadBackend(const CommandLine& cl) {
+  ASSIGN_OR_RETURN(std::string dir, cl.String("model"));
+  ASSIGN_OR_RETURN(BackendChoice choice, ReadBackendChoice(cl));
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(dir));
-  return std::make_unique<CpuBackend>(std::move(model),
-                                      CpuBackendOptions{static_cast<int>(threads)});
+  return MakeBackend(std::move(model), choice);
 }
 
 absl::StatusOr<std::vector<int32_t>> ReadTokens(const CommandLine& cl, const ModelConfig& config) {
@@ -65,7 +82,8 @@ absl::Status RunInitModel(const std::vector<std::string>& args) {
 }
 
 absl::Status RunLogits(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"model", "tokens", "out", "threads"}));
+  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"model", "tokens", "out", "threads",
+                                                             "backend", "device"}));
   ASSIGN_OR_RETURN(std::string out, cl.String("out"));
   ASSIGN_OR_RETURN(auto backend, LoadBackend(cl));
   const ModelConfig& config = backend->model().config();
@@ -78,11 +96,12 @@ absl::Status RunLogits(const std::vector<std::string>& args) {
 }
 
 absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out) {
-  ASSIGN_OR_RETURN(CommandLine cl,
-                   CommandLine::Parse(args,
-                                      {"model", "tokens", "max-new-tokens", "temperature", "top-k",
-                                       "top-p", "seed", "stop-tokens", "threads"},
-                                      {"stop-at-eos"}));
+  ASSIGN_OR_RETURN(
+      CommandLine cl,
+      CommandLine::Parse(args,
+                         {"model", "tokens", "max-new-tokens", "temperature", "top-k", "top-p",
+                          "seed", "stop-tokens", "threads", "backend", "device"},
+                         {"stop-at-eos"}));
   ASSIGN_OR_RETURN(int64_t max_new, cl.Int("max-new-tokens", std::nullopt));
   if (max_new < 0 || max_new > (1 << 24)) {
     return absl::InvalidArgumentError("--max-new-tokens must be in [0, 16777216]");
@@ -160,12 +179,66 @@ absl::Status WriteBenchReport(const CommandLine& cl, const Report& report, std::
 
 }  // namespace
 
+namespace {
+
+// `yoco bench --backend cuda`: the GPU benchmark on the YOCO-3B shape unless --params says
+// otherwise.
+absl::Status RunCudaBench(const CommandLine& cl, std::ostream& out, std::ostream& log) {
+#ifdef YOCO_HAVE_CUDA
+  CudaEngineBenchOptions options;
+  options.config = Yoco3bConfig();
+  if (cl.Has("params")) {
+    ASSIGN_OR_RETURN(options.config, ModelConfig::FromFile(*cl.String("params")));
+  }
+  ASSIGN_OR_RETURN(BackendChoice choice, ReadBackendChoice(cl));
+  options.device = choice.device;
+  if (cl.Has("prefill-lengths")) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> lengths, cl.IntList("prefill-lengths"));
+    options.prefill_lengths.assign(lengths.begin(), lengths.end());
+  }
+  if (cl.Has("decode-batches")) {
+    ASSIGN_OR_RETURN(options.decode_batches, cl.IntList("decode-batches"));
+  }
+  if (cl.Has("decode-contexts")) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> contexts, cl.IntList("decode-contexts"));
+    options.decode_contexts.assign(contexts.begin(), contexts.end());
+  }
+  ASSIGN_OR_RETURN(int64_t steps, cl.Int("decode-steps", 16));
+  options.decode_steps = static_cast<int>(steps);
+  for (int64_t n : options.prefill_lengths) {
+    if (n < 1 || n > (1 << 22))
+      return absl::InvalidArgumentError("--prefill-lengths must be in [1, 4194304]");
+  }
+  for (int64_t n : options.decode_contexts) {
+    if (n < 1 || n > (1 << 22))
+      return absl::InvalidArgumentError("--decode-contexts must be in [1, 4194304]");
+  }
+  for (int b : options.decode_batches) {
+    if (b < 1 || b > 4096)
+      return absl::InvalidArgumentError("--decode-batches must be in [1, 4096]");
+  }
+  if (steps < 1 || steps > 10000)
+    return absl::InvalidArgumentError("--decode-steps must be in [1, 10000]");
+  ASSIGN_OR_RETURN(CudaEngineBenchReport report, RunCudaEngineBench(options, log));
+  return WriteBenchReport(cl, report, out);
+#else
+  return absl::UnavailableError("--backend cuda: this build has no CUDA backend");
+#endif
+}
+
+}  // namespace
+
 absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log) {
   ASSIGN_OR_RETURN(CommandLine cl,
-                   CommandLine::Parse(args,
-                                      {"params", "threads", "json", "weights", "decode-steps",
-                                       "prefill-lengths", "decode-batches", "decode-context"},
-                                      {"long"}));
+                   CommandLine::Parse(
+                       args,
+                       {"params", "threads", "json", "weights", "decode-steps", "prefill-lengths",
+                        "decode-batches", "decode-context", "decode-contexts", "backend", "device"},
+                       {"long"}));
+  if (cl.Has("backend")) {
+    ASSIGN_OR_RETURN(BackendKind kind, ParseBackendKind(*cl.String("backend")));
+    if (kind == BackendKind::kCuda) return RunCudaBench(cl, out, log);
+  }
   EngineBenchOptions options;
   ASSIGN_OR_RETURN(int64_t steps, cl.Int("decode-steps", 8));
   if (steps < 1 || steps > 10000)

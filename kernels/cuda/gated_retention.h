@@ -1,0 +1,48 @@
+// Gated retention on the GPU: the chunkwise form for prefill segments and the recurrent step
+// for decode rows, the CPU kernels' twins (fp32, same state layout S[k index][v index]).
+#ifndef YOCO_KERNELS_CUDA_GATED_RETENTION_H_
+#define YOCO_KERNELS_CUDA_GATED_RETENTION_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace yoco::cuda {
+
+// One segment of one sequence: rows [row_begin, row_begin + rows) of the stacked q/k/v/out, and
+// the sequence's state of this layer, [heads, d, d].
+struct RetentionTask {
+  int64_t row_begin = 0;
+  int64_t rows = 0;
+  float* state = nullptr;
+};
+
+// Shapes shared by every task of a call. q/k/v/out rows hold `heads` head vectors of d (row
+// stride ld); log_decay rows hold one log γ per head (row stride heads).
+struct RetentionShape {
+  int heads = 0;
+  int head_dim = 0;
+  int64_t ld = 0;
+};
+
+// Tokens per chunk of the chunkwise kernel (the CPU's is 256; the GPU keeps a chunk's q/k/v and
+// scores in shared memory beside the state, so it uses smaller chunks).
+constexpr int kRetentionChunk = 64;
+
+// True when the chunkwise kernel can run with this head dimension on the current device
+// (state + one chunk must fit in a block's shared memory).
+bool RetentionChunkwiseFits(int head_dim);
+
+// Chunkwise form for `count` tasks (device array), any number of rows each.
+cudaError_t GatedRetentionChunkwise(const RetentionShape& shape, const RetentionTask* tasks,
+                                    int count, const float* q, const float* k, const float* v,
+                                    const float* log_decay, float* out, cudaStream_t stream);
+
+// Recurrent step for `count` tasks of one row each: S = γ S + kᵀv, o = q S.
+cudaError_t GatedRetentionStep(const RetentionShape& shape, const RetentionTask* tasks, int count,
+                               const float* q, const float* k, const float* v,
+                               const float* log_decay, float* out, cudaStream_t stream);
+
+}  // namespace yoco::cuda
+
+#endif  // YOCO_KERNELS_CUDA_GATED_RETENTION_H_

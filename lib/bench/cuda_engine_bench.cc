@@ -1,0 +1,242 @@
+// GPU benchmark. Weights are random and made on the device; states for the decode cells are
+// one prefilled state copied per batch member. Decode runs with lazy_host_states (the GPU
+// decode worker's setting: only new K/V rows and logits cross the bus each step).
+#include "lib/bench/cuda_engine_bench.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/elementwise.h"
+#include "lib/bench/engine_bench.h"
+#include "lib/engine/cuda_backend.h"
+#include "lib/status/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace yoco {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Median of `reps` event-timed runs of `body` after 3 warm-ups, in seconds.
+template <typename Body>
+absl::StatusOr<double> TimeOnDevice(int reps, Body body) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> times;
+  for (int i = 0; i < reps + 3; ++i) {
+    cudaEventRecord(start);
+    RETURN_IF_ERROR(body());
+    cudaEventRecord(stop);
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(stop), "timing"));
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (i >= 3) times.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+absl::Status MeasureCeilings(CudaEngineBenchReport* report) {
+  const int n = 8192;
+  DeviceBuffer a, b, c;
+  RETURN_IF_ERROR(a.Reserve(int64_t{n} * n * 2));
+  RETURN_IF_ERROR(b.Reserve(int64_t{n} * n * 2));
+  RETURN_IF_ERROR(c.Reserve(int64_t{n} * n * 4));
+  RETURN_IF_ERROR(
+      CudaStatus(cuda::FillNormal(a.get(), true, int64_t{n} * n, 1, 1.0f, nullptr), "fill"));
+  RETURN_IF_ERROR(
+      CudaStatus(cuda::FillNormal(b.get(), true, int64_t{n} * n, 2, 1.0f, nullptr), "fill"));
+  cublasHandle_t blas;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
+  const float one = 1.0f, zero = 0.0f;
+  auto gemm = TimeOnDevice(10, [&]() -> absl::Status {
+    if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.get(), CUDA_R_16BF, n,
+                     b.get(), CUDA_R_16BF, n, &zero, c.get(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+      return absl::InternalError("cublasGemmEx");
+    }
+    return absl::OkStatus();
+  });
+  cublasDestroy(blas);
+  if (!gemm.ok()) return gemm.status();
+  report->gemm_tflops = 2.0 * n * n * n / *gemm / 1e12;
+
+  const size_t bytes = size_t{4} << 30;
+  DeviceBuffer src, dst;
+  RETURN_IF_ERROR(src.Reserve(bytes));
+  RETURN_IF_ERROR(dst.Reserve(bytes));
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(src.get(), 1, bytes), "memset"));
+  ASSIGN_OR_RETURN(double copy, TimeOnDevice(10, [&] {
+                     return CudaStatus(cudaMemcpyAsync(dst.get(), src.get(), bytes,
+                                                       cudaMemcpyDeviceToDevice, nullptr),
+                                       "copy");
+                   }));
+  report->copy_gbs = 2.0 * bytes / copy / 1e9;
+  return absl::OkStatus();
+}
+
+// Runs n tokens through `state` in chunks; logits for the last one.
+absl::Status Prefill(CudaBackend& backend, SequenceState* state, int64_t n, int64_t chunk) {
+  std::vector<int32_t> tokens(std::min(n, chunk));
+  std::vector<float> logits;
+  for (int64_t done = 0; done < n;) {
+    const int64_t m = std::min(chunk, n - done);
+    for (int64_t i = 0; i < m; ++i) tokens[i] = static_cast<int32_t>((done + i) * 7919 % 50000 + 4);
+    ForwardSegment seg{state, absl::MakeConstSpan(tokens).subspan(0, m),
+                       done + m == n ? LogitsMode::kLast : LogitsMode::kNone};
+    RETURN_IF_ERROR(backend.Forward({&seg, 1}, &logits));
+    done += m;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ModelConfig Yoco3bConfig() {
+  ModelConfig c;
+  c.dim = 3072;
+  c.n_layers = 26;
+  c.hidden_dim = 8192;
+  c.n_self_heads = 24;
+  c.n_attn_heads = 24;
+  c.n_attn_kv_heads = 8;
+  c.vocab_size = 100288;
+  return c;
+}
+
+absl::StatusOr<CudaEngineBenchReport> RunCudaEngineBench(const CudaEngineBenchOptions& o,
+                                                         std::ostream& log) {
+  const ModelConfig& config = o.config;
+  RETURN_IF_ERROR(config.Validate());
+  CudaEngineBenchReport report;
+  ASSIGN_OR_RETURN(std::vector<std::string> devices, CudaDevices());
+  for (const std::string& d : devices) log << "CUDA device " << d << std::endl;
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(o.device), "cudaSetDevice"));
+  log << "measuring the bf16 GEMM rate and copy bandwidth..." << std::endl;
+  RETURN_IF_ERROR(MeasureCeilings(&report));
+  log << absl::StrFormat("  %.0f TFLOP/s, %.0f GB/s", report.gemm_tflops, report.copy_gbs)
+      << std::endl;
+
+  CudaBackendOptions prefill_options;
+  prefill_options.device = o.device;
+  ASSIGN_OR_RETURN(auto prefill_backend,
+                   CudaBackend::CreateRandom(config, /*bf16=*/true, 1, prefill_options));
+  report.device = prefill_backend->device_name();
+  report.weight_bytes = prefill_backend->weight_bytes();
+  {  // warm-up: cuBLAS heuristics, kernel loads
+    SequenceState s = SequenceState::Create(config);
+    RETURN_IF_ERROR(Prefill(*prefill_backend, &s, 2048, o.prefill_chunk));
+  }
+  for (int64_t n : o.prefill_lengths) {
+    SequenceState s = SequenceState::Create(config);
+    const auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(Prefill(*prefill_backend, &s, n, o.prefill_chunk));
+    const double t = Seconds(t0);
+    report.prefill.push_back({n, t, YocoPrefillFlops(config, n) / t / 1e12});
+    log << absl::StrFormat("prefill n=%d: %.3f s", n, t) << std::endl;
+  }
+  prefill_backend.reset();
+
+  CudaBackendOptions decode_options;
+  decode_options.device = o.device;
+  decode_options.lazy_host_states = true;
+  ASSIGN_OR_RETURN(auto decoder, CudaBackend::CreateRandom(config, true, 1, decode_options));
+  const int64_t kv_row_bytes = int64_t{config.kv_dim()} * 4 * 2;
+  const int64_t self_bytes = config.self_state_floats() * 4 * config.n_self_layers();
+  for (int64_t context : o.decode_contexts) {
+    SequenceState seed = SequenceState::Create(config);
+    bool seeded = false;
+    for (int batch : o.decode_batches) {
+      CudaEngineBenchReport::Decode cell{batch, context, 0, 0, ""};
+      // Each step reads every layer's state once and writes it, and each cross layer reads
+      // the shared K/V.
+      const double step_bytes =
+          report.weight_bytes +
+          batch * (2.0 * self_bytes +
+                   static_cast<double>(config.n_cross_layers()) * context * kv_row_bytes);
+      cell.floor_tokens_per_s = batch / (step_bytes / (report.copy_gbs * 1e9));
+      const int64_t state_bytes = batch * (context * kv_row_bytes + self_bytes);
+      if (2 * state_bytes > o.decode_state_budget_bytes) {
+        cell.skipped =
+            absl::StrFormat("states of %.0f GiB exceed the budget", 2.0 * state_bytes / (1 << 30));
+        report.decode.push_back(cell);
+        continue;
+      }
+      if (!seeded) {
+        RETURN_IF_ERROR(Prefill(*decoder, &seed, context, o.prefill_chunk));
+        RETURN_IF_ERROR(decoder->SyncState(&seed));
+        seeded = true;
+      }
+      std::vector<SequenceState> states(batch, seed);
+      std::vector<int32_t> tokens(batch, 5);
+      std::vector<ForwardSegment> segments;
+      for (int b = 0; b < batch; ++b)
+        segments.push_back({&states[b], {&tokens[b], 1}, LogitsMode::kLast});
+      std::vector<float> logits;
+      for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(decoder->Forward(segments, &logits));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < o.decode_steps; ++i) RETURN_IF_ERROR(decoder->Forward(segments, &logits));
+      cell.tokens_per_s = batch * o.decode_steps / Seconds(t0);
+      log << absl::StrFormat("decode batch=%d context=%d: %.1f tok/s (floor %.1f)", batch, context,
+                             cell.tokens_per_s, cell.floor_tokens_per_s)
+          << std::endl;
+      report.decode.push_back(cell);
+    }
+  }
+  return report;
+}
+
+std::string CudaEngineBenchReport::ToJson() const {
+  nlohmann::json j;
+  j["device"] = device;
+  j["gemm_bf16_tflops"] = gemm_tflops;
+  j["copy_gbs"] = copy_gbs;
+  j["weight_bytes"] = weight_bytes;
+  for (const auto& p : prefill)
+    j["prefill"].push_back({{"n", p.n}, {"seconds", p.seconds}, {"tflops", p.tflops}});
+  for (const auto& d : decode) {
+    j["decode"].push_back({{"batch", d.batch},
+                           {"context", d.context},
+                           {"tokens_per_s", d.tokens_per_s},
+                           {"floor_tokens_per_s", d.floor_tokens_per_s},
+                           {"skipped", d.skipped}});
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string CudaEngineBenchReport::ToTable() const {
+  std::string out =
+      absl::StrFormat("device: %s; bf16 GEMM %.0f TFLOP/s, copy %.0f GB/s; weights %.2f GB\n\n",
+                      device, gemm_tflops, copy_gbs, weight_bytes / 1e9);
+  absl::StrAppend(&out, "prefill        n   seconds   tok/s        TFLOP/s  (% of GEMM)\n");
+  for (const auto& p : prefill) {
+    absl::StrAppend(
+        &out, absl::StrFormat("        %7d   %7.3f   %10.0f   %7.1f  (%.0f%%)\n", p.n, p.seconds,
+                              p.n / p.seconds, p.tflops, 100.0 * p.tflops / gemm_tflops));
+  }
+  absl::StrAppend(&out, "\ndecode   batch  context   tok/s      floor tok/s   floor/measured\n");
+  for (const auto& d : decode) {
+    if (!d.skipped.empty()) {
+      absl::StrAppend(
+          &out, absl::StrFormat("        %6d  %7d   skipped: %s\n", d.batch, d.context, d.skipped));
+      continue;
+    }
+    absl::StrAppend(&out, absl::StrFormat("        %6d  %7d   %9.1f  %11.1f   %9.2fx\n", d.batch,
+                                          d.context, d.tokens_per_s, d.floor_tokens_per_s,
+                                          d.floor_tokens_per_s / d.tokens_per_s));
+  }
+  return out;
+}
+
+}  // namespace yoco

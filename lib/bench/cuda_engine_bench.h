@@ -1,0 +1,62 @@
+// The GPU benchmark behind `yoco bench --backend cuda`: YOCO prefill and decode on the CUDA
+// backend, against the GPU's own ceilings measured in the same run (a cuBLAS bf16 GEMM for the
+// tensor-core rate, a device-to-device copy for memory bandwidth).
+#ifndef YOCO_LIB_BENCH_CUDA_ENGINE_BENCH_H_
+#define YOCO_LIB_BENCH_CUDA_ENGINE_BENCH_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/engine/model_config.h"
+
+namespace yoco {
+
+struct CudaEngineBenchOptions {
+  ModelConfig config;  // default: YOCO-3B (Yoco3bConfig)
+  int device = 0;
+  std::vector<int64_t> prefill_lengths = {32768, 131072, 524288};
+  int64_t prefill_chunk = 32768;  // tokens per Forward call, as the reference's prefill
+  std::vector<int> decode_batches = {1, 16, 64};
+  std::vector<int64_t> decode_contexts = {4096, 131072};
+  // Decode cells whose states would exceed this many bytes in all (host and device) are skipped.
+  int64_t decode_state_budget_bytes = int64_t{40} << 30;
+  int decode_steps = 16;
+};
+
+// dim 3072, 26 layers (13 gRet + 13 cross), 24 self heads, 24 attention heads over 8 KV heads,
+// FFN 8192, vocab 100288: yoco_reference.md §6.
+ModelConfig Yoco3bConfig();
+
+struct CudaEngineBenchReport {
+  std::string device;
+  double gemm_tflops = 0;  // cuBLAS bf16, 8192³
+  double copy_gbs = 0;     // device-to-device copy, bytes read + written per second
+  int64_t weight_bytes = 0;
+  struct Prefill {
+    int64_t n = 0;
+    double seconds = 0;
+    double tflops = 0;  // YocoPrefillFlops / time
+  };
+  struct Decode {
+    int batch = 0;
+    int64_t context = 0;
+    double tokens_per_s = 0;
+    double floor_tokens_per_s = 0;  // batch / ((weights + batch · state bytes read) / copy_gbs)
+    std::string skipped;            // why the cell did not run, if it did not
+  };
+  std::vector<Prefill> prefill;
+  std::vector<Decode> decode;
+
+  std::string ToJson() const;
+  std::string ToTable() const;
+};
+
+absl::StatusOr<CudaEngineBenchReport> RunCudaEngineBench(const CudaEngineBenchOptions& options,
+                                                         std::ostream& log);
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_BENCH_CUDA_ENGINE_BENCH_H_

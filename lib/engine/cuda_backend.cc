@@ -1,0 +1,596 @@
+// The forward pass on the GPU, step for step the CPU backend's: rows of all segments stacked for
+// every product, mixers per segment over their device state. Every per-segment descriptor the
+// kernels read (tokens, positions, retention tasks, attention queries, row copies) is built on
+// the host and uploaded in one copy per call.
+#include "lib/engine/cuda_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cuda/rms_norm.h"
+#include "lib/status/status_macros.h"
+
+namespace yoco {
+namespace {
+
+std::atomic<uint64_t> next_backend_id{1};
+
+template <typename T>
+absl::Status Reserve(DeviceBuffer& b, int64_t n) {
+  return b.Reserve(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T));
+}
+
+absl::Status Launch(cudaError_t e, const char* what) { return CudaStatus(e, what); }
+
+}  // namespace
+
+// A state's copy on the device. Valid for a host state while `position` matches it.
+struct CudaBackend::Sequence {
+  uint64_t backend_id = 0;
+  int64_t position = 0;
+  DeviceBuffer self_states;  // [layers, self_state_floats]
+  DeviceBuffer k, v;         // [capacity, kv_dim]
+  int64_t capacity = 0;
+  bool host_states_current = true;
+};
+
+absl::StatusOr<std::vector<std::string>> CudaDevices() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA device: ", e == cudaSuccess ? "none found" : cudaGetErrorString(e)));
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    out.push_back(absl::StrCat(i, ": ", p.name, ", sm_", p.major, p.minor, ", ",
+                               p.totalGlobalMem >> 20, " MiB, ", p.multiProcessorCount, " SMs"));
+  }
+  return out;
+}
+
+CudaBackend::CudaBackend(std::shared_ptr<const Model> model, CudaBackendOptions options)
+    : model_(std::move(model)), config_(model_->config()), options_(options) {}
+
+CudaBackend::~CudaBackend() {
+  if (blas_ != nullptr) cublasDestroy(blas_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::shared_ptr<const Model> model,
+                                                                 CudaBackendOptions options) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend(std::move(model), options));
+  RETURN_IF_ERROR(b->Init());
+  return b;
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateRandom(const ModelConfig& config,
+                                                                       bool bf16, uint64_t seed,
+                                                                       CudaBackendOptions options) {
+  RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<CudaBackend> b(
+      new CudaBackend(std::make_shared<const Model>(config, nullptr), options));
+  b->random_bf16_ = bf16;
+  b->random_seed_ = seed;
+  RETURN_IF_ERROR(b->Init());
+  return b;
+}
+
+absl::Status CudaBackend::Init() {
+  id_ = next_backend_id.fetch_add(1);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    return absl::UnavailableError("no CUDA device");
+  }
+  if (options_.device < 0 || options_.device >= count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", options_.device, " does not exist (", count, " found)"));
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  cudaDeviceProp p;
+  RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&p, options_.device), "device properties"));
+  sm_count_ = p.multiProcessorCount;
+  device_name_ = absl::StrCat(p.name, " (device ", options_.device, ", sm_", p.major, p.minor, ")");
+  if (config_.self_attention() == SelfAttentionKind::kGatedRetention &&
+      !cuda::RetentionChunkwiseFits(config_.self_head_dim())) {
+    return absl::InvalidArgumentError(absl::StrCat("self head dim ", config_.self_head_dim(),
+                                                   " is too large for the CUDA retention kernel"));
+  }
+  const int group = config_.n_attn_heads / config_.n_attn_kv_heads;
+  if (group * config_.cross_head_dim() > cuda::kMaxGroupWidth ||
+      config_.self_head_dim() > cuda::kMaxGroupWidth) {
+    return absl::InvalidArgumentError("attention heads too wide for the CUDA attention kernel");
+  }
+  RETURN_IF_ERROR(
+      CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
+  cublasSetStream(blas_, stream_);
+  if (model_->has_weights()) {
+    ASSIGN_OR_RETURN(weights_, CudaWeights::Upload(config_, model_->weights()));
+  } else {
+    ASSIGN_OR_RETURN(weights_, CudaWeights::Random(config_, random_bf16_, random_seed_, 0.02f));
+  }
+  const auto self_freq = cpu::RopeInverseFrequencies(config_.self_head_dim(), config_.rope_theta);
+  const auto cross_freq = cpu::RopeInverseFrequencies(config_.cross_head_dim(), config_.rope_theta);
+  RETURN_IF_ERROR(Reserve<float>(self_inv_freq_, self_freq.size()));
+  RETURN_IF_ERROR(Reserve<float>(cross_inv_freq_, cross_freq.size()));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(self_inv_freq_.get(), self_freq.data(),
+                                        self_freq.size() * 4, cudaMemcpyHostToDevice),
+                             "upload"));
+  return CudaStatus(cudaMemcpy(cross_inv_freq_.get(), cross_freq.data(), cross_freq.size() * 4,
+                               cudaMemcpyHostToDevice),
+                    "upload");
+}
+
+absl::StatusOr<CudaBackend::Sequence*> CudaBackend::DeviceSequence(SequenceState* state,
+                                                                   int64_t new_rows) {
+  const int64_t KV = config_.kv_dim();
+  auto seq = std::static_pointer_cast<Sequence>(state->device.handle());
+  if (seq == nullptr || seq->backend_id != id_ || seq->position != state->position) {
+    seq = std::make_shared<Sequence>();
+    seq->backend_id = id_;
+    seq->position = state->position;
+    const int64_t floats = config_.self_state_floats();
+    RETURN_IF_ERROR(Reserve<float>(seq->self_states, floats * config_.n_self_layers()));
+    for (int l = 0; l < config_.n_self_layers(); ++l) {
+      RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpy(seq->self_states.get<float>() + l * floats, state->self_states[l].data(),
+                     floats * sizeof(float), cudaMemcpyHostToDevice),
+          "state upload"));
+    }
+    seq->capacity = std::max<int64_t>(state->position + new_rows, 256);
+    RETURN_IF_ERROR(Reserve<float>(seq->k, seq->capacity * KV));
+    RETURN_IF_ERROR(Reserve<float>(seq->v, seq->capacity * KV));
+    if (state->position > 0) {
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->k.get(), state->shared_k.data(),
+                                            state->shared_k.size() * 4, cudaMemcpyHostToDevice),
+                                 "K upload"));
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->v.get(), state->shared_v.data(),
+                                            state->shared_v.size() * 4, cudaMemcpyHostToDevice),
+                                 "V upload"));
+    }
+    state->device.set_handle(seq);
+  }
+  const int64_t needed = seq->position + new_rows;
+  if (needed > seq->capacity) {
+    const int64_t capacity = std::max(needed, 2 * seq->capacity);
+    DeviceBuffer k, v;
+    RETURN_IF_ERROR(Reserve<float>(k, capacity * KV));
+    RETURN_IF_ERROR(Reserve<float>(v, capacity * KV));
+    const size_t bytes = seq->position * KV * sizeof(float);
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(k.get(), seq->k.get(), bytes, cudaMemcpyDeviceToDevice, stream_), "grow"));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(v.get(), seq->v.get(), bytes, cudaMemcpyDeviceToDevice, stream_), "grow"));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "grow"));
+    seq->k = std::move(k);
+    seq->v = std::move(v);
+    seq->capacity = capacity;
+  }
+  return seq.get();
+}
+
+absl::Status CudaBackend::Forward(absl::Span<const ForwardSegment> segments,
+                                  std::vector<float>* logits) {
+  RETURN_IF_ERROR(ValidateSegments(config_, segments));
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  absl::Status s = RunLayers(segments, logits);
+  if (!s.ok()) {
+    // Device states may be half advanced: the next call starts again from the host states.
+    // Where those are stale (lazy_host_states) the sequence is lost; a negative position makes
+    // every later call refuse it rather than continue from the stale copy.
+    cudaStreamSynchronize(stream_);
+    for (const ForwardSegment& seg : segments) {
+      auto seq = std::static_pointer_cast<Sequence>(seg.state->device.handle());
+      if (seq != nullptr && seq->backend_id == id_ && !seq->host_states_current) {
+        seg.state->position = -1;
+      }
+      seg.state->device.Reset();
+    }
+  }
+  return s;
+}
+
+absl::Status CudaBackend::RunLayers(absl::Span<const ForwardSegment> segments,
+                                    std::vector<float>* logits) {
+  const int64_t D = config_.dim;
+  const int64_t V = config_.vocab_size;
+  rows_.clear();
+  row_tokens_.clear();
+  out_rows_.clear();
+  segment_begin_.clear();
+  sequences_.clear();
+  max_segment_rows_ = 0;
+  max_keys_ = 0;
+  max_position_ = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const ForwardSegment& seg = segments[s];
+    segment_begin_.push_back(static_cast<int64_t>(rows_.size()));
+    const int64_t t_count = static_cast<int64_t>(seg.tokens.size());
+    for (int64_t t = 0; t < t_count; ++t) {
+      const bool wants =
+          seg.logits == LogitsMode::kAll || (seg.logits == LogitsMode::kLast && t == t_count - 1);
+      if (wants) {
+        out_rows_.push_back(static_cast<int64_t>(rows_.size()));
+        max_keys_ = std::max(max_keys_, seg.state->position + t + 1);
+      }
+      rows_.push_back({static_cast<int>(s), seg.state->position + t});
+      row_tokens_.push_back(seg.tokens[t]);
+      max_position_ = std::max(max_position_, seg.state->position + t);
+    }
+    max_segment_rows_ = std::max(max_segment_rows_, t_count);
+    if (seg.state->position + t_count > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError("position beyond the CUDA backend's 2^31 limit");
+    }
+    ASSIGN_OR_RETURN(Sequence * seq, DeviceSequence(seg.state, t_count));
+    sequences_.push_back(seq);
+  }
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int64_t Q = static_cast<int64_t>(out_rows_.size());
+  const int64_t F = config_.hidden_dim;
+  const int64_t KV = config_.kv_dim();
+  for (DeviceBuffer* b : {&h_, &a_, &q_, &k_, &v_, &g_, &o_})
+    RETURN_IF_ERROR(Reserve<float>(*b, R * D));
+  RETURN_IF_ERROR(Reserve<float>(gt_, R * config_.n_self_heads));
+  RETURN_IF_ERROR(Reserve<float>(up_, R * F));
+  RETURN_IF_ERROR(Reserve<float>(gate_, R * F));
+  RETURN_IF_ERROR(Reserve<float>(kk_, R * KV));
+  RETURN_IF_ERROR(Reserve<float>(vv_, R * KV));
+  RETURN_IF_ERROR(Reserve<float>(hx_, Q * D));
+  RETURN_IF_ERROR(Reserve<float>(logits_, Q * V));
+  RETURN_IF_ERROR(UploadDescriptors());
+
+  // Embedding, scaled by sqrt(dim) in fp32 as the reference.
+  const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(D)));
+  RETURN_IF_ERROR(
+      Launch(cuda::EmbedRows(weights_->embed.data.get(), weights_->embed.bf16, static_cast<int>(D),
+                             d_tokens_, R, embed_scale, h_.get<float>(), stream_),
+             "embedding"));
+  for (int l = 0; l < config_.n_self_layers(); ++l) RETURN_IF_ERROR(SelfLayer(l));
+  RETURN_IF_ERROR(AppendSharedKv());
+
+  logits->resize(Q * V);
+  if (Q > 0) {
+    RETURN_IF_ERROR(Launch(cuda::GatherRows(h_.get<float>(), D, d_out_rows_, Q, static_cast<int>(D),
+                                            hx_.get<float>(), D, stream_),
+                           "gather"));
+    for (int l = 0; l < config_.n_cross_layers(); ++l) RETURN_IF_ERROR(CrossLayer(l));
+    RETURN_IF_ERROR(Launch(
+        cuda::RmsNorm(hx_.get<float>(), Q, static_cast<int>(D), weights_->final_norm.get<float>(),
+                      static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
+        "final norm"));
+    RETURN_IF_ERROR(Linear(a_.get<float>(), Q, weights_->output, logits_.get<float>(), false));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(logits->data(), logits_.get(), Q * V * 4, cudaMemcpyDeviceToHost, stream_),
+        "logits download"));
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "forward"));
+  return CopyBack(segments);
+}
+
+absl::Status CudaBackend::UploadDescriptors() {
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int64_t Q = static_cast<int64_t>(out_rows_.size());
+  const int S = static_cast<int>(sequences_.size());
+  const int64_t D = config_.dim;
+  const int64_t KV = config_.kv_dim();
+  const int layers = config_.n_self_layers();
+  const bool gret = config_.self_attention() == SelfAttentionKind::kGatedRetention;
+  const int64_t floats = config_.self_state_floats();
+
+  std::vector<int32_t> positions, out_positions;
+  std::vector<cuda::RetentionTask> chunk, step;
+  std::vector<cuda::AttentionQuery> window, cross;
+  std::vector<cuda::RowCopy> ring, kv;
+  for (int64_t r = 0; r < R; ++r) positions.push_back(static_cast<int32_t>(rows_[r].position));
+  for (int64_t i = 0; i < Q; ++i) {
+    const Row& row = rows_[out_rows_[i]];
+    out_positions.push_back(static_cast<int32_t>(row.position));
+    const Sequence* seq = sequences_[row.segment];
+    cuda::AttentionQuery q;
+    q.row = i;
+    q.first = 0;
+    q.n = row.position + 1;
+    q.old_keys = seq->k.get<float>();
+    q.old_values = seq->v.get<float>();
+    q.split = std::numeric_limits<int64_t>::max();
+    cross.push_back(q);
+  }
+  chunk_tasks_ = step_tasks_ = 0;
+  for (int l = 0; l < layers; ++l) {
+    for (int s = 0; s < S; ++s) {
+      const int64_t r0 = segment_begin_[s];
+      const int64_t T = (s + 1 < S ? segment_begin_[s + 1] : R) - r0;
+      float* state = sequences_[s]->self_states.get<float>() + l * floats;
+      const int64_t p0 = sequences_[s]->position;
+      if (gret) {
+        (T == 1 ? step : chunk).push_back({r0, T, state});
+        continue;
+      }
+      const int64_t W = *config_.sliding_window;
+      float* ring_k = state;
+      float* ring_v = state + W * D;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t p = p0 + t;
+        cuda::AttentionQuery q;
+        q.row = r0 + t;
+        q.first = std::max<int64_t>(0, p - W + 1);
+        q.n = p - q.first + 1;
+        q.old_keys = ring_k;
+        q.old_values = ring_v;
+        q.ring = W;
+        q.split = p0;
+        q.new_keys = k_.get<float>() + r0 * D;
+        q.new_values = v_.get<float>() + r0 * D;
+        window.push_back(q);
+      }
+      const int64_t t0 = std::max<int64_t>(0, T - W);
+      ring.push_back({k_.get<float>() + (r0 + t0) * D, ring_k, T - t0, p0 + t0, W});
+      ring.push_back({v_.get<float>() + (r0 + t0) * D, ring_v, T - t0, p0 + t0, W});
+    }
+    if (l == 0) {
+      chunk_tasks_ = static_cast<int>(chunk.size());
+      step_tasks_ = static_cast<int>(step.size());
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    const int64_t r0 = segment_begin_[s];
+    const int64_t T = (s + 1 < S ? segment_begin_[s + 1] : R) - r0;
+    const Sequence* seq = sequences_[s];
+    kv.push_back({kk_.get<float>() + r0 * KV, seq->k.get<float>(), T, seq->position, 0});
+    kv.push_back({vv_.get<float>() + r0 * KV, seq->v.get<float>(), T, seq->position, 0});
+  }
+
+  // One blob, each array 16-byte aligned.
+  descriptors_.clear();
+  auto append = [&](const void* data, size_t bytes) {
+    const size_t offset = (descriptors_.size() + 15) / 16 * 16;
+    descriptors_.resize(offset + bytes);
+    if (bytes > 0) std::memcpy(descriptors_.data() + offset, data, bytes);
+    return offset;
+  };
+  const size_t o_tokens = append(row_tokens_.data(), R * 4);
+  const size_t o_positions = append(positions.data(), R * 4);
+  const size_t o_out_positions = append(out_positions.data(), Q * 4);
+  const size_t o_out_rows = append(out_rows_.data(), Q * 8);
+  const size_t o_chunk = append(chunk.data(), chunk.size() * sizeof(chunk[0]));
+  const size_t o_step = append(step.data(), step.size() * sizeof(step[0]));
+  const size_t o_window = append(window.data(), window.size() * sizeof(window[0]));
+  const size_t o_ring = append(ring.data(), ring.size() * sizeof(ring[0]));
+  const size_t o_cross = append(cross.data(), cross.size() * sizeof(cross[0]));
+  const size_t o_kv = append(kv.data(), kv.size() * sizeof(kv[0]));
+  RETURN_IF_ERROR(device_descriptors_.Reserve(descriptors_.size() + 16));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(device_descriptors_.get(), descriptors_.data(),
+                                             descriptors_.size(), cudaMemcpyHostToDevice, stream_),
+                             "descriptor upload"));
+  uint8_t* base = device_descriptors_.get<uint8_t>();
+  d_tokens_ = reinterpret_cast<int32_t*>(base + o_tokens);
+  d_positions_ = reinterpret_cast<int32_t*>(base + o_positions);
+  d_out_positions_ = reinterpret_cast<int32_t*>(base + o_out_positions);
+  d_out_rows_ = reinterpret_cast<int64_t*>(base + o_out_rows);
+  d_chunk_tasks_ = reinterpret_cast<cuda::RetentionTask*>(base + o_chunk);
+  d_step_tasks_ = reinterpret_cast<cuda::RetentionTask*>(base + o_step);
+  d_window_queries_ = reinterpret_cast<cuda::AttentionQuery*>(base + o_window);
+  d_ring_copies_ = reinterpret_cast<cuda::RowCopy*>(base + o_ring);
+  d_cross_queries_ = reinterpret_cast<cuda::AttentionQuery*>(base + o_cross);
+  d_kv_copies_ = reinterpret_cast<cuda::RowCopy*>(base + o_kv);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Linear(const float* x, int64_t m, const DeviceMatrix& w, float* y,
+                                 bool accumulate) {
+  return DeviceLinear(blas_, stream_, x, m, w, y, accumulate, &x_bf16_);
+}
+
+absl::Status CudaBackend::SelfLayer(int layer) {
+  const DeviceSelfLayer& w = weights_->self_layers[layer];
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int D = config_.dim;
+  RETURN_IF_ERROR(
+      Launch(cuda::RmsNorm(h_.get<float>(), R, D, w.mixer_norm.get<float>(),
+                           static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
+             "mixer norm"));
+  if (config_.self_attention() == SelfAttentionKind::kGatedRetention) {
+    RETURN_IF_ERROR(RetentionMixer(layer));
+  } else {
+    RETURN_IF_ERROR(SlidingWindowMixer(layer));
+  }
+  return Ffn(w.ffn, w.ffn_norm, h_.get<float>(), R);
+}
+
+absl::Status CudaBackend::RetentionMixer(int layer) {
+  const DeviceSelfLayer& w = weights_->self_layers[layer];
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int D = config_.dim;
+  const int Hs = config_.n_self_heads;
+  const int ds = config_.self_head_dim();
+  const float* a = a_.get<float>();
+  float* q = q_.get<float>();
+  float* k = k_.get<float>();
+  float* v = v_.get<float>();
+  float* g = g_.get<float>();
+  float* gt = gt_.get<float>();
+  float* o = o_.get<float>();
+  RETURN_IF_ERROR(Linear(a, R, w.q, q, false));
+  RETURN_IF_ERROR(Linear(a, R, w.k, k, false));
+  RETURN_IF_ERROR(Linear(a, R, w.v, v, false));
+  RETURN_IF_ERROR(Linear(a, R, w.g, g, false));
+  RETURN_IF_ERROR(Linear(a, R, w.gt, gt, false));
+  const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
+  const float* freq = self_inv_freq_.get<float>();
+  RETURN_IF_ERROR(
+      Launch(cuda::ApplyRope(q, R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
+  RETURN_IF_ERROR(
+      Launch(cuda::ApplyRope(k, R, D, Hs, ds, d_positions_, freq, key_scale, stream_), "rope"));
+  RETURN_IF_ERROR(Launch(cuda::LogSigmoidDecay(gt, R * Hs, stream_), "decay"));
+  const cuda::RetentionShape shape{Hs, ds, D};
+  RETURN_IF_ERROR(
+      Launch(cuda::GatedRetentionChunkwise(shape, d_chunk_tasks_ + int64_t{layer} * chunk_tasks_,
+                                           chunk_tasks_, q, k, v, gt, o, stream_),
+             "retention"));
+  RETURN_IF_ERROR(
+      Launch(cuda::GatedRetentionStep(shape, d_step_tasks_ + int64_t{layer} * step_tasks_,
+                                      step_tasks_, q, k, v, gt, o, stream_),
+             "retention step"));
+  // Per-head RMSNorm without weight, the swish gate, then out_proj into the residual.
+  RETURN_IF_ERROR(Launch(
+      cuda::RmsNorm(o, R * Hs, ds, nullptr, static_cast<float>(config_.norm_eps), o, stream_),
+      "head norm"));
+  RETURN_IF_ERROR(Launch(cuda::SiluMul(g, o, R * D, stream_), "gate"));
+  return Linear(g, R, w.out, h_.get<float>(), /*accumulate=*/true);
+}
+
+absl::Status CudaBackend::SlidingWindowMixer(int layer) {
+  const DeviceSelfLayer& w = weights_->self_layers[layer];
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int D = config_.dim;
+  const int Hs = config_.n_self_heads;
+  const int ds = config_.self_head_dim();
+  const float* a = a_.get<float>();
+  float* q = q_.get<float>();
+  float* k = k_.get<float>();
+  float* v = v_.get<float>();
+  float* o = o_.get<float>();
+  RETURN_IF_ERROR(Linear(a, R, w.q, q, false));
+  RETURN_IF_ERROR(Linear(a, R, w.k, k, false));
+  RETURN_IF_ERROR(Linear(a, R, w.v, v, false));
+  const float* freq = self_inv_freq_.get<float>();
+  RETURN_IF_ERROR(
+      Launch(cuda::ApplyRope(q, R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
+  RETURN_IF_ERROR(
+      Launch(cuda::ApplyRope(k, R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
+  const cuda::AttentionShape shape{Hs, Hs, ds, D, D};
+  const int64_t W = *config_.sliding_window;
+  const int64_t max_keys = std::min<int64_t>(W, max_position_ + 1);
+  RETURN_IF_ERROR(Reserve<float>(attention_scratch_,
+                                 cuda::AttentionScratchFloats(shape, R, max_keys, sm_count_)));
+  RETURN_IF_ERROR(Launch(cuda::Attention(shape, d_window_queries_ + int64_t{layer} * R, R, max_keys,
+                                         q, o, attention_scratch_.get<float>(), sm_count_, stream_),
+                         "window attention"));
+  const int S = static_cast<int>(sequences_.size());
+  RETURN_IF_ERROR(Launch(cuda::CopyRows(d_ring_copies_ + int64_t{layer} * 2 * S, 2 * S,
+                                        std::min<int64_t>(W, max_segment_rows_), D, stream_),
+                         "ring update"));
+  return Linear(o, R, w.out, h_.get<float>(), /*accumulate=*/true);
+}
+
+absl::Status CudaBackend::Ffn(const DeviceFfn& w, const DeviceBuffer& norm, float* h,
+                              int64_t rows) {
+  const int D = config_.dim;
+  const int64_t F = config_.hidden_dim;
+  RETURN_IF_ERROR(
+      Launch(cuda::RmsNorm(h, rows, D, norm.get<float>(), static_cast<float>(config_.norm_eps),
+                           a_.get<float>(), stream_),
+             "ffn norm"));
+  RETURN_IF_ERROR(Linear(a_.get<float>(), rows, w.fc1, up_.get<float>(), false));
+  RETURN_IF_ERROR(Linear(a_.get<float>(), rows, w.gate, gate_.get<float>(), false));
+  RETURN_IF_ERROR(
+      Launch(cuda::SiluMul(up_.get<float>(), gate_.get<float>(), rows * F, stream_), "swiglu"));
+  return Linear(up_.get<float>(), rows, w.fc2, h, /*accumulate=*/true);
+}
+
+absl::Status CudaBackend::AppendSharedKv() {
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int D = config_.dim;
+  const int KV = config_.kv_dim();
+  RETURN_IF_ERROR(
+      Launch(cuda::RmsNorm(h_.get<float>(), R, D, weights_->kv_norm.get<float>(),
+                           static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
+             "kv norm"));
+  RETURN_IF_ERROR(Linear(a_.get<float>(), R, weights_->kv_k, kk_.get<float>(), false));
+  RETURN_IF_ERROR(Linear(a_.get<float>(), R, weights_->kv_v, vv_.get<float>(), false));
+  RETURN_IF_ERROR(Launch(
+      cuda::ApplyRope(kk_.get<float>(), R, KV, config_.n_attn_kv_heads, config_.cross_head_dim(),
+                      d_positions_, cross_inv_freq_.get<float>(), 1.0f, stream_),
+      "rope"));
+  const int S = static_cast<int>(sequences_.size());
+  return Launch(cuda::CopyRows(d_kv_copies_, 2 * S, max_segment_rows_, KV, stream_),
+                "shared K/V append");
+}
+
+absl::Status CudaBackend::CrossLayer(int layer) {
+  const DeviceCrossLayer& w = weights_->cross_layers[layer];
+  const int64_t Q = static_cast<int64_t>(out_rows_.size());
+  const int D = config_.dim;
+  const int Ha = config_.n_attn_heads;
+  const int da = config_.cross_head_dim();
+  float* a = a_.get<float>();
+  float* q = q_.get<float>();
+  float* o = o_.get<float>();
+  RETURN_IF_ERROR(Launch(cuda::RmsNorm(hx_.get<float>(), Q, D, w.mixer_norm.get<float>(),
+                                       static_cast<float>(config_.norm_eps), a, stream_),
+                         "mixer norm"));
+  RETURN_IF_ERROR(Linear(a, Q, w.q, q, false));
+  RETURN_IF_ERROR(Launch(cuda::ApplyRope(q, Q, D, Ha, da, d_out_positions_,
+                                         cross_inv_freq_.get<float>(), 1.0f, stream_),
+                         "rope"));
+  const cuda::AttentionShape shape{Ha, config_.n_attn_kv_heads, da, D, config_.kv_dim()};
+  RETURN_IF_ERROR(Reserve<float>(attention_scratch_,
+                                 cuda::AttentionScratchFloats(shape, Q, max_keys_, sm_count_)));
+  RETURN_IF_ERROR(Launch(cuda::Attention(shape, d_cross_queries_, Q, max_keys_, q, o,
+                                         attention_scratch_.get<float>(), sm_count_, stream_),
+                         "cross attention"));
+  RETURN_IF_ERROR(Linear(o, Q, w.out, hx_.get<float>(), /*accumulate=*/true));
+  return Ffn(w.ffn, w.ffn_norm, hx_.get<float>(), Q);
+}
+
+absl::Status CudaBackend::CopyBack(absl::Span<const ForwardSegment> segments) {
+  const int64_t KV = config_.kv_dim();
+  const int64_t floats = config_.self_state_floats();
+  for (size_t s = 0; s < segments.size(); ++s) {
+    SequenceState* state = segments[s].state;
+    Sequence* seq = sequences_[s];
+    const int64_t p0 = state->position;
+    const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
+    state->shared_k.resize((p0 + T) * KV);
+    state->shared_v.resize((p0 + T) * KV);
+    RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpy(state->shared_k.data() + p0 * KV, seq->k.get<float>() + p0 * KV,
+                              T * KV * 4, cudaMemcpyDeviceToHost),
+                   "K download"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpy(state->shared_v.data() + p0 * KV, seq->v.get<float>() + p0 * KV,
+                              T * KV * 4, cudaMemcpyDeviceToHost),
+                   "V download"));
+    seq->host_states_current = false;
+    if (!options_.lazy_host_states) {
+      for (int l = 0; l < config_.n_self_layers(); ++l) {
+        RETURN_IF_ERROR(CudaStatus(
+            cudaMemcpy(state->self_states[l].data(), seq->self_states.get<float>() + l * floats,
+                       floats * 4, cudaMemcpyDeviceToHost),
+            "state download"));
+      }
+      seq->host_states_current = true;
+    }
+    state->position = p0 + T;
+    seq->position = p0 + T;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::SyncState(SequenceState* state) {
+  auto seq = std::static_pointer_cast<Sequence>(state->device.handle());
+  if (seq == nullptr || seq->backend_id != id_ || seq->position != state->position ||
+      seq->host_states_current) {
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  const int64_t floats = config_.self_state_floats();
+  for (int l = 0; l < config_.n_self_layers(); ++l) {
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpy(state->self_states[l].data(), seq->self_states.get<float>() + l * floats,
+                   floats * 4, cudaMemcpyDeviceToHost),
+        "state download"));
+  }
+  seq->host_states_current = true;
+  return absl::OkStatus();
+}
+
+}  // namespace yoco
