@@ -40,7 +40,7 @@ run() {  # run DIR
   local out=${OUT:-$dir/results}
   mkdir -p "$out"
   local cublas
-  cublas=$(find /usr/local/cuda* /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1 || true)
+  cublas=$(find /usr/local/cuda* /usr/lib /opt -name 'libcublas.so.13*' 2>/dev/null | head -1 || true)
   export LD_LIBRARY_PATH="$dir/lib${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export YOCO_TEST_DATA_DIR="$PWD/tests/data" OMP_WAIT_POLICY=passive
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader || true

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/elementwise.h"
 #include "lib/bench/engine_bench.h"
+#include "lib/engine/cublas_library.h"
 #include "lib/engine/cuda_backend.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -57,18 +58,19 @@ absl::Status MeasureCeilings(CudaEngineBenchReport* report) {
       CudaStatus(cuda::FillNormal(a.get(), true, int64_t{n} * n, 1, 1.0f, nullptr), "fill"));
   RETURN_IF_ERROR(
       CudaStatus(cuda::FillNormal(b.get(), true, int64_t{n} * n, 2, 1.0f, nullptr), "fill"));
+  ASSIGN_OR_RETURN(const CublasLibrary* cublas, CublasLibrary::Get());
   cublasHandle_t blas;
-  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
+  if (cublas->create(&blas) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
   const float one = 1.0f, zero = 0.0f;
   auto gemm = TimeOnDevice(10, [&]() -> absl::Status {
-    if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.get(), CUDA_R_16BF, n,
-                     b.get(), CUDA_R_16BF, n, &zero, c.get(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+    if (cublas->gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.get(), CUDA_R_16BF, n,
+                        b.get(), CUDA_R_16BF, n, &zero, c.get(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
       return absl::InternalError("cublasGemmEx");
     }
     return absl::OkStatus();
   });
-  cublasDestroy(blas);
+  cublas->destroy(blas);
   if (!gemm.ok()) return gemm.status();
   report->gemm_tflops = 2.0 * n * n * n / *gemm / 1e12;
 
@@ -194,6 +196,36 @@ absl::StatusOr<CudaEngineBenchReport> RunCudaEngineBench(const CudaEngineBenchOp
       report.decode.push_back(cell);
     }
   }
+  decoder.reset();
+
+  // Where the time goes: one prefill chunk and decode steps at the first context, profiled.
+  CudaBackendOptions profiled = decode_options;
+  profiled.profile = true;
+  ASSIGN_OR_RETURN(auto probe, CudaBackend::CreateRandom(config, true, 1, profiled));
+  auto record = [&](const std::string& what) {
+    const CudaProfile& p = probe->profile();
+    const double n = std::max(1, p.calls);
+    report.breakdown.push_back({what, p.linear_ms / n, p.retention_ms / n, p.attention_ms / n,
+                                p.other_gpu_ms / n, p.host_ms / n, p.total_ms / n});
+    probe->ResetProfile();
+  };
+  SequenceState s = SequenceState::Create(config);
+  RETURN_IF_ERROR(Prefill(*probe, &s, o.prefill_chunk, o.prefill_chunk));
+  probe->ResetProfile();
+  RETURN_IF_ERROR(Prefill(*probe, &s, o.prefill_chunk, o.prefill_chunk));
+  record(absl::StrCat("prefill chunk of ", o.prefill_chunk, " at ", o.prefill_chunk));
+  for (int batch : {1, 16}) {
+    std::vector<SequenceState> states(batch, s);
+    std::vector<int32_t> tokens(batch, 5);
+    std::vector<ForwardSegment> segments;
+    for (int b = 0; b < batch; ++b)
+      segments.push_back({&states[b], {&tokens[b], 1}, LogitsMode::kLast});
+    std::vector<float> logits;
+    RETURN_IF_ERROR(probe->Forward(segments, &logits));
+    probe->ResetProfile();
+    for (int i = 0; i < 8; ++i) RETURN_IF_ERROR(probe->Forward(segments, &logits));
+    record(absl::StrCat("decode step, batch ", batch, " at ", s.position));
+  }
   return report;
 }
 
@@ -211,6 +243,15 @@ std::string CudaEngineBenchReport::ToJson() const {
                            {"tokens_per_s", d.tokens_per_s},
                            {"floor_tokens_per_s", d.floor_tokens_per_s},
                            {"skipped", d.skipped}});
+  }
+  for (const auto& b : breakdown) {
+    j["breakdown"].push_back({{"what", b.what},
+                              {"linear_ms", b.linear_ms},
+                              {"retention_ms", b.retention_ms},
+                              {"attention_ms", b.attention_ms},
+                              {"other_gpu_ms", b.other_gpu_ms},
+                              {"host_ms", b.host_ms},
+                              {"total_ms", b.total_ms}});
   }
   return j.dump(2) + "\n";
 }
@@ -235,6 +276,14 @@ std::string CudaEngineBenchReport::ToTable() const {
     absl::StrAppend(&out, absl::StrFormat("        %6d  %7d   %9.1f  %11.1f   %9.2fx\n", d.batch,
                                           d.context, d.tokens_per_s, d.floor_tokens_per_s,
                                           d.floor_tokens_per_s / d.tokens_per_s));
+  }
+  absl::StrAppend(&out,
+                  "\nms per call                    linear  retention  attention  other GPU  "
+                  "host    total\n");
+  for (const auto& b : breakdown) {
+    absl::StrAppend(&out, absl::StrFormat("%-30s %7.2f  %9.2f  %9.2f  %9.2f  %6.2f  %7.2f\n",
+                                          b.what, b.linear_ms, b.retention_ms, b.attention_ms,
+                                          b.other_gpu_ms, b.host_ms, b.total_ms));
   }
   return out;
 }

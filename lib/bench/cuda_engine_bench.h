@@ -49,6 +49,13 @@ struct CudaEngineBenchReport {
   };
   std::vector<Prefill> prefill;
   std::vector<Decode> decode;
+  // Where the time of one call goes (a separate, profiled run: CudaBackendOptions::profile).
+  struct Breakdown {
+    std::string what;
+    double linear_ms = 0, retention_ms = 0, attention_ms = 0, other_gpu_ms = 0, host_ms = 0,
+           total_ms = 0;  // per call
+  };
+  std::vector<Breakdown> breakdown;
 
   std::string ToJson() const;
   std::string ToTable() const;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -60,7 +61,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, CudaBackendOptions 
     : model_(std::move(model)), config_(model_->config()), options_(options) {}
 
 CudaBackend::~CudaBackend() {
-  if (blas_ != nullptr) cublasDestroy(blas_);
+  for (const TimedSpan& t : spans_) free_events_.insert(free_events_.end(), {t.start, t.stop});
+  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+  if (call_start_ != nullptr) cudaEventDestroy(call_start_);
+  if (call_stop_ != nullptr) cudaEventDestroy(call_stop_);
+  if (blas_ != nullptr) cublas_->destroy(blas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -110,8 +115,12 @@ absl::Status CudaBackend::Init() {
   }
   RETURN_IF_ERROR(
       CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
-  if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) return absl::InternalError("cublasCreate");
-  cublasSetStream(blas_, stream_);
+  ASSIGN_OR_RETURN(cublas_, CublasLibrary::Get());
+  if (cublas_->create(&blas_) != CUBLAS_STATUS_SUCCESS) {
+    blas_ = nullptr;
+    return absl::InternalError("cublasCreate failed");
+  }
+  cublas_->set_stream(blas_, stream_);
   if (model_->has_weights()) {
     ASSIGN_OR_RETURN(weights_, CudaWeights::Upload(config_, model_->weights()));
   } else {
@@ -177,11 +186,60 @@ absl::StatusOr<CudaBackend::Sequence*> CudaBackend::DeviceSequence(SequenceState
   return seq.get();
 }
 
+template <typename Work>
+absl::Status CudaBackend::Timed(double CudaProfile::*kind, Work work) {
+  if (!options_.profile) return work();
+  auto event = [&] {
+    cudaEvent_t e = nullptr;
+    if (!free_events_.empty()) {
+      e = free_events_.back();
+      free_events_.pop_back();
+    } else {
+      cudaEventCreate(&e);
+    }
+    return e;
+  };
+  TimedSpan span{kind, event(), event()};
+  cudaEventRecord(span.start, stream_);
+  absl::Status s = work();
+  cudaEventRecord(span.stop, stream_);
+  spans_.push_back(span);
+  return s;
+}
+
+void CudaBackend::CollectProfile() {
+  float call_ms = 0;
+  cudaEventElapsedTime(&call_ms, call_start_, call_stop_);
+  double timed = 0;
+  for (const TimedSpan& t : spans_) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, t.start, t.stop);
+    profile_.*t.kind += ms;
+    timed += ms;
+    free_events_.insert(free_events_.end(), {t.start, t.stop});
+  }
+  spans_.clear();
+  profile_.other_gpu_ms += std::max(0.0, call_ms - timed);
+}
+
 absl::Status CudaBackend::Forward(absl::Span<const ForwardSegment> segments,
                                   std::vector<float>* logits) {
   RETURN_IF_ERROR(ValidateSegments(config_, segments));
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  const auto t0 = std::chrono::steady_clock::now();
   absl::Status s = RunLayers(segments, logits);
+  if (options_.profile) {
+    profile_.total_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    profile_.calls += 1;
+    if (s.ok()) {
+      CollectProfile();
+    } else {
+      cudaStreamSynchronize(stream_);
+      for (const TimedSpan& t : spans_) free_events_.insert(free_events_.end(), {t.start, t.stop});
+      spans_.clear();
+    }
+  }
   if (!s.ok()) {
     // Device states may be half advanced: the next call starts again from the host states.
     // Where those are stale (lazy_host_states) the sequence is lost; a negative position makes
@@ -200,6 +258,7 @@ absl::Status CudaBackend::Forward(absl::Span<const ForwardSegment> segments,
 
 absl::Status CudaBackend::RunLayers(absl::Span<const ForwardSegment> segments,
                                     std::vector<float>* logits) {
+  const auto host_start = std::chrono::steady_clock::now();
   const int64_t D = config_.dim;
   const int64_t V = config_.vocab_size;
   rows_.clear();
@@ -246,6 +305,16 @@ absl::Status CudaBackend::RunLayers(absl::Span<const ForwardSegment> segments,
   RETURN_IF_ERROR(Reserve<float>(hx_, Q * D));
   RETURN_IF_ERROR(Reserve<float>(logits_, Q * V));
   RETURN_IF_ERROR(UploadDescriptors());
+  if (options_.profile) {
+    if (call_start_ == nullptr) {
+      cudaEventCreate(&call_start_);
+      cudaEventCreate(&call_stop_);
+    }
+    profile_.host_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start)
+            .count();
+    cudaEventRecord(call_start_, stream_);
+  }
 
   // Embedding, scaled by sqrt(dim) in fp32 as the reference.
   const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(D)));
@@ -267,12 +336,22 @@ absl::Status CudaBackend::RunLayers(absl::Span<const ForwardSegment> segments,
                       static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
         "final norm"));
     RETURN_IF_ERROR(Linear(a_.get<float>(), Q, weights_->output, logits_.get<float>(), false));
-    RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(logits->data(), logits_.get(), Q * V * 4, cudaMemcpyDeviceToHost, stream_),
-        "logits download"));
   }
+  if (options_.profile) cudaEventRecord(call_stop_, stream_);
   RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "forward"));
-  return CopyBack(segments);
+  const auto copy_start = std::chrono::steady_clock::now();
+  if (Q > 0) {
+    RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpy(logits->data(), logits_.get(), Q * V * 4, cudaMemcpyDeviceToHost),
+                   "logits download"));
+  }
+  RETURN_IF_ERROR(CopyBack(segments));
+  if (options_.profile) {
+    profile_.host_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - copy_start)
+            .count();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::UploadDescriptors() {
@@ -304,14 +383,26 @@ absl::Status CudaBackend::UploadDescriptors() {
     cross.push_back(q);
   }
   chunk_tasks_ = step_tasks_ = 0;
+  std::vector<cuda::RetentionChunk> chunk_refs;
   for (int l = 0; l < layers; ++l) {
+    int64_t chunk_first = 0;
     for (int s = 0; s < S; ++s) {
       const int64_t r0 = segment_begin_[s];
       const int64_t T = (s + 1 < S ? segment_begin_[s + 1] : R) - r0;
       float* state = sequences_[s]->self_states.get<float>() + l * floats;
       const int64_t p0 = sequences_[s]->position;
       if (gret) {
-        (T == 1 ? step : chunk).push_back({r0, T, state});
+        if (T == 1) {
+          step.push_back({r0, T, state, 0});
+        } else {
+          if (l == 0) {
+            const int64_t n = cuda::RetentionChunkCount(T);
+            for (int64_t c = 0; c < n; ++c)
+              chunk_refs.push_back({static_cast<int32_t>(chunk.size()), static_cast<int32_t>(c)});
+          }
+          chunk.push_back({r0, T, state, chunk_first});
+          chunk_first += cuda::RetentionChunkCount(T);
+        }
         continue;
       }
       const int64_t W = *config_.sliding_window;
@@ -362,6 +453,8 @@ absl::Status CudaBackend::UploadDescriptors() {
   const size_t o_out_rows = append(out_rows_.data(), Q * 8);
   const size_t o_chunk = append(chunk.data(), chunk.size() * sizeof(chunk[0]));
   const size_t o_step = append(step.data(), step.size() * sizeof(step[0]));
+  const size_t o_chunk_refs = append(chunk_refs.data(), chunk_refs.size() * sizeof(chunk_refs[0]));
+  chunk_count_ = static_cast<int64_t>(chunk_refs.size());
   const size_t o_window = append(window.data(), window.size() * sizeof(window[0]));
   const size_t o_ring = append(ring.data(), ring.size() * sizeof(ring[0]));
   const size_t o_cross = append(cross.data(), cross.size() * sizeof(cross[0]));
@@ -377,6 +470,7 @@ absl::Status CudaBackend::UploadDescriptors() {
   d_out_rows_ = reinterpret_cast<int64_t*>(base + o_out_rows);
   d_chunk_tasks_ = reinterpret_cast<cuda::RetentionTask*>(base + o_chunk);
   d_step_tasks_ = reinterpret_cast<cuda::RetentionTask*>(base + o_step);
+  d_chunks_ = reinterpret_cast<cuda::RetentionChunk*>(base + o_chunk_refs);
   d_window_queries_ = reinterpret_cast<cuda::AttentionQuery*>(base + o_window);
   d_ring_copies_ = reinterpret_cast<cuda::RowCopy*>(base + o_ring);
   d_cross_queries_ = reinterpret_cast<cuda::AttentionQuery*>(base + o_cross);
@@ -386,7 +480,8 @@ absl::Status CudaBackend::UploadDescriptors() {
 
 absl::Status CudaBackend::Linear(const float* x, int64_t m, const DeviceMatrix& w, float* y,
                                  bool accumulate) {
-  return DeviceLinear(blas_, stream_, x, m, w, y, accumulate, &x_bf16_);
+  return Timed(&CudaProfile::linear_ms,
+               [&] { return DeviceLinear(blas_, stream_, x, m, w, y, accumulate, &x_bf16_); });
 }
 
 absl::Status CudaBackend::SelfLayer(int layer) {
@@ -432,13 +527,19 @@ absl::Status CudaBackend::RetentionMixer(int layer) {
   RETURN_IF_ERROR(Launch(cuda::LogSigmoidDecay(gt, R * Hs, stream_), "decay"));
   const cuda::RetentionShape shape{Hs, ds, D};
   RETURN_IF_ERROR(
-      Launch(cuda::GatedRetentionChunkwise(shape, d_chunk_tasks_ + int64_t{layer} * chunk_tasks_,
-                                           chunk_tasks_, q, k, v, gt, o, stream_),
-             "retention"));
-  RETURN_IF_ERROR(
-      Launch(cuda::GatedRetentionStep(shape, d_step_tasks_ + int64_t{layer} * step_tasks_,
-                                      step_tasks_, q, k, v, gt, o, stream_),
-             "retention step"));
+      Reserve<float>(retention_scratch_, cuda::RetentionScratchFloats(shape, chunk_count_)));
+  RETURN_IF_ERROR(Timed(&CudaProfile::retention_ms, [&] {
+    return Launch(
+        cuda::GatedRetentionChunkwise(shape, d_chunk_tasks_ + int64_t{layer} * chunk_tasks_,
+                                      chunk_tasks_, d_chunks_, chunk_count_, q, k, v, gt, o,
+                                      retention_scratch_.get<float>(), stream_),
+        "retention");
+  }));
+  RETURN_IF_ERROR(Timed(&CudaProfile::retention_ms, [&] {
+    return Launch(cuda::GatedRetentionStep(shape, d_step_tasks_ + int64_t{layer} * step_tasks_,
+                                           step_tasks_, q, k, v, gt, o, stream_),
+                  "retention step");
+  }));
   // Per-head RMSNorm without weight, the swish gate, then out_proj into the residual.
   RETURN_IF_ERROR(Launch(
       cuda::RmsNorm(o, R * Hs, ds, nullptr, static_cast<float>(config_.norm_eps), o, stream_),
@@ -471,9 +572,11 @@ absl::Status CudaBackend::SlidingWindowMixer(int layer) {
   const int64_t max_keys = std::min<int64_t>(W, max_position_ + 1);
   RETURN_IF_ERROR(Reserve<float>(attention_scratch_,
                                  cuda::AttentionScratchFloats(shape, R, max_keys, sm_count_)));
-  RETURN_IF_ERROR(Launch(cuda::Attention(shape, d_window_queries_ + int64_t{layer} * R, R, max_keys,
-                                         q, o, attention_scratch_.get<float>(), sm_count_, stream_),
-                         "window attention"));
+  RETURN_IF_ERROR(Timed(&CudaProfile::attention_ms, [&] {
+    return Launch(cuda::Attention(shape, d_window_queries_ + int64_t{layer} * R, R, max_keys, q, o,
+                                  attention_scratch_.get<float>(), sm_count_, stream_),
+                  "window attention");
+  }));
   const int S = static_cast<int>(sequences_.size());
   RETURN_IF_ERROR(Launch(cuda::CopyRows(d_ring_copies_ + int64_t{layer} * 2 * S, 2 * S,
                                         std::min<int64_t>(W, max_segment_rows_), D, stream_),
@@ -534,9 +637,11 @@ absl::Status CudaBackend::CrossLayer(int layer) {
   const cuda::AttentionShape shape{Ha, config_.n_attn_kv_heads, da, D, config_.kv_dim()};
   RETURN_IF_ERROR(Reserve<float>(attention_scratch_,
                                  cuda::AttentionScratchFloats(shape, Q, max_keys_, sm_count_)));
-  RETURN_IF_ERROR(Launch(cuda::Attention(shape, d_cross_queries_, Q, max_keys_, q, o,
-                                         attention_scratch_.get<float>(), sm_count_, stream_),
-                         "cross attention"));
+  RETURN_IF_ERROR(Timed(&CudaProfile::attention_ms, [&] {
+    return Launch(cuda::Attention(shape, d_cross_queries_, Q, max_keys_, q, o,
+                                  attention_scratch_.get<float>(), sm_count_, stream_),
+                  "cross attention");
+  }));
   RETURN_IF_ERROR(Linear(o, Q, w.out, hx_.get<float>(), /*accumulate=*/true));
   return Ffn(w.ffn, w.ffn_norm, hx_.get<float>(), Q);
 }

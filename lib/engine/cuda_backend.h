@@ -20,6 +20,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gated_retention.h"
 #include "lib/engine/backend.h"
+#include "lib/engine/cublas_library.h"
 #include "lib/engine/cuda_weights.h"
 #include "lib/engine/device_buffer.h"
 
@@ -30,6 +31,20 @@ struct CudaBackendOptions {
   // Leave the self-decoder states on the device after each call; SyncState copies them back.
   // Saves a decode step the copy of every layer's state (Hs·ds² floats per layer).
   bool lazy_host_states = false;
+  // Time every matrix product, mixer kernel and host transfer (CUDA events; costs a little):
+  // profile() then says where a call's time went.
+  bool profile = false;
+};
+
+// Milliseconds by kind of work, summed over the calls since the last reset.
+struct CudaProfile {
+  double linear_ms = 0;     // cuBLAS products (with their bf16 casts)
+  double retention_ms = 0;  // gated retention kernels
+  double attention_ms = 0;  // cross-decoder and SWA attention
+  double other_gpu_ms = 0;  // norms, RoPE, gates, copies: the rest of the GPU time
+  double host_ms = 0;       // descriptor and state uploads, copy-back, logits download
+  double total_ms = 0;      // wall time of the calls
+  int calls = 0;
 };
 
 // The devices this process can use, as "N: name, memory" lines; an error when there are none.
@@ -56,6 +71,8 @@ class CudaBackend : public Backend {
   const std::string& device_name() const { return device_name_; }
   int64_t weight_bytes() const { return weights_->bytes; }
   cudaStream_t stream() const { return stream_; }
+  const CudaProfile& profile() const { return profile_; }
+  void ResetProfile() { profile_ = {}; }
 
  private:
   struct Sequence;  // a state's device copy
@@ -77,6 +94,10 @@ class CudaBackend : public Backend {
   absl::Status Linear(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate);
   absl::Status UploadDescriptors();
   absl::Status CopyBack(absl::Span<const ForwardSegment> segments);
+  // Records `kind`'s events around `work` when profiling (kind: &profile_.linear_ms etc.).
+  template <typename Work>
+  absl::Status Timed(double CudaProfile::*kind, Work work);
+  void CollectProfile();
 
   std::shared_ptr<const Model> model_;
   const ModelConfig& config_;
@@ -85,6 +106,7 @@ class CudaBackend : public Backend {
   std::string device_name_;
   int sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
+  const CublasLibrary* cublas_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::unique_ptr<CudaWeights> weights_;
   bool random_bf16_ = true;  // CreateRandom's weights
@@ -110,15 +132,26 @@ class CudaBackend : public Backend {
   cuda::RetentionTask* d_chunk_tasks_ = nullptr;  // [layers][chunk_tasks_]
   cuda::RetentionTask* d_step_tasks_ = nullptr;   // [layers][step_tasks_]
   int chunk_tasks_ = 0, step_tasks_ = 0;
+  cuda::RetentionChunk* d_chunks_ = nullptr;  // every chunk task's chunks (same for all layers)
+  int64_t chunk_count_ = 0;
   cuda::AttentionQuery* d_window_queries_ = nullptr;  // [layers][R]
   cuda::RowCopy* d_ring_copies_ = nullptr;            // [layers][2 * segments]
   cuda::AttentionQuery* d_cross_queries_ = nullptr;   // [Q]
   cuda::RowCopy* d_kv_copies_ = nullptr;              // [2 * segments]
   int64_t max_segment_rows_ = 0;
 
+  CudaProfile profile_;
+  struct TimedSpan {
+    double CudaProfile::*kind;
+    cudaEvent_t start, stop;
+  };
+  std::vector<TimedSpan> spans_;  // this call's
+  std::vector<cudaEvent_t> free_events_;
+  cudaEvent_t call_start_ = nullptr, call_stop_ = nullptr;
+
   // Activations, grown on demand.
   DeviceBuffer h_, a_, q_, k_, v_, g_, gt_, o_, up_, gate_, kk_, vv_, hx_, logits_, x_bf16_,
-      attention_scratch_;
+      attention_scratch_, retention_scratch_;
 };
 
 }  // namespace yoco

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cuda/elementwise.h"
+#include "lib/engine/cublas_library.h"
 #include "lib/engine/dtype.h"
 #include "lib/status/status_macros.h"
 
@@ -174,13 +175,14 @@ absl::Status DeviceLinear(cublasHandle_t blas, cudaStream_t stream, const float*
     b = x_bf16->get();
     type = CUDA_R_16BF;
   }
-  const cublasStatus_t st =
-      cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(m),
-                   static_cast<int>(w.cols), &alpha, w.data.get(), type, static_cast<int>(w.cols),
-                   b, type, static_cast<int>(w.cols), &beta, y, CUDA_R_32F,
-                   static_cast<int>(w.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  ASSIGN_OR_RETURN(const CublasLibrary* cublas, CublasLibrary::Get());
+  const cublasStatus_t st = cublas->gemm_ex(
+      blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(m),
+      static_cast<int>(w.cols), &alpha, w.data.get(), type, static_cast<int>(w.cols), b, type,
+      static_cast<int>(w.cols), &beta, y, CUDA_R_32F, static_cast<int>(w.rows), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) {
-    return absl::InternalError(absl::StrCat("cublasGemmEx: ", cublasGetStatusString(st)));
+    return absl::InternalError(absl::StrCat("cublasGemmEx: ", cublas->status_string(st)));
   }
   return absl::OkStatus();
 }

@@ -118,6 +118,7 @@ grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWor
                                           v1::WorkerInfo* response) {
   const DecodeBatcherStats stats = worker_.stats();
   response->set_worker_id(worker_id_);
+  response->set_backend(backend_);
   response->set_ucx_address(worker_.address());
   response->set_model_fingerprint(worker_.fingerprint());
   response->set_active_requests(stats.active);

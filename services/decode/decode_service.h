@@ -15,8 +15,9 @@ namespace yoco {
 
 class DecodeService final : public v1::DecodeWorker::Service {
  public:
-  DecodeService(DecodeWorker& worker, std::string worker_id)
-      : worker_(worker), worker_id_(std::move(worker_id)) {}
+  // `backend` describes where the model runs, for GetWorkerInfo (DescribeBackend).
+  DecodeService(DecodeWorker& worker, std::string worker_id, std::string backend = "cpu")
+      : worker_(worker), worker_id_(std::move(worker_id)), backend_(std::move(backend)) {}
 
   grpc::Status Decode(grpc::ServerContext* context, const v1::DecodeRequest* request,
                       grpc::ServerWriter<v1::DecodeEvent>* writer) override;
@@ -28,6 +29,7 @@ class DecodeService final : public v1::DecodeWorker::Service {
  private:
   DecodeWorker& worker_;
   const std::string worker_id_;
+  const std::string backend_;
   std::mutex mu_;
   std::multimap<std::string, uint64_t> running_;  // request id -> batcher sequence id
 };

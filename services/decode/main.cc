@@ -2,7 +2,8 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "lib/engine/cpu_backend.h"
+#include "lib/engine/backend_choice.h"
+#include "lib/metrics/backend_info_export.h"
 #include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/transfer_metrics_export.h"
@@ -28,6 +29,8 @@ ABSL_FLAG(std::string, transport_key_file, "",
           "connect only to transport addresses sealed with it (empty: addresses are only checked "
           "for integrity)");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
+ABSL_FLAG(std::string, backend, "cpu", "where the model runs: cpu or cuda");
+ABSL_FLAG(int, device, 0, "CUDA device index (with --backend cuda)");
 ABSL_FLAG(int, max_batch, 32, "sequences per decode step");
 ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active sequences, MiB");
 ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAUSTED");
@@ -56,10 +59,22 @@ int main(int argc, char** argv) {
   options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;
   options.batcher.max_queue = absl::GetFlag(FLAGS_max_queue);
-  auto worker =
-      yoco::DecodeWorker::Create(std::make_unique<yoco::CpuBackend>(
-                                     *model, yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
-                                 options);
+  auto kind = yoco::ParseBackendKind(absl::GetFlag(FLAGS_backend));
+  if (!kind.ok()) {
+    std::cerr << "yoco-decode: " << kind.status().message() << "\n";
+    return 2;
+  }
+  // A decode worker never exports a state, so a GPU keeps the recurrent states on the device
+  // between steps (only new K/V rows and logits cross the bus).
+  const yoco::BackendChoice choice{*kind, absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_device),
+                                   /*lazy_host_states=*/true};
+  auto backend = yoco::MakeBackend(*model, choice);
+  if (!backend.ok()) {
+    std::cerr << "yoco-decode: " << backend.status().message() << "\n";
+    return 1;
+  }
+  const std::string backend_description = yoco::DescribeBackend(**backend, choice);
+  auto worker = yoco::DecodeWorker::Create(std::move(*backend), options);
   if (!worker.ok()) {
     std::cerr << "yoco-decode: " << worker.status().message() << "\n";
     return 1;
@@ -103,13 +118,15 @@ int main(int argc, char** argv) {
   yoco::ExportTransferMetrics("yoco_decode", &w->transfer_metrics(), callbacks.get());
   callbacks->Add("yoco_service_draining", "1 from SIGTERM/SIGINT until the service exits",
                  yoco::ScrapeCallbacks::Type::kGauge, [] { return yoco::Draining() ? 1.0 : 0.0; });
-  auto metrics_server = yoco::MetricsServer::Start(
-      absl::GetFlag(FLAGS_metrics_listen), std::make_shared<prometheus::Registry>(), callbacks);
+  auto registry = std::make_shared<prometheus::Registry>();
+  yoco::ExportBackendInfo(*registry, absl::GetFlag(FLAGS_backend), backend_description);
+  auto metrics_server =
+      yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry, callbacks);
   if (!metrics_server.ok()) {
     std::cerr << "yoco-decode: " << metrics_server.status().message() << "\n";
     return 1;
   }
-  yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen));
+  yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen), backend_description);
   int port = 0;
   auto credentials = yoco::MakeServerCredentials(yoco::TlsFilesFromFlags());
   if (!credentials.ok()) {

@@ -3,8 +3,9 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "lib/engine/cpu_backend.h"
+#include "lib/engine/backend_choice.h"
 #include "lib/files/key_file.h"
+#include "lib/metrics/backend_info_export.h"
 #include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/snapshot_store_export.h"
@@ -31,6 +32,8 @@ ABSL_FLAG(std::string, transport_key_file, "",
           "connect only to transport addresses sealed with it (empty: addresses are only checked "
           "for integrity)");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
+ABSL_FLAG(std::string, backend, "cpu", "where the model runs: cpu or cuda");
+ABSL_FLAG(int, device, 0, "CUDA device index (with --backend cuda)");
 ABSL_FLAG(int64_t, cache_mb, 1024, "prefix-cache memory in MiB (0: no prefix cache)");
 ABSL_FLAG(std::string, cache_dir, "",
           "prefix-cache disk tier: a folder for snapshot files that survive restarts (empty: "
@@ -80,10 +83,22 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: " << transport.status().message() << "\n";
     return 1;
   }
-  auto created = yoco::PrefillWorker::Create(
-      std::make_unique<yoco::CpuBackend>(*model,
-                                         yoco::CpuBackendOptions{absl::GetFlag(FLAGS_threads)}),
-      *transport, options);
+  auto kind = yoco::ParseBackendKind(absl::GetFlag(FLAGS_backend));
+  if (!kind.ok()) {
+    std::cerr << "yoco-prefill: " << kind.status().message() << "\n";
+    return 2;
+  }
+  // Prefill states leave as bundles and snapshots, so they stay current in host memory (the
+  // default): no lazy_host_states here.
+  const yoco::BackendChoice choice{*kind, absl::GetFlag(FLAGS_threads),
+                                   absl::GetFlag(FLAGS_device)};
+  auto backend = yoco::MakeBackend(*model, choice);
+  if (!backend.ok()) {
+    std::cerr << "yoco-prefill: " << backend.status().message() << "\n";
+    return 1;
+  }
+  const std::string backend_description = yoco::DescribeBackend(**backend, choice);
+  auto created = yoco::PrefillWorker::Create(std::move(*backend), *transport, options);
   if (!created.ok()) {
     std::cerr << "yoco-prefill: " << created.status().message() << "\n";
     return 1;
@@ -93,7 +108,7 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: discarded snapshot " << d.key.Hex() << ": " << d.reason.message()
               << "\n";
   }
-  yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen));
+  yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen), backend_description);
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
   callbacks->Add("yoco_prefill_active_requests", "Prefills running or waiting for the engine",
                  yoco::ScrapeCallbacks::Type::kGauge,
@@ -127,8 +142,10 @@ int main(int argc, char** argv) {
   }
   callbacks->Add("yoco_service_draining", "1 from SIGTERM/SIGINT until the service exits",
                  yoco::ScrapeCallbacks::Type::kGauge, [] { return yoco::Draining() ? 1.0 : 0.0; });
-  auto metrics_server = yoco::MetricsServer::Start(
-      absl::GetFlag(FLAGS_metrics_listen), std::make_shared<prometheus::Registry>(), callbacks);
+  auto registry = std::make_shared<prometheus::Registry>();
+  yoco::ExportBackendInfo(*registry, absl::GetFlag(FLAGS_backend), backend_description);
+  auto metrics_server =
+      yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry, callbacks);
   if (!metrics_server.ok()) {
     std::cerr << "yoco-prefill: " << metrics_server.status().message() << "\n";
     return 1;

@@ -107,6 +107,7 @@ grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelReques
 grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
                                            v1::WorkerInfo* response) {
   response->set_worker_id(worker_id_);
+  response->set_backend(backend_);
   response->set_ucx_address(worker_.transport().address());
   response->set_model_fingerprint(worker_.model().fingerprint());
   response->set_active_requests(static_cast<uint32_t>(active_requests()));

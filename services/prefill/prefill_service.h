@@ -16,8 +16,9 @@ namespace yoco {
 
 class PrefillService final : public v1::PrefillWorker::Service {
  public:
-  PrefillService(PrefillWorker& worker, std::string worker_id)
-      : worker_(worker), worker_id_(std::move(worker_id)) {}
+  // `backend` describes where the model runs, for GetWorkerInfo (DescribeBackend).
+  PrefillService(PrefillWorker& worker, std::string worker_id, std::string backend = "cpu")
+      : worker_(worker), worker_id_(std::move(worker_id)), backend_(std::move(backend)) {}
 
   grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override;
@@ -56,6 +57,7 @@ class PrefillService final : public v1::PrefillWorker::Service {
 
   PrefillWorker& worker_;
   const std::string worker_id_;
+  const std::string backend_;
   std::mutex mu_;
   std::multimap<std::string, std::shared_ptr<std::atomic<bool>>> running_;  // by request id
   std::atomic<uint64_t> cancelled_{0};

@@ -19,6 +19,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gated_retention.h"
 #include "kernels/cuda/rms_norm.h"
+#include "lib/engine/cublas_library.h"
 #include "lib/engine/cuda_weights.h"
 #include "lib/engine/dtype.h"
 #include "tests/kernels/random_inputs.h"
@@ -152,8 +153,8 @@ TEST_F(CudaKernelTest, ElementwiseMatchCpu) {
 
 // Two sequences' segments in one launch, lengths that end mid-chunk.
 TEST_F(CudaKernelTest, RetentionChunkwiseAndStepMatchCpu) {
-  for (int d : {16, 64, 128}) {
-    for (int64_t T0 : {1, 63, 64, 65, 300}) {
+  for (int d : {12, 64, 128}) {
+    for (int64_t T0 : {1, 2, 63, 64, 65, 300}) {
       const int heads = 3;
       const int64_t T1 = 130;
       const int64_t R = T0 + T1;
@@ -185,14 +186,25 @@ TEST_F(CudaKernelTest, RetentionChunkwiseAndStepMatchCpu) {
       Dev<float> dq(q), dk(k), dv(v), dg(decay), ds(s0);
       auto dout = Dev<float>::Poisoned(R * ld);
       std::vector<cuda::RetentionTask> chunk, step;
+      std::vector<cuda::RetentionChunk> chunks;
       for (int s = 0; s < 2; ++s) {
-        (len[s] == 1 ? step : chunk)
-            .push_back({begin[s], len[s], ds.get() + s * heads * int64_t{d} * d});
+        float* state = ds.get() + s * heads * int64_t{d} * d;
+        if (len[s] == 1) {
+          step.push_back({begin[s], len[s], state, 0});
+          continue;
+        }
+        const int64_t first = static_cast<int64_t>(chunks.size());
+        for (int64_t c = 0; c < cuda::RetentionChunkCount(len[s]); ++c)
+          chunks.push_back({static_cast<int32_t>(chunk.size()), static_cast<int32_t>(c)});
+        chunk.push_back({begin[s], len[s], state, first});
       }
       Dev<cuda::RetentionTask> dchunk(chunk), dstep(step);
+      Dev<cuda::RetentionChunk> dchunks(chunks);
       const cuda::RetentionShape shape{heads, d, ld};
-      ASSERT_EQ(cuda::GatedRetentionChunkwise(shape, dchunk.get(), chunk.size(), dq.get(), dk.get(),
-                                              dv.get(), dg.get(), dout.get(), nullptr),
+      auto dscratch = Dev<float>::Poisoned(cuda::RetentionScratchFloats(shape, chunks.size()));
+      ASSERT_EQ(cuda::GatedRetentionChunkwise(shape, dchunk.get(), chunk.size(), dchunks.get(),
+                                              chunks.size(), dq.get(), dk.get(), dv.get(), dg.get(),
+                                              dout.get(), dscratch.get(), nullptr),
                 cudaSuccess);
       ASSERT_EQ(cuda::GatedRetentionStep(shape, dstep.get(), step.size(), dq.get(), dk.get(),
                                          dv.get(), dg.get(), dout.get(), nullptr),
@@ -311,8 +323,10 @@ TEST_F(CudaKernelTest, LinearMatchesCpu) {
   std::vector<float> x_rounded = x;
   for (float& f : x_rounded) f = Bf16ToFloat(FloatToBf16(f));
 
+  auto cublas = CublasLibrary::Get();
+  ASSERT_TRUE(cublas.ok()) << cublas.status();
   cublasHandle_t blas;
-  ASSERT_EQ(cublasCreate(&blas), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ((*cublas)->create(&blas), CUBLAS_STATUS_SUCCESS);
   for (bool bf16 : {false, true}) {
     for (bool accumulate : {false, true}) {
       cpu::WeightMatrix cw{bf16 ? static_cast<const void*>(w16.data()) : w.data(),
@@ -331,7 +345,7 @@ TEST_F(CudaKernelTest, LinearMatchesCpu) {
       EXPECT_LE(RelativeError(dy.Get(), want), 1e-5) << "bf16 " << bf16 << " acc " << accumulate;
     }
   }
-  cublasDestroy(blas);
+  (*cublas)->destroy(blas);
 }
 
 }  // namespace
