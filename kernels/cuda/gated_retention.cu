@@ -7,9 +7,9 @@
 // again (OutputKernel). Products run as 4×4 register tiles over shared memory; rows of a short
 // last chunk are zero-filled so tiles never read garbage. Shared rows are padded by one float
 // against bank conflicts.
-#include "kernels/cuda/gated_retention.h"
-
 #include <algorithm>
+
+#include "kernels/cuda/gated_retention.h"
 
 namespace yoco::cuda {
 namespace {
@@ -50,8 +50,8 @@ __global__ void ContributionKernel(RetentionShape shape, const RetentionTask* ta
   const int d = shape.head_dim, ld = d + 1;
   const int64_t row0 = task.row_begin + int64_t{ref.chunk} * kC;
   const int n = static_cast<int>(min(int64_t{kC}, task.row_begin + task.rows - row0));
-  float* ks = smem;          // [kC, ld], scaled by exp(cum_last − cum_u)
-  float* vs = ks + kC * ld;  // [kC, ld]
+  float* ks = smem;           // [kC, ld], scaled by exp(cum_last − cum_u)
+  float* vs = ks + kC * ld;   // [kC, ld]
   float* cum = vs + kC * ld;  // [kC]
   LoadChunk(k, row0, n, shape.ld, h, d, ks, ld);
   LoadChunk(v, row0, n, shape.ld, h, d, vs, ld);
@@ -125,11 +125,11 @@ __global__ void OutputKernel(RetentionShape shape, const RetentionTask* tasks,
   const int d = shape.head_dim, ld = d + 1;
   const int64_t row0 = task.row_begin + int64_t{ref.chunk} * kC;
   const int n = static_cast<int>(min(int64_t{kC}, task.row_begin + task.rows - row0));
-  float* S = smem;                 // [d, d]
-  float* qs = S + d * d;           // [kC, ld]
-  float* ks = qs + kC * ld;        // [kC, ld]
-  float* vs = ks + kC * ld;        // [kC, ld]
-  float* scores = vs + kC * ld;    // [kC, kC + 1]
+  float* S = smem;                      // [d, d]
+  float* qs = S + d * d;                // [kC, ld]
+  float* ks = qs + kC * ld;             // [kC, ld]
+  float* vs = ks + kC * ld;             // [kC, ld]
+  float* scores = vs + kC * ld;         // [kC, kC + 1]
   float* cum = scores + kC * (kC + 1);  // [kC]
   const int lds = kC + 1;
   const float* s_in = scratch + (int64_t{blockIdx.x} * shape.heads + h) * d * d;
@@ -222,9 +222,9 @@ __global__ void StepKernel(RetentionShape shape, const RetentionTask* tasks, con
   extern __shared__ float smem[];
   const int d = shape.head_dim;
   const int parts = blockDim.y;
-  float* qs = smem;           // [d]
-  float* ks = qs + d;         // [d]
-  float* partial = ks + d;    // [parts, d]
+  float* qs = smem;         // [d]
+  float* ks = qs + d;       // [d]
+  float* partial = ks + d;  // [parts, d]
   const RetentionTask task = tasks[blockIdx.x];
   const int h = blockIdx.y;
   const int64_t base = task.row_begin * shape.ld + int64_t{h} * d;
@@ -277,14 +277,15 @@ cudaError_t GatedRetentionChunkwise(const RetentionShape& shape, const Retention
   const int d = shape.head_dim;
   if (d % kTile != 0 || chunk_count > 0x7FFFFFFF) return cudaErrorInvalidValue;
   const size_t contribution_bytes = ContributionBytes(d), output_bytes = OutputBytes(d);
-  if (cudaError_t e = cudaFuncSetAttribute(ContributionKernel,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(contribution_bytes));
+  if (cudaError_t e =
+          cudaFuncSetAttribute(ContributionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(contribution_bytes));
       e != cudaSuccess) {
     return e;
   }
-  if (cudaError_t e = cudaFuncSetAttribute(
-          OutputKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(output_bytes));
+  if (cudaError_t e =
+          cudaFuncSetAttribute(OutputKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(output_bytes));
       e != cudaSuccess) {
     return e;
   }
