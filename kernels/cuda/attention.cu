@@ -1,7 +1,10 @@
-// Split-K attention: block (range, kv head, query) stages tiles of 32 K/V rows in shared
-// memory, scores them for every query head of the group, keeps a running max and sum per head
-// (the online softmax) and accumulates the unnormalised output; a second kernel merges the
-// ranges of each (query, head). Scores are scaled before the max, as the CPU kernels do.
+// Split-K attention: block (range, kv head, query) copies tiles of 32 K/V rows into shared
+// memory asynchronously, two tiles deep, scores them for every query head of the group, keeps a
+// running max and sum per head (the online softmax) and accumulates the unnormalised output; a
+// second kernel merges the ranges of each (query, head). Scores are scaled before the max, as the
+// CPU kernels do.
+#include <cuda_pipeline.h>
+
 #include <cmath>
 
 #include "kernels/cuda/attention.h"
@@ -11,6 +14,7 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kTile = 32;  // keys per tile: one per lane in the softmax update
+constexpr int kStages = 2;
 constexpr int kAccPerThread = kMaxGroupWidth / kThreads;
 constexpr int64_t kMinKeysPerRange = 256;
 // Bound on the partial buffer; beyond it ranges get longer instead of more numerous.
@@ -24,7 +28,7 @@ struct Ranges {
 };
 
 Ranges PlanRanges(const AttentionShape& shape, int64_t queries, int64_t max_keys, int sm_count) {
-  const int64_t blocks_wanted = 4LL * (sm_count > 0 ? sm_count : 1);
+  const int64_t blocks_wanted = 8LL * (sm_count > 0 ? sm_count : 1);
   const int64_t base = queries * shape.kv_heads;
   int64_t ranges = (blocks_wanted + base - 1) / base;
   const int64_t per_range_floats = queries * shape.q_heads * (shape.head_dim + 2LL);
@@ -37,23 +41,48 @@ Ranges PlanRanges(const AttentionShape& shape, int64_t queries, int64_t max_keys
   return {keys, (max_keys + keys - 1) / keys};
 }
 
+// Copies tile rows [t0, t0 + tk) of the query's keys and values for KV head kvh into one stage
+// of shared memory with cp.async (16 bytes per copy), and commits them as one group.
+__device__ void IssueTile(const AttentionShape& shape, const AttentionQuery& qd, int kvh,
+                          int64_t t0, int tk, float* ks, float* vs, int ldk) {
+  const int d = shape.head_dim;
+  const int per_row = d / 4;
+  for (int i = threadIdx.x; i < tk * per_row; i += blockDim.x) {
+    const int r = i / per_row, c = (i % per_row) * 4;
+    const int64_t pos = qd.first + t0 + r;
+    const float* krow;
+    const float* vrow;
+    if (pos >= qd.split) {
+      krow = qd.new_keys + (pos - qd.split) * shape.kv_ld;
+      vrow = qd.new_values + (pos - qd.split) * shape.kv_ld;
+    } else {
+      const int64_t slot = qd.ring > 0 ? pos % qd.ring : pos;
+      krow = qd.old_keys + slot * shape.kv_ld;
+      vrow = qd.old_values + slot * shape.kv_ld;
+    }
+    __pipeline_memcpy_async(ks + r * ldk + c, krow + int64_t{kvh} * d + c, 16);
+    __pipeline_memcpy_async(vs + r * ldk + c, vrow + int64_t{kvh} * d + c, 16);
+  }
+  __pipeline_commit();
+}
+
+// Two shared-memory stages: the copies of tile i + 1 fly while tile i is scored and summed.
 __global__ void RangeKernel(AttentionShape shape, const AttentionQuery* queries, const float* q,
                             int64_t keys_per_range, float* partial) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];
   const AttentionQuery qd = queries[blockIdx.z];
   const int kvh = blockIdx.y;
   const int64_t range = blockIdx.x;
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int width = group * d;
-  const int ldk = d + 1;
-  float* qs = smem;              // [group, d]
-  float* ks = qs + width;        // [kTile, d + 1]
-  float* vs = ks + kTile * ldk;  // [kTile, d]
-  float* p = vs + kTile * d;     // [group, kTile]
-  float* m = p + group * kTile;  // [group] running max
-  float* l = m + group;          // [group] running sum
-  float* corr = l + group;       // [group] this tile's rescale of the old accumulators
+  const int ldk = d + 4;           // 16-byte rows; float4 reads of 8 rows hit distinct banks
+  float* qs = smem;                // [group, d]
+  float* stage_base = qs + width;  // kStages × (K [kTile, ldk], V [kTile, ldk])
+  float* p = stage_base + kStages * 2 * kTile * ldk;  // [group, kTile]
+  float* m = p + group * kTile;                       // [group] running max
+  float* l = m + group;                               // [group] running sum
+  float* corr = l + group;  // [group] this tile's rescale of the old accumulators
 
   const int64_t begin = range * keys_per_range;
   const int64_t end = begin + keys_per_range < qd.n ? begin + keys_per_range : qd.n;
@@ -70,6 +99,10 @@ __global__ void RangeKernel(AttentionShape shape, const AttentionQuery* queries,
     return;
   }
   const float scale = 1.0f / sqrtf(static_cast<float>(d));
+  auto tile_size = [&](int64_t t0) {
+    return static_cast<int>(end - t0 < kTile ? end - t0 : kTile);
+  };
+  IssueTile(shape, qd, kvh, begin, tile_size(begin), stage_base, stage_base + kTile * ldk, ldk);
   for (int i = threadIdx.x; i < width; i += blockDim.x)
     qs[i] = q[qd.row * shape.q_ld + int64_t{kvh} * width + i];
   for (int g = threadIdx.x; g < group; g += blockDim.x) {
@@ -81,33 +114,30 @@ __global__ void RangeKernel(AttentionShape shape, const AttentionQuery* queries,
   for (int a = 0; a < kAccPerThread; ++a) acc[a] = 0.0f;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  for (int64_t t0 = begin; t0 < end; t0 += kTile) {
-    const int tk = static_cast<int>(end - t0 < kTile ? end - t0 : kTile);
-    for (int i = threadIdx.x; i < tk * d; i += blockDim.x) {
-      const int r = i / d, c = i % d;
-      const int64_t pos = qd.first + t0 + r;
-      const float* krow;
-      const float* vrow;
-      if (pos >= qd.split) {
-        krow = qd.new_keys + (pos - qd.split) * shape.kv_ld;
-        vrow = qd.new_values + (pos - qd.split) * shape.kv_ld;
-      } else {
-        const int64_t slot = qd.ring > 0 ? pos % qd.ring : pos;
-        krow = qd.old_keys + slot * shape.kv_ld;
-        vrow = qd.old_values + slot * shape.kv_ld;
-      }
-      ks[r * ldk + c] = krow[int64_t{kvh} * d + c];
-      vs[r * d + c] = vrow[int64_t{kvh} * d + c];
+  int stage = 0;
+  for (int64_t t0 = begin; t0 < end; t0 += kTile, stage ^= 1) {
+    const int tk = tile_size(t0);
+    float* ks = stage_base + stage * 2 * kTile * ldk;
+    float* vs = ks + kTile * ldk;
+    if (t0 + kTile < end) {
+      float* next = stage_base + (stage ^ 1) * 2 * kTile * ldk;
+      IssueTile(shape, qd, kvh, t0 + kTile, tile_size(t0 + kTile), next, next + kTile * ldk, ldk);
+    } else {
+      __pipeline_commit();  // an empty group keeps "all but the newest" meaning this tile
     }
+    __pipeline_wait_prior(1);
     __syncthreads();
     for (int i = threadIdx.x; i < group * kTile; i += blockDim.x) {
       const int g = i / kTile, r = i % kTile;
       float s = -INFINITY;
       if (r < tk) {
-        const float* qg = qs + g * d;
-        const float* kr = ks + r * ldk;
+        const float4* qg = reinterpret_cast<const float4*>(qs + g * d);
+        const float4* kr = reinterpret_cast<const float4*>(ks + r * ldk);
         float dot = 0.0f;
-        for (int c = 0; c < d; ++c) dot += qg[c] * kr[c];
+        for (int c = 0; c < d / 4; ++c) {
+          const float4 a = qg[c], b = kr[c];
+          dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+        }
         s = dot * scale;
       }
       p[g * kTile + r] = s;
@@ -138,11 +168,11 @@ __global__ void RangeKernel(AttentionShape shape, const AttentionQuery* queries,
         const int g = e / d, c = e % d;
         float sum = acc[a] * corr[g];
         const float* pg = p + g * kTile;
-        for (int r = 0; r < tk; ++r) sum += pg[r] * vs[r * d + c];
+        for (int r = 0; r < tk; ++r) sum += pg[r] * vs[r * ldk + c];
         acc[a] = sum;
       }
     }
-    __syncthreads();
+    __syncthreads();  // this stage is refilled two tiles on
   }
 #pragma unroll
   for (int a = 0; a < kAccPerThread; ++a) {
@@ -198,7 +228,9 @@ cudaError_t Attention(const AttentionShape& shape, const AttentionQuery* queries
                       cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   const int group = shape.q_heads / shape.kv_heads;
-  if (group * shape.head_dim > kMaxGroupWidth) return cudaErrorInvalidValue;
+  if (group * shape.head_dim > kMaxGroupWidth || shape.head_dim % 4 != 0 || shape.kv_ld % 4 != 0) {
+    return cudaErrorInvalidValue;
+  }
   if (count > kMaxQueriesPerLaunch) {
     for (int64_t q0 = 0; q0 < count; q0 += kMaxQueriesPerLaunch) {
       const int64_t n = count - q0 < kMaxQueriesPerLaunch ? count - q0 : kMaxQueriesPerLaunch;
@@ -213,7 +245,7 @@ cudaError_t Attention(const AttentionShape& shape, const AttentionQuery* queries
   const Ranges r = PlanRanges(shape, count, max_keys, sm_count);
   const int d = shape.head_dim;
   const size_t smem =
-      sizeof(float) * (group * d + kTile * (d + 1) + kTile * d + group * kTile + 3 * group);
+      sizeof(float) * (group * d + kStages * 2 * kTile * (d + 4) + group * kTile + 3 * group);
   if (smem > 48 * 1024) {
     if (cudaError_t e = cudaFuncSetAttribute(
             RangeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));

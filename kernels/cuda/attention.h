@@ -45,7 +45,9 @@ int64_t AttentionScratchFloats(const AttentionShape& shape, int64_t count, int64
                                int sm_count);
 
 // out[row, h·d ...] = softmax(scale · q·Kᵀ) V for each query (device array) and head, with
-// scale = 1/√head_dim. max_keys bounds every query's n.
+// scale = 1/√head_dim. max_keys bounds every query's n. K/V rows are copied 16 bytes at a time:
+// head_dim and kv_ld must be multiples of 4 and the key/value pointers 16-byte aligned
+// (cudaErrorInvalidValue otherwise).
 cudaError_t Attention(const AttentionShape& shape, const AttentionQuery* queries, int64_t count,
                       int64_t max_keys, const float* q, float* out, float* scratch, int sm_count,
                       cudaStream_t stream);

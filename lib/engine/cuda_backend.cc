@@ -110,8 +110,11 @@ absl::Status CudaBackend::Init() {
   }
   const int group = config_.n_attn_heads / config_.n_attn_kv_heads;
   if (group * config_.cross_head_dim() > cuda::kMaxGroupWidth ||
-      config_.self_head_dim() > cuda::kMaxGroupWidth) {
-    return absl::InvalidArgumentError("attention heads too wide for the CUDA attention kernel");
+      config_.self_head_dim() > cuda::kMaxGroupWidth || config_.cross_head_dim() % 4 != 0 ||
+      config_.self_head_dim() % 4 != 0) {
+    return absl::InvalidArgumentError(
+        "the CUDA attention kernel needs head dims that are multiples of 4 and at most 2048 "
+        "query-head floats per KV head");
   }
   RETURN_IF_ERROR(
       CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -341,9 +344,12 @@ absl::Status CudaBackend::RunLayers(absl::Span<const ForwardSegment> segments,
   RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "forward"));
   const auto copy_start = std::chrono::steady_clock::now();
   if (Q > 0) {
-    RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpy(logits->data(), logits_.get(), Q * V * 4, cudaMemcpyDeviceToHost),
-                   "logits download"));
+    RETURN_IF_ERROR(staging_.Reserve(Q * V * sizeof(float)));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(staging_.get(), logits_.get(), Q * V * 4, cudaMemcpyDeviceToHost, stream_),
+        "logits download"));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "logits download"));
+    std::memcpy(logits->data(), staging_.get(), Q * V * 4);
   }
   RETURN_IF_ERROR(CopyBack(segments));
   if (options_.profile) {
@@ -654,16 +660,19 @@ absl::Status CudaBackend::CopyBack(absl::Span<const ForwardSegment> segments) {
     Sequence* seq = sequences_[s];
     const int64_t p0 = state->position;
     const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
-    state->shared_k.resize((p0 + T) * KV);
-    state->shared_v.resize((p0 + T) * KV);
-    RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpy(state->shared_k.data() + p0 * KV, seq->k.get<float>() + p0 * KV,
-                              T * KV * 4, cudaMemcpyDeviceToHost),
-                   "K download"));
-    RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpy(state->shared_v.data() + p0 * KV, seq->v.get<float>() + p0 * KV,
-                              T * KV * 4, cudaMemcpyDeviceToHost),
-                   "V download"));
+    const size_t bytes = T * KV * sizeof(float);
+    RETURN_IF_ERROR(staging_.Reserve(2 * bytes));
+    float* k = staging_.get<float>();
+    float* v = k + T * KV;
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(k, seq->k.get<float>() + p0 * KV, bytes, cudaMemcpyDeviceToHost, stream_),
+        "K download"));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(v, seq->v.get<float>() + p0 * KV, bytes, cudaMemcpyDeviceToHost, stream_),
+        "V download"));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "K/V download"));
+    state->shared_k.insert(state->shared_k.end(), k, k + T * KV);
+    state->shared_v.insert(state->shared_v.end(), v, v + T * KV);
     seq->host_states_current = false;
     if (!options_.lazy_host_states) {
       for (int l = 0; l < config_.n_self_layers(); ++l) {

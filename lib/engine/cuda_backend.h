@@ -152,6 +152,7 @@ class CudaBackend : public Backend {
   // Activations, grown on demand.
   DeviceBuffer h_, a_, q_, k_, v_, g_, gt_, o_, up_, gate_, kk_, vv_, hx_, logits_, x_bf16_,
       attention_scratch_, retention_scratch_;
+  PinnedBuffer staging_;  // logits and new K/V rows on their way to host vectors
 };
 
 }  // namespace yoco

@@ -67,6 +67,43 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Page-locked host memory (cudaMallocHost): device-to-host copies into it run at the bus's full
+// rate instead of through the driver's bounce buffers.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() { Free(); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  // Makes the buffer at least `bytes` large. Contents are lost when it grows.
+  absl::Status Reserve(size_t bytes) {
+    if (bytes <= bytes_) return absl::OkStatus();
+    Free();
+    if (absl::Status s = CudaStatus(cudaMallocHost(&data_, bytes), "cudaMallocHost"); !s.ok()) {
+      data_ = nullptr;
+      return s;
+    }
+    bytes_ = bytes;
+    return absl::OkStatus();
+  }
+
+  template <typename T = void>
+  T* get() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void Free() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 }  // namespace yoco
 
 #endif  // YOCO_LIB_ENGINE_DEVICE_BUFFER_H_
