@@ -15,6 +15,9 @@ namespace yoco::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+// The per-chunk kernels hold one or two blocks per multiprocessor (their shared memory), so
+// they run wide blocks to keep enough warps in flight.
+constexpr int kChunkThreads = 512;
 constexpr int kC = kRetentionChunk;
 constexpr int kTile = 4;
 
@@ -40,9 +43,10 @@ __device__ void CumulativeDecay(const float* log_decay, int64_t row0, int n, int
 }
 
 // Block (chunk, head): U = Σ_u exp(cum_last − cum_u) k_uᵀ v_u into scratch, and exp(cum_last).
-__global__ void ContributionKernel(RetentionShape shape, const RetentionTask* tasks,
-                                   const RetentionChunk* chunks, const float* k, const float* v,
-                                   const float* log_decay, float* scratch, int64_t chunk_count) {
+__global__ void __launch_bounds__(kChunkThreads)
+    ContributionKernel(RetentionShape shape, const RetentionTask* tasks,
+                       const RetentionChunk* chunks, const float* k, const float* v,
+                       const float* log_decay, float* scratch, int64_t chunk_count) {
   extern __shared__ float smem[];
   const RetentionChunk ref = chunks[blockIdx.x];
   const RetentionTask task = tasks[ref.task];
@@ -114,10 +118,10 @@ __global__ void ScanKernel(RetentionShape shape, const RetentionTask* tasks, flo
 }
 
 // Block (chunk, head): o_j = Σ_{u≤j} (q_j·k_u) exp(cum_j − cum_u) v_u + exp(cum_j) q_j S_in.
-__global__ void OutputKernel(RetentionShape shape, const RetentionTask* tasks,
-                             const RetentionChunk* chunks, const float* q, const float* k,
-                             const float* v, const float* log_decay, const float* scratch,
-                             float* out) {
+__global__ void __launch_bounds__(kChunkThreads)
+    OutputKernel(RetentionShape shape, const RetentionTask* tasks, const RetentionChunk* chunks,
+                 const float* q, const float* k, const float* v, const float* log_decay,
+                 const float* scratch, float* out) {
   extern __shared__ float smem[];
   const RetentionChunk ref = chunks[blockIdx.x];
   const RetentionTask task = tasks[ref.task];
@@ -290,15 +294,15 @@ cudaError_t GatedRetentionChunkwise(const RetentionShape& shape, const Retention
     return e;
   }
   const dim3 per_chunk(static_cast<unsigned>(chunk_count), static_cast<unsigned>(shape.heads));
-  ContributionKernel<<<per_chunk, kThreads, contribution_bytes, stream>>>(
+  ContributionKernel<<<per_chunk, kChunkThreads, contribution_bytes, stream>>>(
       shape, tasks, chunks, k, v, log_decay, scratch, chunk_count);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   const dim3 scan(static_cast<unsigned>(count), static_cast<unsigned>(shape.heads),
                   static_cast<unsigned>((d * d + kThreads - 1) / kThreads));
   ScanKernel<<<scan, kThreads, 0, stream>>>(shape, tasks, scratch, chunk_count);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  OutputKernel<<<per_chunk, kThreads, output_bytes, stream>>>(shape, tasks, chunks, q, k, v,
-                                                              log_decay, scratch, out);
+  OutputKernel<<<per_chunk, kChunkThreads, output_bytes, stream>>>(shape, tasks, chunks, q, k, v,
+                                                                   log_decay, scratch, out);
   return cudaGetLastError();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/cuda/bf16_gemv.h"
 #include "kernels/cuda/elementwise.h"
 #include "lib/engine/cublas_library.h"
 #include "lib/engine/dtype.h"
@@ -162,6 +163,11 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Random(const ModelConf
 absl::Status DeviceLinear(cublasHandle_t blas, cudaStream_t stream, const float* x, int64_t m,
                           const DeviceMatrix& w, float* y, bool accumulate, DeviceBuffer* x_bf16) {
   if (m == 0) return absl::OkStatus();
+  if (w.bf16 && cuda::Bf16GemvFits(m, w.cols)) {  // decode: fp32 activations, weights read once
+    return CudaStatus(cuda::Bf16Gemv(w.data.get<__nv_bfloat16>(), w.rows, w.cols, x,
+                                     static_cast<int>(m), y, accumulate, stream),
+                      "bf16 gemv");
+  }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const void* b = x;
   cudaDataType type = CUDA_R_32F;

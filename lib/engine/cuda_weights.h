@@ -59,8 +59,9 @@ struct CudaWeights {
 };
 
 // y[m, w.rows] = x[m, w.cols] · Wᵀ (+ y when accumulate), fp32 x and y. bf16 matrices multiply
-// x rounded to bf16 (into `x_bf16`, grown as needed) on the tensor cores with fp32
-// accumulation; fp32 matrices run plain fp32 (no TF32).
+// up to kMaxGemvRows rows of fp32 x directly (Bf16Gemv: decode steps), larger m rounded to bf16
+// (into `x_bf16`, grown as needed) on the tensor cores with fp32 accumulation; fp32 matrices
+// run plain fp32 (no TF32).
 absl::Status DeviceLinear(cublasHandle_t blas, cudaStream_t stream, const float* x, int64_t m,
                           const DeviceMatrix& w, float* y, bool accumulate, DeviceBuffer* x_bf16);
 

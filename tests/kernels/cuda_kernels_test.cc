@@ -16,6 +16,7 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/sliding_window_attention.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/bf16_gemv.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gated_retention.h"
 #include "kernels/cuda/rms_norm.h"
@@ -311,38 +312,43 @@ TEST_F(CudaKernelTest, SlidingWindowMatchesCpu) {
   }
 }
 
-// The linear layer: fp32 weights in fp32; bf16 weights on bf16-rounded activations, which the
-// CPU kernel given the same rounded activations computes exactly but for summation order.
+// The linear layer: fp32 weights in fp32; bf16 weights on fp32 activations for decode-sized
+// batches (Bf16Gemv, the CPU's arithmetic) and on bf16-rounded activations beyond (the tensor
+// cores), which the CPU kernel given the same rounded activations computes exactly but for
+// summation order. Widths past one 1024-column chunk of the GEMV, with a tail.
 TEST_F(CudaKernelTest, LinearMatchesCpu) {
-  const int64_t m = 37, in = 200, out = 129;
-  const auto x = RandomFloats(m * in, 40);
-  const auto w = RandomFloats(out * in, 41);
-  const auto y0 = RandomFloats(m * out, 42);
-  std::vector<uint16_t> w16(out * in);
-  for (size_t i = 0; i < w.size(); ++i) w16[i] = FloatToBf16(w[i]);
-  std::vector<float> x_rounded = x;
-  for (float& f : x_rounded) f = Bf16ToFloat(FloatToBf16(f));
-
   auto cublas = CublasLibrary::Get();
   ASSERT_TRUE(cublas.ok()) << cublas.status();
   cublasHandle_t blas;
   ASSERT_EQ((*cublas)->create(&blas), CUBLAS_STATUS_SUCCESS);
-  for (bool bf16 : {false, true}) {
-    for (bool accumulate : {false, true}) {
-      cpu::WeightMatrix cw{bf16 ? static_cast<const void*>(w16.data()) : w.data(),
-                           bf16 ? cpu::WeightType::kBF16 : cpu::WeightType::kF32, out, in, false};
-      std::vector<float> want = y0, wide;
-      cpu::Linear(bf16 ? x_rounded.data() : x.data(), m, cw, want.data(), accumulate, &wide);
-      DeviceMatrix dw;
-      dw.bf16 = bf16;
-      dw.rows = out;
-      dw.cols = in;
-      ASSERT_TRUE(dw.data.Reserve(cw.bytes()).ok());
-      cudaMemcpy(dw.data.get(), cw.data, cw.bytes(), cudaMemcpyHostToDevice);
-      Dev<float> dx(x), dy(y0);
-      DeviceBuffer xb;
-      ASSERT_TRUE(DeviceLinear(blas, nullptr, dx.get(), m, dw, dy.get(), accumulate, &xb).ok());
-      EXPECT_LE(RelativeError(dy.Get(), want), 1e-5) << "bf16 " << bf16 << " acc " << accumulate;
+  const int64_t out = 129;
+  for (auto [m, in] : {std::pair<int64_t, int64_t>{37, 200}, {1, 2056}, {5, 200}, {8, 2056}}) {
+    const auto x = RandomFloats(m * in, 40);
+    const auto w = RandomFloats(out * in, 41);
+    const auto y0 = RandomFloats(m * out, 42);
+    std::vector<uint16_t> w16(out * in);
+    for (size_t i = 0; i < w.size(); ++i) w16[i] = FloatToBf16(w[i]);
+    std::vector<float> x_rounded = x;
+    for (float& f : x_rounded) f = Bf16ToFloat(FloatToBf16(f));
+    for (bool bf16 : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        cpu::WeightMatrix cw{bf16 ? static_cast<const void*>(w16.data()) : w.data(),
+                             bf16 ? cpu::WeightType::kBF16 : cpu::WeightType::kF32, out, in, false};
+        const bool rounded = bf16 && m > cuda::kMaxGemvRows;
+        std::vector<float> want = y0, wide;
+        cpu::Linear(rounded ? x_rounded.data() : x.data(), m, cw, want.data(), accumulate, &wide);
+        DeviceMatrix dw;
+        dw.bf16 = bf16;
+        dw.rows = out;
+        dw.cols = in;
+        ASSERT_TRUE(dw.data.Reserve(cw.bytes()).ok());
+        cudaMemcpy(dw.data.get(), cw.data, cw.bytes(), cudaMemcpyHostToDevice);
+        Dev<float> dx(x), dy(y0);
+        DeviceBuffer xb;
+        ASSERT_TRUE(DeviceLinear(blas, nullptr, dx.get(), m, dw, dy.get(), accumulate, &xb).ok());
+        EXPECT_LE(RelativeError(dy.Get(), want), 1e-5)
+            << "m " << m << " in " << in << " bf16 " << bf16 << " acc " << accumulate;
+      }
     }
   }
   (*cublas)->destroy(blas);

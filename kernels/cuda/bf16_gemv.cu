@@ -1,0 +1,99 @@
+// One warp per weight row: each lane reads 8 bf16 (16 bytes) at a time along the row, widens
+// them and multiplies them into every activation row, which the block stages in shared memory
+// 1024 columns at a time; the lanes' sums meet in a warp reduction.
+#include "kernels/cuda/bf16_gemv.h"
+
+namespace yoco::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // weight rows per block
+constexpr int kColumns = 1024;
+
+template <int M>
+__global__ void __launch_bounds__(kWarps * 32)
+    GemvKernel(const __nv_bfloat16* w, int64_t rows, int cols, const float* x, float* y,
+               bool accumulate) {
+  __shared__ __align__(16) float xs[M * kColumns];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = int64_t{blockIdx.x} * kWarps + warp;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  for (int c0 = 0; c0 < cols; c0 += kColumns) {
+    const int n = cols - c0 < kColumns ? cols - c0 : kColumns;
+    __syncthreads();  // the previous chunk's readers are done
+    for (int i = threadIdx.x; i < M * n; i += blockDim.x) {
+      const int m = i / n, c = i % n;
+      xs[m * kColumns + c] = x[int64_t{m} * cols + c0 + c];
+    }
+    __syncthreads();
+    if (row >= rows) continue;
+    const uint4* wr = reinterpret_cast<const uint4*>(w + row * cols + c0);
+#pragma unroll 2
+    for (int c = lane * 8; c < n; c += 32 * 8) {
+      const uint4 packed = wr[c / 8];
+      const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&packed);
+      float wf[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(pairs[j]);
+        wf[2 * j] = f.x;
+        wf[2 * j + 1] = f.y;
+      }
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float4 a = *reinterpret_cast<const float4*>(xs + m * kColumns + c);
+        const float4 b = *reinterpret_cast<const float4*>(xs + m * kColumns + c + 4);
+        acc[m] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x +
+                  wf[5] * b.y + wf[6] * b.z + wf[7] * b.w;
+      }
+    }
+  }
+  if (row >= rows) return;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float s = acc[m];
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+      float* out = y + int64_t{m} * rows + row;
+      *out = accumulate ? *out + s : s;
+    }
+  }
+}
+
+template <int M>
+cudaError_t Launch(const __nv_bfloat16* w, int64_t rows, int64_t cols, const float* x, float* y,
+                   bool accumulate, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+  GemvKernel<M>
+      <<<blocks, kWarps * 32, 0, stream>>>(w, rows, static_cast<int>(cols), x, y, accumulate);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t Bf16Gemv(const __nv_bfloat16* w, int64_t rows, int64_t cols, const float* x, int m,
+                     float* y, bool accumulate, cudaStream_t stream) {
+  if (!Bf16GemvFits(m, cols)) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  switch (m) {
+    case 1:
+      return Launch<1>(w, rows, cols, x, y, accumulate, stream);
+    case 2:
+      return Launch<2>(w, rows, cols, x, y, accumulate, stream);
+    case 3:
+      return Launch<3>(w, rows, cols, x, y, accumulate, stream);
+    case 4:
+      return Launch<4>(w, rows, cols, x, y, accumulate, stream);
+    case 5:
+      return Launch<5>(w, rows, cols, x, y, accumulate, stream);
+    case 6:
+      return Launch<6>(w, rows, cols, x, y, accumulate, stream);
+    case 7:
+      return Launch<7>(w, rows, cols, x, y, accumulate, stream);
+    default:
+      return Launch<8>(w, rows, cols, x, y, accumulate, stream);
+  }
+}
+
+}  // namespace yoco::cuda
