@@ -5,6 +5,7 @@
 // CPU kernels do.
 #include <cuda_pipeline.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "kernels/cuda/attention.h"
@@ -35,7 +36,10 @@ Ranges PlanRanges(const AttentionShape& shape, int64_t queries, int64_t max_keys
   const int64_t cap = kMaxPartialFloats / per_range_floats;
   if (ranges > cap) ranges = cap;
   if (ranges < 1) ranges = 1;
-  int64_t keys = (max_keys + ranges - 1) / ranges;
+  // Callers round max_keys up to a power of two (stable grids for CUDA graphs), so the real
+  // longest query may be half of it: size ranges for that half, to keep the blocks busy.
+  const int64_t half = (max_keys + 1) / 2;
+  int64_t keys = (half + ranges - 1) / ranges;
   if (keys < kMinKeysPerRange) keys = kMinKeysPerRange;
   keys = (keys + kTile - 1) / kTile * kTile;
   return {keys, (max_keys + keys - 1) / keys};
@@ -246,12 +250,15 @@ cudaError_t Attention(const AttentionShape& shape, const AttentionQuery* queries
   const int d = shape.head_dim;
   const size_t smem =
       sizeof(float) * (group * d + kStages * 2 * kTile * (d + 4) + group * kTile + 3 * group);
-  if (smem > 48 * 1024) {
+  // Raised once per size, outside any graph capture that later replays the launch.
+  static std::atomic<size_t> configured{48 * 1024};
+  if (smem > configured.load()) {
     if (cudaError_t e = cudaFuncSetAttribute(
             RangeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         e != cudaSuccess) {
       return e;
     }
+    configured.store(smem);
   }
   const dim3 grid(static_cast<unsigned>(r.count), static_cast<unsigned>(shape.kv_heads),
                   static_cast<unsigned>(count));

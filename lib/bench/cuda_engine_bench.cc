@@ -190,6 +190,8 @@ absl::StatusOr<CudaEngineBenchReport> RunCudaEngineBench(const CudaEngineBenchOp
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < o.decode_steps; ++i) RETURN_IF_ERROR(decoder->Forward(segments, &logits));
       cell.tokens_per_s = batch * o.decode_steps / Seconds(t0);
+      if (!decoder->graph_error().empty())
+        log << "decode graphs off: " << decoder->graph_error() << std::endl;
       log << absl::StrFormat("decode batch=%d context=%d: %.1f tok/s (floor %.1f)", batch, context,
                              cell.tokens_per_s, cell.floor_tokens_per_s)
           << std::endl;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -61,6 +62,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, CudaBackendOptions 
     : model_(std::move(model)), config_(model_->config()), options_(options) {}
 
 CudaBackend::~CudaBackend() {
+  ClearGraphs();
   for (const TimedSpan& t : spans_) free_events_.insert(free_events_.end(), {t.start, t.stop});
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   if (call_start_ != nullptr) cudaEventDestroy(call_start_);
@@ -294,6 +296,13 @@ absl::Status CudaBackend::RunLayers(absl::Span<const ForwardSegment> segments,
     ASSIGN_OR_RETURN(Sequence * seq, DeviceSequence(seg.state, t_count));
     sequences_.push_back(seq);
   }
+  // Attention plans its key ranges for a length rounded up to a power of two, so consecutive
+  // decode steps launch the same grids and can replay one CUDA graph.
+  max_keys_ = std::max<int64_t>(256, std::bit_ceil(static_cast<uint64_t>(max_keys_)));
+  window_keys_ = config_.sliding_window
+                     ? std::min<int64_t>(*config_.sliding_window,
+                                         std::bit_ceil(static_cast<uint64_t>(max_position_ + 1)))
+                     : 0;
   const int64_t R = static_cast<int64_t>(rows_.size());
   const int64_t Q = static_cast<int64_t>(out_rows_.size());
   const int64_t F = config_.hidden_dim;
@@ -319,27 +328,8 @@ absl::Status CudaBackend::RunLayers(absl::Span<const ForwardSegment> segments,
     cudaEventRecord(call_start_, stream_);
   }
 
-  // Embedding, scaled by sqrt(dim) in fp32 as the reference.
-  const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(D)));
-  RETURN_IF_ERROR(
-      Launch(cuda::EmbedRows(weights_->embed.data.get(), weights_->embed.bf16, static_cast<int>(D),
-                             d_tokens_, R, embed_scale, h_.get<float>(), stream_),
-             "embedding"));
-  for (int l = 0; l < config_.n_self_layers(); ++l) RETURN_IF_ERROR(SelfLayer(l));
-  RETURN_IF_ERROR(AppendSharedKv());
-
+  RETURN_IF_ERROR(RunOnDevice(segments));
   logits->resize(Q * V);
-  if (Q > 0) {
-    RETURN_IF_ERROR(Launch(cuda::GatherRows(h_.get<float>(), D, d_out_rows_, Q, static_cast<int>(D),
-                                            hx_.get<float>(), D, stream_),
-                           "gather"));
-    for (int l = 0; l < config_.n_cross_layers(); ++l) RETURN_IF_ERROR(CrossLayer(l));
-    RETURN_IF_ERROR(Launch(
-        cuda::RmsNorm(hx_.get<float>(), Q, static_cast<int>(D), weights_->final_norm.get<float>(),
-                      static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
-        "final norm"));
-    RETURN_IF_ERROR(Linear(a_.get<float>(), Q, weights_->output, logits_.get<float>(), false));
-  }
   if (options_.profile) cudaEventRecord(call_stop_, stream_);
   RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "forward"));
   const auto copy_start = std::chrono::steady_clock::now();
@@ -358,6 +348,93 @@ absl::Status CudaBackend::RunLayers(absl::Span<const ForwardSegment> segments,
             .count();
   }
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnqueueLayers() {
+  const int64_t D = config_.dim;
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int64_t Q = static_cast<int64_t>(out_rows_.size());
+  // Embedding, scaled by sqrt(dim) in fp32 as the reference.
+  const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(D)));
+  RETURN_IF_ERROR(
+      Launch(cuda::EmbedRows(weights_->embed.data.get(), weights_->embed.bf16, static_cast<int>(D),
+                             d_tokens_, R, embed_scale, h_.get<float>(), stream_),
+             "embedding"));
+  for (int l = 0; l < config_.n_self_layers(); ++l) RETURN_IF_ERROR(SelfLayer(l));
+  RETURN_IF_ERROR(AppendSharedKv());
+  if (Q == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Launch(cuda::GatherRows(h_.get<float>(), D, d_out_rows_, Q, static_cast<int>(D),
+                                          hx_.get<float>(), D, stream_),
+                         "gather"));
+  for (int l = 0; l < config_.n_cross_layers(); ++l) RETURN_IF_ERROR(CrossLayer(l));
+  RETURN_IF_ERROR(Launch(
+      cuda::RmsNorm(hx_.get<float>(), Q, static_cast<int>(D), weights_->final_norm.get<float>(),
+                    static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
+      "final norm"));
+  return Linear(a_.get<float>(), Q, weights_->output, logits_.get<float>(), false);
+}
+
+std::vector<const void*> CudaBackend::BufferAddresses() const {
+  std::vector<const void*> out;
+  for (const DeviceBuffer* b :
+       {&h_, &a_, &q_, &k_, &v_, &g_, &gt_, &o_, &up_, &gate_, &kk_, &vv_, &hx_, &logits_, &x_bf16_,
+        &attention_scratch_, &retention_scratch_, &device_descriptors_}) {
+    out.push_back(b->get());
+  }
+  return out;
+}
+
+void CudaBackend::ClearGraphs() {
+  for (auto& [key, graph] : graphs_) {
+    if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+  }
+  graphs_.clear();
+}
+
+absl::Status CudaBackend::RunOnDevice(absl::Span<const ForwardSegment> segments) {
+  // Decode steps (one token per segment) replay a CUDA graph of the whole pass: hundreds of
+  // small launches become one. A step's key is everything that shapes its launches; the first
+  // step of a key runs directly (it sizes every buffer, so nothing is allocated while
+  // capturing), the second is captured.
+  bool decode_only = !options_.profile && !graphs_failed_ && options_.graphs;
+  std::string key;
+  for (const ForwardSegment& seg : segments) {
+    decode_only = decode_only && seg.tokens.size() == 1;
+    key.push_back(static_cast<char>('0' + static_cast<int>(seg.logits)));
+  }
+  if (!decode_only) return EnqueueLayers();
+  absl::StrAppend(&key, ":", max_keys_, ":", window_keys_);
+  Graph& graph = graphs_[key];
+  const std::vector<const void*> buffers = BufferAddresses();
+  if (graph.exec != nullptr && graph.buffers != buffers) {
+    // A larger call moved a buffer the graph reads or writes: capture it again (buffers only
+    // grow, so this shape's sizes still fit and the capture allocates nothing).
+    cudaGraphExecDestroy(graph.exec);
+    graph.exec = nullptr;
+  }
+  if (graph.exec == nullptr && graph.runs++ >= 1) {
+    graph.buffers = buffers;
+    cudaGraph_t captured = nullptr;
+    absl::Status s = CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                                "graph capture");
+    if (s.ok()) {
+      s = EnqueueLayers();
+      const cudaError_t end = cudaStreamEndCapture(stream_, &captured);
+      if (s.ok()) s = CudaStatus(end, "graph capture");
+    }
+    if (s.ok()) s = CudaStatus(cudaGraphInstantiate(&graph.exec, captured, 0), "graph");
+    if (captured != nullptr) cudaGraphDestroy(captured);
+    if (!s.ok()) {
+      // Capture is an optimisation: run this backend without graphs from now on.
+      cudaGetLastError();
+      graph.exec = nullptr;
+      graphs_failed_ = true;
+      graph_error_ = std::string(s.message());
+      return EnqueueLayers();
+    }
+  }
+  if (graph.exec == nullptr) return EnqueueLayers();
+  return CudaStatus(cudaGraphLaunch(graph.exec, stream_), "graph launch");
 }
 
 absl::Status CudaBackend::UploadDescriptors() {
@@ -575,7 +652,7 @@ absl::Status CudaBackend::SlidingWindowMixer(int layer) {
       Launch(cuda::ApplyRope(k, R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
   const cuda::AttentionShape shape{Hs, Hs, ds, D, D};
   const int64_t W = *config_.sliding_window;
-  const int64_t max_keys = std::min<int64_t>(W, max_position_ + 1);
+  const int64_t max_keys = window_keys_;
   RETURN_IF_ERROR(Reserve<float>(attention_scratch_,
                                  cuda::AttentionScratchFloats(shape, R, max_keys, sm_count_)));
   RETURN_IF_ERROR(Timed(&CudaProfile::attention_ms, [&] {

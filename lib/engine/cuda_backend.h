@@ -11,6 +11,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,8 +33,10 @@ struct CudaBackendOptions {
   // Saves a decode step the copy of every layer's state (Hs·ds² floats per layer).
   bool lazy_host_states = false;
   // Time every matrix product, mixer kernel and host transfer (CUDA events; costs a little):
-  // profile() then says where a call's time went.
+  // profile() then says where a call's time went. Profiled calls run without graphs.
   bool profile = false;
+  // Replay decode steps (one token per segment) as CUDA graphs, one per batch shape.
+  bool graphs = true;
 };
 
 // Milliseconds by kind of work, summed over the calls since the last reset.
@@ -72,6 +75,8 @@ class CudaBackend : public Backend {
   int64_t weight_bytes() const { return weights_->bytes; }
   cudaStream_t stream() const { return stream_; }
   const CudaProfile& profile() const { return profile_; }
+  // Why decode graphs were turned off, when capturing one failed (empty otherwise).
+  const std::string& graph_error() const { return graph_error_; }
   void ResetProfile() { profile_ = {}; }
 
  private:
@@ -93,6 +98,9 @@ class CudaBackend : public Backend {
   absl::Status CrossLayer(int layer);
   absl::Status Linear(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate);
   absl::Status UploadDescriptors();
+  absl::Status EnqueueLayers();  // every launch of the pass, on stream_
+  absl::Status RunOnDevice(absl::Span<const ForwardSegment> segments);
+  void ClearGraphs();
   absl::Status CopyBack(absl::Span<const ForwardSegment> segments);
   // Records `kind`'s events around `work` when profiling (kind: &profile_.linear_ms etc.).
   template <typename Work>
@@ -121,6 +129,7 @@ class CudaBackend : public Backend {
   std::vector<Sequence*> sequences_;
   int64_t max_keys_ = 0;      // longest shared K/V a cross query reads
   int64_t max_position_ = 0;  // largest row position
+  int64_t window_keys_ = 0;   // SWA: keys a window query may read, rounded up like max_keys_
 
   // Per call, on the device: one upload of every descriptor the kernels read.
   std::vector<uint8_t> descriptors_;
@@ -141,6 +150,16 @@ class CudaBackend : public Backend {
   int64_t max_segment_rows_ = 0;
 
   CudaProfile profile_;
+  struct Graph {
+    int runs = 0;
+    cudaGraphExec_t exec = nullptr;
+    std::vector<const void*> buffers;  // BufferAddresses() when captured
+  };
+  // Every device buffer a pass's launches name directly (graphs bake these addresses in).
+  std::vector<const void*> BufferAddresses() const;
+  std::map<std::string, Graph> graphs_;  // by decode batch shape
+  bool graphs_failed_ = false;
+  std::string graph_error_;  // why capture failed, if it did
   struct TimedSpan {
     double CudaProfile::*kind;
     cudaEvent_t start, stop;

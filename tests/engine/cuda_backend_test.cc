@@ -168,6 +168,44 @@ TEST_P(CudaBackendTest, LazyHostStatesAreCopiedBackOnSync) {
   EXPECT_EQ(lazy_state, eager_state);
 }
 
+// Decode steps replay a CUDA graph from their second step of a shape on; the replayed pass is
+// the same kernels on the same data, so the logits are those of direct launches (to rounding:
+// cuBLAS may pick another algorithm under capture), across batch shapes and key-range buckets
+// (positions crossing 256), and after a longer call has moved the buffers a captured graph
+// names. A graph replaying stale descriptors or freed buffers would be far off.
+TEST_P(CudaBackendTest, DecodeGraphsGiveTheLogitsOfDirectLaunches) {
+  CudaBackendOptions direct_options;
+  direct_options.graphs = false;
+  auto direct = CudaBackend::Create(model_, direct_options);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  const auto prompt = RandomTokens(240, V_, 10);
+  std::vector<SequenceState> graphed(2, NewState()), plain(2, NewState());
+  for (int b = 0; b < 2; ++b) {
+    ForwardOne(*gpu_, &graphed[b], absl::MakeConstSpan(prompt).subspan(0, 200 + 20 * b),
+               LogitsMode::kNone);
+    ForwardOne(**direct, &plain[b], absl::MakeConstSpan(prompt).subspan(0, 200 + 20 * b),
+               LogitsMode::kNone);
+  }
+  for (int step = 0; step < 40; ++step) {
+    const int batch = step < 20 ? 1 : 2;  // a second shape half way
+    if (step == 10) {  // a longer call in between grows (moves) the activation buffers
+      SequenceState other = NewState();
+      ForwardOne(*gpu_, &other, RandomTokens(300, V_, 11), LogitsMode::kAll);
+    }
+    std::vector<int32_t> tokens(batch, 4 + step);
+    std::vector<ForwardSegment> a, b;
+    for (int i = 0; i < batch; ++i) {
+      a.push_back({&graphed[i], {&tokens[i], 1}, LogitsMode::kLast});
+      b.push_back({&plain[i], {&tokens[i], 1}, LogitsMode::kLast});
+    }
+    std::vector<float> got, want;
+    ASSERT_TRUE(gpu_->Forward(a, &got).ok());
+    ASSERT_TRUE((*direct)->Forward(b, &want).ok());
+    ASSERT_LE(RelativeError(got, want), 1e-6) << "step " << step;
+  }
+  EXPECT_EQ(gpu_->graph_error(), "");
+}
+
 TEST_P(CudaBackendTest, BadInputLeavesStateUntouched) {
   SequenceState state = NewState();
   ForwardOne(*gpu_, &state, RandomTokens(10, V_, 8), LogitsMode::kNone);
