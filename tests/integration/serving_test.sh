@@ -103,10 +103,16 @@ ttft=$(metric "$METRICS_ROUTER" 'yoco_router_time_to_first_token_seconds_count')
 steps=$(metric "$METRICS_DECODE" 'yoco_decode_steps_total')
 received=$(metric "$METRICS_DECODE" 'yoco_decode_transfers_received_total')
 sent=$(metric "$METRICS_PREFILL" 'yoco_prefill_transfers_sent_total')
-if [ "$ok" -ge 37 ] && [ "$ttft" -ge 37 ] && [ "$steps" -gt 0 ] && [ "$received" -gt 0 ] && [ "$sent" -gt 0 ]; then
+# Both workers say where they run the model (here: the CPU, the default --backend).
+cpu_decode=$(metric "$METRICS_DECODE" 'yoco_worker_backend_info{backend="cpu"')
+cpu_prefill=$(metric "$METRICS_PREFILL" 'yoco_worker_backend_info{backend="cpu"')
+if [ "$ok" -ge 37 ] && [ "$ttft" -ge 37 ] && [ "$steps" -gt 0 ] && [ "$received" -gt 0 ] && [ "$sent" -gt 0 ] &&
+   [ "$cpu_decode" = 1 ] && [ "$cpu_prefill" = 1 ]; then
   echo "ok   metrics"
 else
-  echo "FAIL metrics: ok=$ok ttft=$ttft steps=$steps received=$received sent=$sent"; failures=$((failures + 1))
+  echo "FAIL metrics: ok=$ok ttft=$ttft steps=$steps received=$received sent=$sent" \
+    "backend_info decode=$cpu_decode prefill=$cpu_prefill"
+  failures=$((failures + 1))
 fi
 
 # Requests that end on their first token ship no state bundle: nothing is left waiting on a
