@@ -21,6 +21,21 @@ constexpr int kChunkThreads = 512;
 constexpr int kC = kRetentionChunk;
 constexpr int kTile = 4;
 
+// acc[i][j] += a[i · a_stride] · b[j · b_stride]: one step of a kTile×kTile register tile.
+__device__ __forceinline__ void OuterProductAdd(const float* a, int a_stride, const float* b,
+                                                int b_stride, float (&acc)[kTile][kTile]) {
+  float x[kTile], y[kTile];
+#pragma unroll
+  for (int i = 0; i < kTile; ++i) {
+    x[i] = a[i * a_stride];
+    y[i] = b[i * b_stride];
+  }
+#pragma unroll
+  for (int i = 0; i < kTile; ++i)
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) acc[i][j] += x[i] * y[j];
+}
+
 // Loads the chunk's rows of x (head h) into xs [kC, ld], zero past n.
 __device__ void LoadChunk(const float* x, int64_t row0, int n, int64_t ld_global, int h, int d,
                           float* xs, int ld) {
@@ -74,16 +89,7 @@ __global__ void __launch_bounds__(kChunkThreads)
     const int r0 = (t / (d / kTile)) * kTile, c0 = (t % (d / kTile)) * kTile;
     float acc[kTile][kTile] = {};
     for (int u = 0; u < n; ++u) {
-      float a[kTile], b[kTile];
-#pragma unroll
-      for (int i = 0; i < kTile; ++i) {
-        a[i] = ks[u * ld + r0 + i];
-        b[i] = vs[u * ld + c0 + i];
-      }
-#pragma unroll
-      for (int i = 0; i < kTile; ++i)
-#pragma unroll
-        for (int j = 0; j < kTile; ++j) acc[i][j] += a[i] * b[j];
+      OuterProductAdd(ks + u * ld + r0, 1, vs + u * ld + c0, 1, acc);
     }
 #pragma unroll
     for (int i = 0; i < kTile; ++i)
@@ -150,16 +156,7 @@ __global__ void __launch_bounds__(kChunkThreads)
     float acc[kTile][kTile] = {};
     if (u0 <= j0 + kTile - 1) {
       for (int c = 0; c < d; ++c) {
-        float a[kTile], b[kTile];
-#pragma unroll
-        for (int i = 0; i < kTile; ++i) {
-          a[i] = qs[(j0 + i) * ld + c];
-          b[i] = ks[(u0 + i) * ld + c];
-        }
-#pragma unroll
-        for (int i = 0; i < kTile; ++i)
-#pragma unroll
-          for (int j = 0; j < kTile; ++j) acc[i][j] += a[i] * b[j];
+        OuterProductAdd(qs + j0 * ld + c, ld, ks + u0 * ld + c, ld, acc);
       }
     }
 #pragma unroll
@@ -178,28 +175,10 @@ __global__ void __launch_bounds__(kChunkThreads)
     if (j0 >= n) continue;
     float intra[kTile][kTile] = {}, cross[kTile][kTile] = {};
     for (int u = 0; u < j0 + kTile && u < n; ++u) {
-      float a[kTile], b[kTile];
-#pragma unroll
-      for (int i = 0; i < kTile; ++i) {
-        a[i] = scores[(j0 + i) * lds + u];
-        b[i] = vs[u * ld + c0 + i];
-      }
-#pragma unroll
-      for (int i = 0; i < kTile; ++i)
-#pragma unroll
-        for (int j = 0; j < kTile; ++j) intra[i][j] += a[i] * b[j];
+      OuterProductAdd(scores + j0 * lds + u, lds, vs + u * ld + c0, 1, intra);
     }
     for (int r = 0; r < d; ++r) {
-      float a[kTile], b[kTile];
-#pragma unroll
-      for (int i = 0; i < kTile; ++i) {
-        a[i] = qs[(j0 + i) * ld + r];
-        b[i] = S[r * d + c0 + i];
-      }
-#pragma unroll
-      for (int i = 0; i < kTile; ++i)
-#pragma unroll
-        for (int j = 0; j < kTile; ++j) cross[i][j] += a[i] * b[j];
+      OuterProductAdd(qs + j0 * ld + r, ld, S + r * d + c0, 1, cross);
     }
 #pragma unroll
     for (int i = 0; i < kTile; ++i) {

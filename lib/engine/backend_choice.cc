@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(std::shared_ptr<const Model
 #endif
 }
 
-std::string DescribeBackend(const Backend& backend, const BackendChoice& choice) {
+std::string DescribeBackend(const Backend& backend) {
 #ifdef YOCO_HAVE_CUDA
   if (const auto* cuda = dynamic_cast<const CudaBackend*>(&backend)) {
     return absl::StrCat("cuda: ", cuda->device_name());

@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(std::shared_ptr<const Model
                                                      const BackendChoice& choice);
 
 // "cpu (2 threads)" or the CUDA device's name: what GetWorkerInfo and /metrics report.
-std::string DescribeBackend(const Backend& backend, const BackendChoice& choice);
+std::string DescribeBackend(const Backend& backend);
 
 }  // namespace yoco
 

@@ -27,8 +27,6 @@ absl::Status Reserve(DeviceBuffer& b, int64_t n) {
   return b.Reserve(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T));
 }
 
-absl::Status Launch(cudaError_t e, const char* what) { return CudaStatus(e, what); }
-
 }  // namespace
 
 // A state's copy on the device. Valid for a host state while `position` matches it.
@@ -356,18 +354,18 @@ absl::Status CudaBackend::EnqueueLayers() {
   const int64_t Q = static_cast<int64_t>(out_rows_.size());
   // Embedding, scaled by sqrt(dim) in fp32 as the reference.
   const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(D)));
-  RETURN_IF_ERROR(
-      Launch(cuda::EmbedRows(weights_->embed.data.get(), weights_->embed.bf16, static_cast<int>(D),
-                             d_tokens_, R, embed_scale, h_.get<float>(), stream_),
-             "embedding"));
+  RETURN_IF_ERROR(CudaStatus(
+      cuda::EmbedRows(weights_->embed.data.get(), weights_->embed.bf16, static_cast<int>(D),
+                      d_tokens_, R, embed_scale, h_.get<float>(), stream_),
+      "embedding"));
   for (int l = 0; l < config_.n_self_layers(); ++l) RETURN_IF_ERROR(SelfLayer(l));
   RETURN_IF_ERROR(AppendSharedKv());
   if (Q == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(Launch(cuda::GatherRows(h_.get<float>(), D, d_out_rows_, Q, static_cast<int>(D),
-                                          hx_.get<float>(), D, stream_),
-                         "gather"));
+  RETURN_IF_ERROR(CudaStatus(cuda::GatherRows(h_.get<float>(), D, d_out_rows_, Q,
+                                              static_cast<int>(D), hx_.get<float>(), D, stream_),
+                             "gather"));
   for (int l = 0; l < config_.n_cross_layers(); ++l) RETURN_IF_ERROR(CrossLayer(l));
-  RETURN_IF_ERROR(Launch(
+  RETURN_IF_ERROR(CudaStatus(
       cuda::RmsNorm(hx_.get<float>(), Q, static_cast<int>(D), weights_->final_norm.get<float>(),
                     static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
       "final norm"));
@@ -572,15 +570,32 @@ absl::Status CudaBackend::SelfLayer(int layer) {
   const int64_t R = static_cast<int64_t>(rows_.size());
   const int D = config_.dim;
   RETURN_IF_ERROR(
-      Launch(cuda::RmsNorm(h_.get<float>(), R, D, w.mixer_norm.get<float>(),
-                           static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
-             "mixer norm"));
+      CudaStatus(cuda::RmsNorm(h_.get<float>(), R, D, w.mixer_norm.get<float>(),
+                               static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
+                 "mixer norm"));
   if (config_.self_attention() == SelfAttentionKind::kGatedRetention) {
     RETURN_IF_ERROR(RetentionMixer(layer));
   } else {
     RETURN_IF_ERROR(SlidingWindowMixer(layer));
   }
   return Ffn(w.ffn, w.ffn_norm, h_.get<float>(), R);
+}
+
+absl::Status CudaBackend::SelfQkv(const DeviceSelfLayer& w, float key_scale) {
+  const int64_t R = static_cast<int64_t>(rows_.size());
+  const int D = config_.dim;
+  const int Hs = config_.n_self_heads;
+  const int ds = config_.self_head_dim();
+  const float* a = a_.get<float>();
+  RETURN_IF_ERROR(Linear(a, R, w.q, q_.get<float>(), false));
+  RETURN_IF_ERROR(Linear(a, R, w.k, k_.get<float>(), false));
+  RETURN_IF_ERROR(Linear(a, R, w.v, v_.get<float>(), false));
+  const float* freq = self_inv_freq_.get<float>();
+  RETURN_IF_ERROR(CudaStatus(
+      cuda::ApplyRope(q_.get<float>(), R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
+  return CudaStatus(
+      cuda::ApplyRope(k_.get<float>(), R, D, Hs, ds, d_positions_, freq, key_scale, stream_),
+      "rope");
 }
 
 absl::Status CudaBackend::RetentionMixer(int layer) {
@@ -596,38 +611,31 @@ absl::Status CudaBackend::RetentionMixer(int layer) {
   float* g = g_.get<float>();
   float* gt = gt_.get<float>();
   float* o = o_.get<float>();
-  RETURN_IF_ERROR(Linear(a, R, w.q, q, false));
-  RETURN_IF_ERROR(Linear(a, R, w.k, k, false));
-  RETURN_IF_ERROR(Linear(a, R, w.v, v, false));
+  const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
+  RETURN_IF_ERROR(SelfQkv(w, key_scale));
   RETURN_IF_ERROR(Linear(a, R, w.g, g, false));
   RETURN_IF_ERROR(Linear(a, R, w.gt, gt, false));
-  const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
-  const float* freq = self_inv_freq_.get<float>();
-  RETURN_IF_ERROR(
-      Launch(cuda::ApplyRope(q, R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
-  RETURN_IF_ERROR(
-      Launch(cuda::ApplyRope(k, R, D, Hs, ds, d_positions_, freq, key_scale, stream_), "rope"));
-  RETURN_IF_ERROR(Launch(cuda::LogSigmoidDecay(gt, R * Hs, stream_), "decay"));
+  RETURN_IF_ERROR(CudaStatus(cuda::LogSigmoidDecay(gt, R * Hs, stream_), "decay"));
   const cuda::RetentionShape shape{Hs, ds, D};
   RETURN_IF_ERROR(
       Reserve<float>(retention_scratch_, cuda::RetentionScratchFloats(shape, chunk_count_)));
   RETURN_IF_ERROR(Timed(&CudaProfile::retention_ms, [&] {
-    return Launch(
+    return CudaStatus(
         cuda::GatedRetentionChunkwise(shape, d_chunk_tasks_ + int64_t{layer} * chunk_tasks_,
                                       chunk_tasks_, d_chunks_, chunk_count_, q, k, v, gt, o,
                                       retention_scratch_.get<float>(), stream_),
         "retention");
   }));
   RETURN_IF_ERROR(Timed(&CudaProfile::retention_ms, [&] {
-    return Launch(cuda::GatedRetentionStep(shape, d_step_tasks_ + int64_t{layer} * step_tasks_,
-                                           step_tasks_, q, k, v, gt, o, stream_),
-                  "retention step");
+    return CudaStatus(cuda::GatedRetentionStep(shape, d_step_tasks_ + int64_t{layer} * step_tasks_,
+                                               step_tasks_, q, k, v, gt, o, stream_),
+                      "retention step");
   }));
   // Per-head RMSNorm without weight, the swish gate, then out_proj into the residual.
-  RETURN_IF_ERROR(Launch(
+  RETURN_IF_ERROR(CudaStatus(
       cuda::RmsNorm(o, R * Hs, ds, nullptr, static_cast<float>(config_.norm_eps), o, stream_),
       "head norm"));
-  RETURN_IF_ERROR(Launch(cuda::SiluMul(g, o, R * D, stream_), "gate"));
+  RETURN_IF_ERROR(CudaStatus(cuda::SiluMul(g, o, R * D, stream_), "gate"));
   return Linear(g, R, w.out, h_.get<float>(), /*accumulate=*/true);
 }
 
@@ -637,33 +645,23 @@ absl::Status CudaBackend::SlidingWindowMixer(int layer) {
   const int D = config_.dim;
   const int Hs = config_.n_self_heads;
   const int ds = config_.self_head_dim();
-  const float* a = a_.get<float>();
-  float* q = q_.get<float>();
-  float* k = k_.get<float>();
-  float* v = v_.get<float>();
+  const float* q = q_.get<float>();
   float* o = o_.get<float>();
-  RETURN_IF_ERROR(Linear(a, R, w.q, q, false));
-  RETURN_IF_ERROR(Linear(a, R, w.k, k, false));
-  RETURN_IF_ERROR(Linear(a, R, w.v, v, false));
-  const float* freq = self_inv_freq_.get<float>();
-  RETURN_IF_ERROR(
-      Launch(cuda::ApplyRope(q, R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
-  RETURN_IF_ERROR(
-      Launch(cuda::ApplyRope(k, R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
+  RETURN_IF_ERROR(SelfQkv(w, 1.0f));
   const cuda::AttentionShape shape{Hs, Hs, ds, D, D};
   const int64_t W = *config_.sliding_window;
   const int64_t max_keys = window_keys_;
   RETURN_IF_ERROR(Reserve<float>(attention_scratch_,
                                  cuda::AttentionScratchFloats(shape, R, max_keys, sm_count_)));
   RETURN_IF_ERROR(Timed(&CudaProfile::attention_ms, [&] {
-    return Launch(cuda::Attention(shape, d_window_queries_ + int64_t{layer} * R, R, max_keys, q, o,
-                                  attention_scratch_.get<float>(), sm_count_, stream_),
-                  "window attention");
+    return CudaStatus(cuda::Attention(shape, d_window_queries_ + int64_t{layer} * R, R, max_keys, q,
+                                      o, attention_scratch_.get<float>(), sm_count_, stream_),
+                      "window attention");
   }));
   const int S = static_cast<int>(sequences_.size());
-  RETURN_IF_ERROR(Launch(cuda::CopyRows(d_ring_copies_ + int64_t{layer} * 2 * S, 2 * S,
-                                        std::min<int64_t>(W, max_segment_rows_), D, stream_),
-                         "ring update"));
+  RETURN_IF_ERROR(CudaStatus(cuda::CopyRows(d_ring_copies_ + int64_t{layer} * 2 * S, 2 * S,
+                                            std::min<int64_t>(W, max_segment_rows_), D, stream_),
+                             "ring update"));
   return Linear(o, R, w.out, h_.get<float>(), /*accumulate=*/true);
 }
 
@@ -672,13 +670,13 @@ absl::Status CudaBackend::Ffn(const DeviceFfn& w, const DeviceBuffer& norm, floa
   const int D = config_.dim;
   const int64_t F = config_.hidden_dim;
   RETURN_IF_ERROR(
-      Launch(cuda::RmsNorm(h, rows, D, norm.get<float>(), static_cast<float>(config_.norm_eps),
-                           a_.get<float>(), stream_),
-             "ffn norm"));
+      CudaStatus(cuda::RmsNorm(h, rows, D, norm.get<float>(), static_cast<float>(config_.norm_eps),
+                               a_.get<float>(), stream_),
+                 "ffn norm"));
   RETURN_IF_ERROR(Linear(a_.get<float>(), rows, w.fc1, up_.get<float>(), false));
   RETURN_IF_ERROR(Linear(a_.get<float>(), rows, w.gate, gate_.get<float>(), false));
   RETURN_IF_ERROR(
-      Launch(cuda::SiluMul(up_.get<float>(), gate_.get<float>(), rows * F, stream_), "swiglu"));
+      CudaStatus(cuda::SiluMul(up_.get<float>(), gate_.get<float>(), rows * F, stream_), "swiglu"));
   return Linear(up_.get<float>(), rows, w.fc2, h, /*accumulate=*/true);
 }
 
@@ -687,18 +685,18 @@ absl::Status CudaBackend::AppendSharedKv() {
   const int D = config_.dim;
   const int KV = config_.kv_dim();
   RETURN_IF_ERROR(
-      Launch(cuda::RmsNorm(h_.get<float>(), R, D, weights_->kv_norm.get<float>(),
-                           static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
-             "kv norm"));
+      CudaStatus(cuda::RmsNorm(h_.get<float>(), R, D, weights_->kv_norm.get<float>(),
+                               static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
+                 "kv norm"));
   RETURN_IF_ERROR(Linear(a_.get<float>(), R, weights_->kv_k, kk_.get<float>(), false));
   RETURN_IF_ERROR(Linear(a_.get<float>(), R, weights_->kv_v, vv_.get<float>(), false));
-  RETURN_IF_ERROR(Launch(
+  RETURN_IF_ERROR(CudaStatus(
       cuda::ApplyRope(kk_.get<float>(), R, KV, config_.n_attn_kv_heads, config_.cross_head_dim(),
                       d_positions_, cross_inv_freq_.get<float>(), 1.0f, stream_),
       "rope"));
   const int S = static_cast<int>(sequences_.size());
-  return Launch(cuda::CopyRows(d_kv_copies_, 2 * S, max_segment_rows_, KV, stream_),
-                "shared K/V append");
+  return CudaStatus(cuda::CopyRows(d_kv_copies_, 2 * S, max_segment_rows_, KV, stream_),
+                    "shared K/V append");
 }
 
 absl::Status CudaBackend::CrossLayer(int layer) {
@@ -710,20 +708,20 @@ absl::Status CudaBackend::CrossLayer(int layer) {
   float* a = a_.get<float>();
   float* q = q_.get<float>();
   float* o = o_.get<float>();
-  RETURN_IF_ERROR(Launch(cuda::RmsNorm(hx_.get<float>(), Q, D, w.mixer_norm.get<float>(),
-                                       static_cast<float>(config_.norm_eps), a, stream_),
-                         "mixer norm"));
+  RETURN_IF_ERROR(CudaStatus(cuda::RmsNorm(hx_.get<float>(), Q, D, w.mixer_norm.get<float>(),
+                                           static_cast<float>(config_.norm_eps), a, stream_),
+                             "mixer norm"));
   RETURN_IF_ERROR(Linear(a, Q, w.q, q, false));
-  RETURN_IF_ERROR(Launch(cuda::ApplyRope(q, Q, D, Ha, da, d_out_positions_,
-                                         cross_inv_freq_.get<float>(), 1.0f, stream_),
-                         "rope"));
+  RETURN_IF_ERROR(CudaStatus(cuda::ApplyRope(q, Q, D, Ha, da, d_out_positions_,
+                                             cross_inv_freq_.get<float>(), 1.0f, stream_),
+                             "rope"));
   const cuda::AttentionShape shape{Ha, config_.n_attn_kv_heads, da, D, config_.kv_dim()};
   RETURN_IF_ERROR(Reserve<float>(attention_scratch_,
                                  cuda::AttentionScratchFloats(shape, Q, max_keys_, sm_count_)));
   RETURN_IF_ERROR(Timed(&CudaProfile::attention_ms, [&] {
-    return Launch(cuda::Attention(shape, d_cross_queries_, Q, max_keys_, q, o,
-                                  attention_scratch_.get<float>(), sm_count_, stream_),
-                  "cross attention");
+    return CudaStatus(cuda::Attention(shape, d_cross_queries_, Q, max_keys_, q, o,
+                                      attention_scratch_.get<float>(), sm_count_, stream_),
+                      "cross attention");
   }));
   RETURN_IF_ERROR(Linear(o, Q, w.out, hx_.get<float>(), /*accumulate=*/true));
   return Ffn(w.ffn, w.ffn_norm, hx_.get<float>(), Q);

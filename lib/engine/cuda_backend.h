@@ -91,6 +91,8 @@ class CudaBackend : public Backend {
   absl::StatusOr<Sequence*> DeviceSequence(SequenceState* state, int64_t new_rows);
   absl::Status RunLayers(absl::Span<const ForwardSegment> segments, std::vector<float>* logits);
   absl::Status SelfLayer(int layer);
+  // q, k, v projections of the normed input, RoPE on q and k, k then times key_scale.
+  absl::Status SelfQkv(const DeviceSelfLayer& w, float key_scale);
   absl::Status RetentionMixer(int layer);
   absl::Status SlidingWindowMixer(int layer);
   absl::Status Ffn(const DeviceFfn& w, const DeviceBuffer& norm, float* h, int64_t rows);

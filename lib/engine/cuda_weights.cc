@@ -57,37 +57,36 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Upload(const ModelConf
   int64_t* total = &w->bytes;
   const int64_t D = config.dim;
   const bool gret = config.self_attention() == SelfAttentionKind::kGatedRetention;
-  absl::Status s = UploadMatrix(weights.embed, &w->embed, total);
-  if (s.ok()) s = UploadMatrix(weights.output, &w->output, total);
+  RETURN_IF_ERROR(UploadMatrix(weights.embed, &w->embed, total));
+  RETURN_IF_ERROR(UploadMatrix(weights.output, &w->output, total));
   w->self_layers.resize(weights.self_layers.size());
-  for (size_t l = 0; s.ok() && l < weights.self_layers.size(); ++l) {
+  for (size_t l = 0; l < weights.self_layers.size(); ++l) {
     const SelfLayerWeights& src = weights.self_layers[l];
     DeviceSelfLayer& dst = w->self_layers[l];
-    s = UploadNorm(src.mixer_norm, D, &dst.mixer_norm, total);
-    if (s.ok()) s = UploadMatrix(src.q, &dst.q, total);
-    if (s.ok()) s = UploadMatrix(src.k, &dst.k, total);
-    if (s.ok()) s = UploadMatrix(src.v, &dst.v, total);
-    if (s.ok() && gret) s = UploadMatrix(src.g, &dst.g, total);
-    if (s.ok() && gret) s = UploadMatrix(src.gt, &dst.gt, total);
-    if (s.ok()) s = UploadMatrix(src.out, &dst.out, total);
-    if (s.ok()) s = UploadNorm(src.ffn_norm, D, &dst.ffn_norm, total);
-    if (s.ok()) s = UploadFfn(src.ffn, &dst.ffn, total);
+    RETURN_IF_ERROR(UploadNorm(src.mixer_norm, D, &dst.mixer_norm, total));
+    RETURN_IF_ERROR(UploadMatrix(src.q, &dst.q, total));
+    RETURN_IF_ERROR(UploadMatrix(src.k, &dst.k, total));
+    RETURN_IF_ERROR(UploadMatrix(src.v, &dst.v, total));
+    if (gret) RETURN_IF_ERROR(UploadMatrix(src.g, &dst.g, total));
+    if (gret) RETURN_IF_ERROR(UploadMatrix(src.gt, &dst.gt, total));
+    RETURN_IF_ERROR(UploadMatrix(src.out, &dst.out, total));
+    RETURN_IF_ERROR(UploadNorm(src.ffn_norm, D, &dst.ffn_norm, total));
+    RETURN_IF_ERROR(UploadFfn(src.ffn, &dst.ffn, total));
   }
-  if (s.ok()) s = UploadNorm(weights.kv_norm, D, &w->kv_norm, total);
-  if (s.ok()) s = UploadMatrix(weights.kv_k, &w->kv_k, total);
-  if (s.ok()) s = UploadMatrix(weights.kv_v, &w->kv_v, total);
+  RETURN_IF_ERROR(UploadNorm(weights.kv_norm, D, &w->kv_norm, total));
+  RETURN_IF_ERROR(UploadMatrix(weights.kv_k, &w->kv_k, total));
+  RETURN_IF_ERROR(UploadMatrix(weights.kv_v, &w->kv_v, total));
   w->cross_layers.resize(weights.cross_layers.size());
-  for (size_t l = 0; s.ok() && l < weights.cross_layers.size(); ++l) {
+  for (size_t l = 0; l < weights.cross_layers.size(); ++l) {
     const CrossLayerWeights& src = weights.cross_layers[l];
     DeviceCrossLayer& dst = w->cross_layers[l];
-    s = UploadNorm(src.mixer_norm, D, &dst.mixer_norm, total);
-    if (s.ok()) s = UploadMatrix(src.q, &dst.q, total);
-    if (s.ok()) s = UploadMatrix(src.out, &dst.out, total);
-    if (s.ok()) s = UploadNorm(src.ffn_norm, D, &dst.ffn_norm, total);
-    if (s.ok()) s = UploadFfn(src.ffn, &dst.ffn, total);
+    RETURN_IF_ERROR(UploadNorm(src.mixer_norm, D, &dst.mixer_norm, total));
+    RETURN_IF_ERROR(UploadMatrix(src.q, &dst.q, total));
+    RETURN_IF_ERROR(UploadMatrix(src.out, &dst.out, total));
+    RETURN_IF_ERROR(UploadNorm(src.ffn_norm, D, &dst.ffn_norm, total));
+    RETURN_IF_ERROR(UploadFfn(src.ffn, &dst.ffn, total));
   }
-  if (s.ok()) s = UploadNorm(weights.final_norm, D, &w->final_norm, total);
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(UploadNorm(weights.final_norm, D, &w->final_norm, total));
   return w;
 }
 

@@ -1,5 +1,5 @@
-// DeviceBuffer: one cudaMalloc'd allocation, freed on destruction; grown on demand by the CUDA
-// backend's scratch and sequence copies.
+// DeviceBuffer and PinnedBuffer: one CUDA allocation (device memory, or page-locked host memory)
+// freed on destruction; grown on demand by the CUDA backend's scratch, staging and sequence copies.
 #ifndef YOCO_LIB_ENGINE_DEVICE_BUFFER_H_
 #define YOCO_LIB_ENGINE_DEVICE_BUFFER_H_
 
@@ -21,15 +21,17 @@ inline absl::Status CudaStatus(cudaError_t e, const char* what) {
   return absl::InternalError(message);
 }
 
-class DeviceBuffer {
+// One CUDA allocation of `Memory` (DeviceMemory or PinnedMemory below), freed on destruction.
+template <typename Memory>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { Free(); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept
+  CudaBuffer() = default;
+  ~CudaBuffer() { Free(); }
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  CudaBuffer(CudaBuffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaBuffer& operator=(CudaBuffer&& o) noexcept {
     if (this != &o) {
       Free();
       data_ = std::exchange(o.data_, nullptr);
@@ -42,7 +44,7 @@ class DeviceBuffer {
   absl::Status Reserve(size_t bytes) {
     if (bytes <= bytes_) return absl::OkStatus();
     Free();
-    if (absl::Status s = CudaStatus(cudaMalloc(&data_, bytes), "cudaMalloc"); !s.ok()) {
+    if (absl::Status s = CudaStatus(Memory::Allocate(&data_, bytes), Memory::kName); !s.ok()) {
       data_ = nullptr;
       return s;
     }
@@ -58,7 +60,7 @@ class DeviceBuffer {
 
  private:
   void Free() {
-    if (data_ != nullptr) cudaFree(data_);
+    if (data_ != nullptr) Memory::Release(data_);
     data_ = nullptr;
     bytes_ = 0;
   }
@@ -67,42 +69,22 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory (cudaMallocHost): device-to-host copies into it run at the bus's full
-// rate instead of through the driver's bounce buffers.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { Free(); }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  // Makes the buffer at least `bytes` large. Contents are lost when it grows.
-  absl::Status Reserve(size_t bytes) {
-    if (bytes <= bytes_) return absl::OkStatus();
-    Free();
-    if (absl::Status s = CudaStatus(cudaMallocHost(&data_, bytes), "cudaMallocHost"); !s.ok()) {
-      data_ = nullptr;
-      return s;
-    }
-    bytes_ = bytes;
-    return absl::OkStatus();
-  }
-
-  template <typename T = void>
-  T* get() const {
-    return static_cast<T*>(data_);
-  }
-
- private:
-  void Free() {
-    if (data_ != nullptr) cudaFreeHost(data_);
-    data_ = nullptr;
-    bytes_ = 0;
-  }
-
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
+struct DeviceMemory {
+  static constexpr const char* kName = "cudaMalloc";
+  static cudaError_t Allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static void Release(void* p) { cudaFree(p); }
 };
+
+// Page-locked host memory: device-to-host copies into it run at the bus's full rate instead of
+// through the driver's bounce buffers.
+struct PinnedMemory {
+  static constexpr const char* kName = "cudaMallocHost";
+  static cudaError_t Allocate(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+  static void Release(void* p) { cudaFreeHost(p); }
+};
+
+using DeviceBuffer = CudaBuffer<DeviceMemory>;
+using PinnedBuffer = CudaBuffer<PinnedMemory>;
 
 }  // namespace yoco
 

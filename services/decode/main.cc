@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-decode: " << backend.status().message() << "\n";
     return 1;
   }
-  const std::string backend_description = yoco::DescribeBackend(**backend, choice);
+  const std::string backend_description = yoco::DescribeBackend(**backend);
   auto worker = yoco::DecodeWorker::Create(std::move(*backend), options);
   if (!worker.ok()) {
     std::cerr << "yoco-decode: " << worker.status().message() << "\n";

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: " << backend.status().message() << "\n";
     return 1;
   }
-  const std::string backend_description = yoco::DescribeBackend(**backend, choice);
+  const std::string backend_description = yoco::DescribeBackend(**backend);
   auto created = yoco::PrefillWorker::Create(std::move(*backend), *transport, options);
   if (!created.ok()) {
     std::cerr << "yoco-prefill: " << created.status().message() << "\n";

@@ -27,7 +27,7 @@ TEST(BackendChoiceTest, BuildsTheChosenBackend) {
   auto made = MakeBackend(model, cpu);
   ASSERT_TRUE(made.ok()) << made.status();
   EXPECT_NE(dynamic_cast<CpuBackend*>(made->get()), nullptr);
-  EXPECT_EQ(DescribeBackend(**made, cpu).rfind("cpu (", 0), 0u);
+  EXPECT_EQ(DescribeBackend(**made).rfind("cpu (", 0), 0u);
 
   BackendChoice cuda;
   cuda.kind = BackendKind::kCuda;
