@@ -51,22 +51,28 @@ absl::StatusOr<BlockKey> BlockKey::FromHex(absl::string_view hex) {
   return key;
 }
 
-std::vector<BlockKey> PrefixBlockKeys(uint64_t model_fingerprint, absl::string_view salt,
-                                      absl::Span<const int32_t> tokens) {
+BlockKey PrefixRootKey(uint64_t model_fingerprint, absl::string_view salt) {
   std::string data = "yoco-prefix-v1";
   PutLe(model_fingerprint, 8, &data);
   PutLe(salt.size(), 4, &data);
   data.append(salt.data(), salt.size());
-  BlockKey key = Digest(data);
+  return Digest(data);
+}
+
+BlockKey NextBlockKey(const BlockKey& previous, absl::Span<const int32_t> block) {
+  std::string data(reinterpret_cast<const char*>(previous.bytes.data()), previous.bytes.size());
+  for (int32_t token : block) PutLe(static_cast<uint32_t>(token), 4, &data);
+  return Digest(data);
+}
+
+std::vector<BlockKey> PrefixBlockKeys(uint64_t model_fingerprint, absl::string_view salt,
+                                      absl::Span<const int32_t> tokens) {
+  BlockKey key = PrefixRootKey(model_fingerprint, salt);
   std::vector<BlockKey> keys;
   const size_t blocks = tokens.size() / kCacheBlockTokens;
   keys.reserve(blocks);
   for (size_t b = 0; b < blocks; ++b) {
-    data.assign(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
-    for (int64_t i = 0; i < kCacheBlockTokens; ++i) {
-      PutLe(static_cast<uint32_t>(tokens[b * kCacheBlockTokens + i]), 4, &data);
-    }
-    key = Digest(data);
+    key = NextBlockKey(key, tokens.subspan(b * kCacheBlockTokens, kCacheBlockTokens));
     keys.push_back(key);
   }
   return keys;

@@ -39,6 +39,13 @@ struct BlockKey {
   bool operator==(const BlockKey&) const = default;
 };
 
+// key[-1]: what a salt's chains start from. A snapshot whose block 0 chains from a salt's root
+// was made under that salt, which is how a worker tells a tenant's snapshots from another's
+// without storing the salt.
+BlockKey PrefixRootKey(uint64_t model_fingerprint, absl::string_view salt);
+// key[i] from key[i-1] and block i's kCacheBlockTokens tokens.
+BlockKey NextBlockKey(const BlockKey& previous, absl::Span<const int32_t> block);
+
 // The keys of every full block of `tokens` (tokens.size() / kCacheBlockTokens of them).
 std::vector<BlockKey> PrefixBlockKeys(uint64_t model_fingerprint, absl::string_view salt,
                                       absl::Span<const int32_t> tokens);

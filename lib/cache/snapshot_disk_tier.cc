@@ -87,6 +87,18 @@ absl::Status WriteWholeFile(const std::string& path, const std::string& bytes) {
                                             : absl::UnavailableError(message);
 }
 
+DiskSnapshotInfo InfoOf(const SnapshotFile& file, int64_t bytes) {
+  DiskSnapshotInfo info;
+  info.key = file.chain.back();
+  info.tokens = static_cast<int64_t>(file.tokens.size());
+  info.bytes = bytes;
+  info.pinned = file.pinned;
+  info.expires = file.expires;
+  info.first_key = file.chain.front();
+  info.first_block.assign(file.tokens.begin(), file.tokens.begin() + kCacheBlockTokens);
+  return info;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
@@ -133,8 +145,7 @@ absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
       continue;
     }
     Entry& e = tier->entries_[*key];
-    e.info = {*key, static_cast<int64_t>(file->tokens.size()), static_cast<int64_t>(bytes->size()),
-              file->pinned, file->expires};
+    e.info = InfoOf(*file, static_cast<int64_t>(bytes->size()));
     e.last_use = ++tier->use_clock_;
     tier->bytes_ += e.info.bytes;
   }
@@ -188,7 +199,7 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
   }
   Entry& e = entries_[key];
   bytes_ += size - e.info.bytes;
-  e.info = {key, static_cast<int64_t>(file.tokens.size()), size, file.pinned, file.expires};
+  e.info = InfoOf(file, size);
   e.last_use = ++use_clock_;
   return e.info;
 }

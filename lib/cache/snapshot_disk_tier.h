@@ -34,6 +34,9 @@ struct DiskSnapshotInfo {
   int64_t bytes = 0;  // the file's size
   bool pinned = false;
   absl::Time expires = absl::InfiniteFuture();
+  // Block 0's key and tokens: whether the snapshot was made under a salt (ChainsFrom).
+  BlockKey first_key;
+  std::vector<int32_t> first_block;
 };
 
 // A file found unusable: which snapshot, and why (DATA_LOSS: corrupt; UNAUTHENTICATED: not made

@@ -401,23 +401,49 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
   return hit;
 }
 
-std::vector<SnapshotInfo> SnapshotStore::List() {
+bool SnapshotStore::MadeUnderLocked(const Snapshot& s,
+                                    const std::optional<BlockKey>& root) const {
+  if (!root.has_value()) return true;
+  const BlockKey& first = s.chain.front();
+  return NextBlockKey(*root, blocks_.at(first).tokens) == first;
+}
+
+namespace {
+
+bool DiskMadeUnder(const DiskSnapshotInfo& d, const std::optional<BlockKey>& root) {
+  return !root.has_value() || NextBlockKey(*root, d.first_block) == d.first_key;
+}
+
+}  // namespace
+
+std::vector<SnapshotInfo> SnapshotStore::List(const std::optional<BlockKey>& root) {
   std::lock_guard<std::mutex> lock(mu_);
   ExpireLocked();
   std::vector<SnapshotInfo> out;
-  for (const auto& [key, s] : snapshots_) out.push_back(InfoLocked(key, s));
+  for (const auto& [key, s] : snapshots_) {
+    if (MadeUnderLocked(s, root)) out.push_back(InfoLocked(key, s));
+  }
   if (disk_) {
     for (const DiskSnapshotInfo& d : disk_->List()) {
-      if (!snapshots_.count(d.key)) out.push_back(DiskInfo(d));
+      if (!snapshots_.count(d.key) && DiskMadeUnder(d, root)) out.push_back(DiskInfo(d));
     }
   }
   return out;
 }
 
-bool SnapshotStore::Evict(const BlockKey& key) {
+bool SnapshotStore::Evict(const BlockKey& key, const std::optional<BlockKey>& root) {
   std::lock_guard<std::mutex> lock(mu_);
-  bool found = disk_ && disk_->Remove(key);
   auto it = snapshots_.find(key);
+  if (root.has_value()) {  // another salt's snapshot is not there for this caller
+    bool owned = it != snapshots_.end() && MadeUnderLocked(it->second, root);
+    if (it == snapshots_.end() && disk_) {
+      for (const DiskSnapshotInfo& d : disk_->List()) {
+        if (d.key == key) owned = DiskMadeUnder(d, root);
+      }
+    }
+    if (!owned) return false;
+  }
+  bool found = disk_ && disk_->Remove(key);
   if (it != snapshots_.end()) {
     RemoveLocked(it, CacheMiss::kEvicted);
   } else if (found) {
@@ -428,16 +454,24 @@ bool SnapshotStore::Evict(const BlockKey& key) {
   return found || it != snapshots_.end();
 }
 
-size_t SnapshotStore::EvictAll() {
+size_t SnapshotStore::EvictAll(const std::optional<BlockKey>& root) {
   std::lock_guard<std::mutex> lock(mu_);
   std::set<BlockKey> keys;
-  for (const auto& [key, s] : snapshots_) keys.insert(key);
-  if (disk_) {
-    for (const DiskSnapshotInfo& d : disk_->List()) keys.insert(d.key);
-    disk_->RemoveAll();
+  for (const auto& [key, s] : snapshots_) {
+    if (MadeUnderLocked(s, root)) keys.insert(key);
   }
-  while (!snapshots_.empty()) RemoveLocked(snapshots_.begin(), CacheMiss::kEvicted);
-  for (const BlockKey& key : keys) RememberRemovalLocked(key, CacheMiss::kEvicted);
+  if (disk_) {
+    for (const DiskSnapshotInfo& d : disk_->List()) {
+      if (DiskMadeUnder(d, root)) keys.insert(d.key);
+    }
+  }
+  for (const BlockKey& key : keys) {
+    if (disk_) disk_->Remove(key);
+    if (auto it = snapshots_.find(key); it != snapshots_.end()) {
+      RemoveLocked(it, CacheMiss::kEvicted);
+    }
+    RememberRemovalLocked(key, CacheMiss::kEvicted);
+  }
   ++generation_;
   return keys.size();
 }

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -129,9 +130,12 @@ class SnapshotStore {
   // `tokens`, restored into a state; on a miss, why.
   SnapshotHit Lookup(absl::Span<const BlockKey> keys, absl::Span<const int32_t> tokens);
 
-  std::vector<SnapshotInfo> List();
-  bool Evict(const BlockKey& key);  // also a pinned one
-  size_t EvictAll();
+  // With `root` (PrefixRootKey of a salt), only the snapshots made under that salt: a tenant
+  // sees and evicts its own and nothing else, and a handle of another salt is "not found".
+  std::vector<SnapshotInfo> List(const std::optional<BlockKey>& root = std::nullopt);
+  bool Evict(const BlockKey& key,
+             const std::optional<BlockKey>& root = std::nullopt);  // also a pinned one
+  size_t EvictAll(const std::optional<BlockKey>& root = std::nullopt);
 
   uint64_t generation() const;
   SnapshotStoreStats stats() const;
@@ -155,6 +159,7 @@ class SnapshotStore {
                                     absl::Span<const int32_t> tokens, const SequenceState& state,
                                     bool pinned, absl::Time expires);
   int64_t SnapshotBytes(const Snapshot& s) const;
+  bool MadeUnderLocked(const Snapshot& s, const std::optional<BlockKey>& root) const;
   SnapshotInfo InfoLocked(const BlockKey& key, const Snapshot& s) const;
   absl::StatusOr<std::map<BlockKey, Snapshot>::iterator> InsertLocked(
       absl::Span<const BlockKey> keys, absl::Span<const int32_t> tokens, const SequenceState& state,

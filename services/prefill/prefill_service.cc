@@ -139,10 +139,11 @@ grpc::Status PrefillService::Precache(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status PrefillService::ListCache(grpc::ServerContext*, const v1::ListCacheRequest*,
+grpc::Status PrefillService::ListCache(grpc::ServerContext*, const v1::ListCacheRequest* request,
                                        v1::ListCacheResponse* response) {
   if (SnapshotStore* cache = worker_.cache()) {
-    for (const SnapshotInfo& info : cache->List()) {
+    for (const SnapshotInfo& info : cache->List(SaltRoot(request->has_cache_salt(),
+                                                         request->cache_salt()))) {
       ToProto(info, worker_id_, response->add_entries());
     }
   }
@@ -153,14 +154,20 @@ grpc::Status PrefillService::EvictCache(grpc::ServerContext*, const v1::EvictCac
                                         v1::EvictCacheResponse* response) {
   SnapshotStore* cache = worker_.cache();
   if (cache == nullptr) return grpc::Status::OK;
+  const std::optional<BlockKey> root = SaltRoot(request->has_cache_salt(), request->cache_salt());
   if (request->all()) {
-    response->set_evicted(static_cast<uint32_t>(cache->EvictAll()));
+    response->set_evicted(static_cast<uint32_t>(cache->EvictAll(root)));
     return grpc::Status::OK;
   }
   auto key = BlockKey::FromHex(request->handle());
   if (!key.ok()) return ToGrpcStatus(key.status());
-  response->set_evicted(cache->Evict(*key) ? 1 : 0);
+  response->set_evicted(cache->Evict(*key, root) ? 1 : 0);
   return grpc::Status::OK;
+}
+
+std::optional<BlockKey> PrefillService::SaltRoot(bool has_salt, const std::string& salt) const {
+  if (!has_salt) return std::nullopt;
+  return PrefixRootKey(worker_.model().fingerprint(), salt);
 }
 
 grpc::Status PrefillService::CopySnapshot(grpc::ServerContext*,

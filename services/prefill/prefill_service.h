@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "lib/workers/prefill_worker.h"
@@ -54,6 +55,8 @@ class PrefillService final : public v1::PrefillWorker::Service {
   };
 
   grpc::Status CheckTokens(const google::protobuf::RepeatedField<int32_t>& tokens) const;
+  // ListCache / EvictCache's salt filter: the salt's chain root, or none (every snapshot).
+  std::optional<BlockKey> SaltRoot(bool has_salt, const std::string& salt) const;
 
   PrefillWorker& worker_;
   const std::string worker_id_;

@@ -3,6 +3,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "lib/auth/tenant_directory.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
@@ -34,6 +35,11 @@ ABSL_FLAG(int64_t, cache_load_penalty_tokens, 1024,
 ABSL_FLAG(int, wait_for_workers_ms, 10000,
           "a request that finds no healthy prefill and decode worker waits this long (within its "
           "deadline) for one before UNAVAILABLE");
+ABSL_FLAG(std::string, tenants, "",
+          "a JSON file of tenants, their bearer tokens and client-certificate identities: every "
+          "call must then come from a tenant, whose name is its cache salt (see the README)");
+ABSL_FLAG(int, tenants_reload_seconds, 10,
+          "how often the --tenants file is checked for changes (a new one is taken if it parses)");
 ABSL_FLAG(bool, snapshot_conversations, true,
           "after each request, extend its prefill worker's cache over the generated tokens so a "
           "follow-up turn prefills only what is new");
@@ -83,6 +89,21 @@ int main(int argc, char** argv) {
   options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
   options.snapshot_conversations = absl::GetFlag(FLAGS_snapshot_conversations);
   options.wait_for_workers = absl::Milliseconds(absl::GetFlag(FLAGS_wait_for_workers_ms));
+  std::unique_ptr<yoco::TenantDirectory> tenants;
+  if (!absl::GetFlag(FLAGS_tenants).empty()) {
+    auto opened = yoco::TenantDirectory::Open(
+        absl::GetFlag(FLAGS_tenants), absl::Seconds(absl::GetFlag(FLAGS_tenants_reload_seconds)));
+    if (!opened.ok()) {
+      std::cerr << "yoco-router: --tenants: " << opened.status().message() << "\n";
+      return 1;
+    }
+    tenants = *std::move(opened);
+    options.tenants = tenants.get();
+    if (yoco::TlsFilesFromFlags().cert.empty()) {
+      std::cerr << "yoco-router: warning: --tenants without --tls-cert: bearer tokens travel in "
+                   "plaintext\n";
+    }
+  }
   auto registry = std::make_shared<prometheus::Registry>();
   yoco::RouterMetrics metrics(*registry);
   options.discovery_interval = absl::Milliseconds(absl::GetFlag(FLAGS_discovery_interval_ms));

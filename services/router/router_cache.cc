@@ -30,12 +30,15 @@ std::unique_ptr<grpc::ClientContext> WorkerCall(const grpc::ServerContext& clien
 grpc::Status RouterService::Precache(grpc::ServerContext* context,
                                      const v1::PrecacheRequest* request,
                                      v1::PrecacheResponse* response) {
+  absl::StatusOr<CallScope> scope =
+      Scope(*context, !request->cache_salt().empty(), request->cache_salt());
+  if (!scope.ok()) return ToGrpcStatus(scope.status());
   absl::StatusOr<std::vector<int32_t>> checked =
       CheckPrecacheRequest(*request, config_, *tokenizer_);
   if (!checked.ok()) return ToGrpcStatus(checked.status());
   const std::vector<int32_t>& document = *checked;
   // Prefer the worker that already holds most of the document.
-  const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), document);
+  const std::vector<BlockKey> keys = UsableKeys(scope->salt, document);
   std::optional<WorkerChoice> choice = prefill_workers_->Choose(
       {}, keys, static_cast<int64_t>(document.size()), options_.cache_load_penalty_tokens);
   if (!choice.has_value()) {
@@ -45,7 +48,7 @@ grpc::Status RouterService::Precache(grpc::ServerContext* context,
   req.mutable_tokens()->Add(document.begin(), document.end());
   req.set_pin(request->pin());
   req.set_ttl_seconds(request->ttl_seconds());
-  req.set_cache_salt(request->cache_salt());
+  req.set_cache_salt(scope->salt);
   grpc::Status st;
   {
     WorkerRegistry::InFlight in_flight(*prefill_workers_, choice->index);
@@ -58,12 +61,18 @@ grpc::Status RouterService::Precache(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status RouterService::ListCache(grpc::ServerContext* context, const v1::ListCacheRequest*,
+grpc::Status RouterService::ListCache(grpc::ServerContext* context,
+                                      const v1::ListCacheRequest* request,
                                       v1::ListCacheResponse* response) {
+  absl::StatusOr<CallScope> scope =
+      Scope(*context, request->has_cache_salt(), request->cache_salt());
+  if (!scope.ok()) return ToGrpcStatus(scope.status());
+  v1::ListCacheRequest req = *request;
+  if (!scope->tenant.empty()) req.set_cache_salt(scope->salt);
   for (size_t i : prefill_workers_->HealthyWorkers()) {
     std::unique_ptr<grpc::ClientContext> ctx = WorkerCall(*context, std::chrono::seconds(10));
     v1::ListCacheResponse part;
-    if (!prefill_stubs_[i]->ListCache(ctx.get(), {}, &part).ok()) continue;
+    if (!prefill_stubs_[i]->ListCache(ctx.get(), req, &part).ok()) continue;
     for (v1::CacheEntry& e : *part.mutable_entries()) {
       e.set_worker(prefill_workers_->address(i));
       *response->add_entries() = std::move(e);
@@ -75,17 +84,27 @@ grpc::Status RouterService::ListCache(grpc::ServerContext* context, const v1::Li
 grpc::Status RouterService::EvictCache(grpc::ServerContext* context,
                                        const v1::EvictCacheRequest* request,
                                        v1::EvictCacheResponse* response) {
+  absl::StatusOr<CallScope> scope =
+      Scope(*context, request->has_cache_salt(), request->cache_salt());
+  if (!scope.ok()) return ToGrpcStatus(scope.status());
   if (!request->all()) {
     if (auto key = BlockKey::FromHex(request->handle()); !key.ok())
       return ToGrpcStatus(key.status());
   }
+  v1::EvictCacheRequest req = *request;
+  if (!scope->tenant.empty()) req.set_cache_salt(scope->salt);
   for (size_t i : prefill_workers_->HealthyWorkers()) {
     std::unique_ptr<grpc::ClientContext> ctx = WorkerCall(*context, std::chrono::seconds(10));
     v1::EvictCacheResponse part;
-    if (prefill_stubs_[i]->EvictCache(ctx.get(), *request, &part).ok()) {
+    if (prefill_stubs_[i]->EvictCache(ctx.get(), req, &part).ok()) {
       response->set_evicted(response->evicted() + part.evicted());
     }
     prefill_workers_->Probe(i);
+  }
+  // A tenant cannot tell another tenant's handle from one that never existed.
+  if (!scope->tenant.empty() && !request->all() && response->evicted() == 0) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no snapshot ", request->handle(), " of this tenant"));
   }
   return grpc::Status::OK;
 }

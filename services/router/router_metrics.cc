@@ -58,6 +58,23 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                           .Name("yoco_router_snapshot_copies_total")
                           .Help("Snapshots copied to a less loaded prefill worker")
                           .Register(registry)
+                          .Add({})),
+      tenant_requests(prometheus::BuildCounter()
+                          .Name("yoco_router_tenant_requests_total")
+                          .Help("Generate requests by tenant (--tenants)")
+                          .Register(registry)),
+      tenant_prompt_tokens(prometheus::BuildCounter()
+                               .Name("yoco_router_tenant_prompt_tokens_total")
+                               .Help("Prompt tokens of finished requests by tenant (--tenants)")
+                               .Register(registry)),
+      tenant_generated_tokens(prometheus::BuildCounter()
+                                  .Name("yoco_router_tenant_generated_tokens_total")
+                                  .Help("Tokens streamed by tenant (--tenants)")
+                                  .Register(registry)),
+      unauthenticated(prometheus::BuildCounter()
+                          .Name("yoco_router_unauthenticated_total")
+                          .Help("Calls refused under --tenants: no credentials or unknown ones")
+                          .Register(registry)
                           .Add({})) {}
 
 prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
@@ -67,6 +84,7 @@ prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
                      : code == grpc::StatusCode::CANCELLED          ? "cancelled"
                      : code == grpc::StatusCode::DEADLINE_EXCEEDED  ? "deadline_exceeded"
                      : code == grpc::StatusCode::UNAVAILABLE        ? "unavailable"
+                     : code == grpc::StatusCode::UNAUTHENTICATED    ? "unauthenticated"
                                                                     : "error";
   return requests.Add({{"outcome", name}});
 }

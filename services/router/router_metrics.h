@@ -31,6 +31,11 @@ struct RouterMetrics {
   prometheus::Counter& cached_prompt_tokens;  // prompt tokens not prefilled thanks to the cache
   prometheus::Counter& conversation_snapshots_dropped;
   prometheus::Counter& snapshot_copies;  // snapshots copied to a less loaded prefill worker
+  // Under --tenants, by tenant (names come only from the tenant file: a bounded label set).
+  prometheus::Family<prometheus::Counter>& tenant_requests;
+  prometheus::Family<prometheus::Counter>& tenant_prompt_tokens;
+  prometheus::Family<prometheus::Counter>& tenant_generated_tokens;
+  prometheus::Counter& unauthenticated;  // calls refused: no or unknown credentials
 };
 
 }  // namespace yoco

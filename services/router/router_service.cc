@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/engine/sampler.h"
 #include "lib/routing/dns_lookup.h"
+#include "lib/auth/caller_tenant.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/text/utf8_stream.h"
@@ -184,13 +185,45 @@ std::vector<BlockKey> RouterService::UsableKeys(const std::string& salt,
 grpc::Status RouterService::Generate(grpc::ServerContext* context,
                                      const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  const grpc::Status status = DoGenerate(context, request, writer);
+  absl::StatusOr<CallScope> scope =
+      Scope(*context, !request->cache_salt().empty(), request->cache_salt());
+  if (metrics_ && scope.ok() && !scope->tenant.empty()) {
+    metrics_->tenant_requests.Add({{"tenant", scope->tenant}}).Increment();
+  }
+  const grpc::Status status = scope.ok() ? DoGenerate(context, request, *scope, writer)
+                                         : ToGrpcStatus(scope.status());
   if (metrics_) metrics_->Outcome(status.error_code()).Increment();
   return status;
 }
 
+absl::StatusOr<RouterService::CallScope> RouterService::Scope(const grpc::ServerContext& context,
+                                                              bool has_salt,
+                                                              const std::string& request_salt) {
+  CallScope scope;
+  if (options_.tenants == nullptr) {
+    scope.salt = request_salt;
+    return scope;
+  }
+  absl::StatusOr<std::string> tenant = CallerTenant(*options_.tenants, context);
+  if (!tenant.ok()) {
+    if (metrics_) metrics_->unauthenticated.Increment();
+    return tenant.status();
+  }
+  if (has_salt) {
+    return absl::InvalidArgumentError(
+        "cache_salt: this router takes the salt from the caller's tenant; leave it unset");
+  }
+  scope.tenant = *tenant;
+  scope.salt = TenantCacheSalt(scope.tenant);
+  if (metrics_) {
+    scope.prompt_tokens = &metrics_->tenant_prompt_tokens.Add({{"tenant", scope.tenant}});
+    scope.generated_tokens = &metrics_->tenant_generated_tokens.Add({{"tenant", scope.tenant}});
+  }
+  return scope;
+}
+
 grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
-                                       const v1::GenerateRequest* request,
+                                       const v1::GenerateRequest* request, const CallScope& scope,
                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<GenerateCall> call =
@@ -238,6 +271,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     }
     last_token_time = now;
     if (metrics_) metrics_->generated_tokens.Increment();
+    if (scope.generated_tokens != nullptr) scope.generated_tokens->Increment();
     return writer->Write(out);
   };
   auto stops = [&](int32_t id) {
@@ -259,7 +293,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
     std::vector<int32_t> input = prompt;  // the prompt plus whatever was already sent
     input.insert(input.end(), generated.begin(), generated.end());
-    const std::vector<BlockKey> keys = UsableKeys(request->cache_salt(), input);
+    const std::vector<BlockKey> keys = UsableKeys(scope.salt, input);
     std::optional<WorkerChoice> decode_choice, prefill_choice;
     const auto wait_until =
         std::min(context->deadline(), std::chrono::system_clock::now() +
@@ -294,7 +328,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     v1::PrefillRequest pre;
     pre.set_request_id(request->request_id());
     pre.mutable_prompt()->Add(input.begin(), input.end());
-    pre.set_cache_salt(request->cache_salt());
+    pre.set_cache_salt(scope.salt);
     ToProto(sampling, pre.mutable_sampling());
     pre.set_decode_ucx_address(decode_info.ucx_address());
     pre.set_transfer_timeout_ms(options_.transfer_timeout_ms);
@@ -415,28 +449,32 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   finish.set_reason(reason);
   finish.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(prompt.size()));
   finish.mutable_usage()->set_generated_tokens(static_cast<uint32_t>(generated.size()));
+  if (scope.prompt_tokens != nullptr) scope.prompt_tokens->Increment(prompt.size());
   v1::GenerateResponse out;
   *out.mutable_finish() = finish;
   writer->Write(out);
   if (options_.snapshot_conversations && last_prefill.has_value()) {
     std::vector<int32_t> conversation = prompt;
     conversation.insert(conversation.end(), generated.begin(), generated.end());
-    SnapshotConversation(*last_prefill, prompt.size(), std::move(conversation),
-                         request->cache_salt());
+    SnapshotConversation(*last_prefill, prompt.size(), std::move(conversation), scope.salt);
   }
   return grpc::Status::OK;
 }
 
-grpc::Status RouterService::Tokenize(grpc::ServerContext*, const v1::TokenizeRequest* request,
+grpc::Status RouterService::Tokenize(grpc::ServerContext* context,
+                                     const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) {
+  if (auto scope = Scope(*context, false, ""); !scope.ok()) return ToGrpcStatus(scope.status());
   auto ids = tokenizer_->Encode(request->text());
   if (!ids.ok()) return ToGrpcStatus(ids.status());
   response->mutable_ids()->Add(ids->begin(), ids->end());
   return grpc::Status::OK;
 }
 
-grpc::Status RouterService::Detokenize(grpc::ServerContext*, const v1::DetokenizeRequest* request,
+grpc::Status RouterService::Detokenize(grpc::ServerContext* context,
+                                       const v1::DetokenizeRequest* request,
                                        v1::DetokenizeResponse* response) {
+  if (auto scope = Scope(*context, false, ""); !scope.ok()) return ToGrpcStatus(scope.status());
   auto text =
       tokenizer_->Decode(std::vector<int32_t>(request->ids().begin(), request->ids().end()));
   if (!text.ok()) return ToGrpcStatus(text.status());
@@ -445,8 +483,9 @@ grpc::Status RouterService::Detokenize(grpc::ServerContext*, const v1::Detokeniz
   return grpc::Status::OK;
 }
 
-grpc::Status RouterService::GetModelInfo(grpc::ServerContext*, const v1::GetModelInfoRequest*,
-                                         v1::ModelInfo* response) {
+grpc::Status RouterService::GetModelInfo(grpc::ServerContext* context,
+                                         const v1::GetModelInfoRequest*, v1::ModelInfo* response) {
+  if (auto scope = Scope(*context, false, ""); !scope.ok()) return ToGrpcStatus(scope.status());
   response->set_params_json(config_.ToJson());
   response->set_vocab_size(config_.vocab_size);
   response->set_max_seq_len(config_.max_seq_len);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/auth/tenant_directory.h"
 #include "lib/engine/model_config.h"
 #include "lib/routing/worker_discovery.h"
 #include "lib/routing/worker_registry.h"
@@ -44,6 +45,9 @@ struct RouterOptions {
   bool snapshot_conversations = true;
   // Calls to workers: plaintext, TLS (ca) or mutual TLS (ca, cert, key); MakeChannelCredentials.
   TlsFiles worker_tls;
+  // --tenants: every public call must come from a tenant, whose name is its cache salt; null:
+  // no tenants (a request's own cache_salt partitions the cache). Not owned.
+  TenantDirectory* tenants = nullptr;
 };
 
 class RouterService final : public v1::Yoco::Service {
@@ -75,8 +79,20 @@ class RouterService final : public v1::Yoco::Service {
   size_t background_jobs() { return background_.pending(); }
 
  private:
+  // Who a call is from and the cache salt its work uses.
+  struct CallScope {
+    std::string tenant;  // empty without --tenants
+    std::string salt;
+    prometheus::Counter* prompt_tokens = nullptr;  // the tenant's counters, if any
+    prometheus::Counter* generated_tokens = nullptr;
+  };
+  // Without --tenants: the request's own salt. With them: the caller's tenant's salt;
+  // UNAUTHENTICATED for a caller who is no tenant, INVALID_ARGUMENT for a request that names a
+  // salt itself (it could otherwise reach another tenant's snapshots).
+  absl::StatusOr<CallScope> Scope(const grpc::ServerContext& context, bool has_salt,
+                                  const std::string& request_salt);
   grpc::Status DoGenerate(grpc::ServerContext* context, const v1::GenerateRequest* request,
-                          grpc::ServerWriter<v1::GenerateResponse>* writer);
+                          const CallScope& scope, grpc::ServerWriter<v1::GenerateResponse>* writer);
   // The block keys of `tokens` a prefill can resume from (all but the last token's block).
   std::vector<BlockKey> UsableKeys(const std::string& salt,
                                    const std::vector<int32_t>& tokens) const;

@@ -21,6 +21,20 @@ TEST(BlockKeyTest, MatchesTheDocumentedChain) {
   EXPECT_EQ(keys[1].Hex(), "f98538909f9477d428301e90e745f062");
 }
 
+// What a worker uses to tell a salt's snapshots: the chain's first step from the salt's root.
+TEST(BlockKeyTest, RootAndNextRebuildTheChain) {
+  const auto t = Tokens(300, 37);
+  const auto keys = PrefixBlockKeys(0x0123456789abcdefull, "tenant", t);
+  const BlockKey root = PrefixRootKey(0x0123456789abcdefull, "tenant");
+  const BlockKey first = NextBlockKey(root, absl::MakeConstSpan(t).subspan(0, kCacheBlockTokens));
+  EXPECT_EQ(first, keys[0]);
+  EXPECT_EQ(NextBlockKey(first, absl::MakeConstSpan(t).subspan(kCacheBlockTokens, kCacheBlockTokens)),
+            keys[1]);
+  EXPECT_NE(NextBlockKey(PrefixRootKey(0x0123456789abcdefull, "other"),
+                         absl::MakeConstSpan(t).subspan(0, kCacheBlockTokens)),
+            keys[0]);
+}
+
 TEST(BlockKeyTest, KeysNamePrefixes) {
   const auto a = Tokens(512, 37);
   auto b = a;

@@ -185,6 +185,45 @@ TEST_F(SnapshotDiskTest, PrecachedSnapshotsSurviveARestart) {
   EXPECT_TRUE(hit.state == s);
 }
 
+// A tenant's ListCache / EvictCache (the salt's root key): its own snapshots in memory and on
+// disk, also after a restart (the disk tier learns block 0 from the files), never another's.
+TEST_F(SnapshotDiskTest, ListAndEvictSeeOnlyTheSaltsOwnSnapshots) {
+  const auto doc = testing::RandomTokens(300, 96, 40);  // the same document for both tenants
+  const auto a_keys = PrefixBlockKeys(kFingerprint, "tenant-a", doc);
+  const auto b_keys = PrefixBlockKeys(kFingerprint, "tenant-b", doc);
+  const BlockKey a = PrefixRootKey(kFingerprint, "tenant-a");
+  const BlockKey b = PrefixRootKey(kFingerprint, "tenant-b");
+  const BlockKey nobody = PrefixRootKey(kFingerprint, "");
+  SnapshotRetention pin;
+  pin.pinned = true;
+  auto handles = [](const std::vector<SnapshotInfo>& infos) {
+    std::set<BlockKey> out;
+    for (const SnapshotInfo& i : infos) out.insert(i.key);
+    return out;
+  };
+  {
+    auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);
+    ASSERT_TRUE(store->Insert(a_keys, doc, State(256, 41), pin).ok());  // memory + disk
+    ASSERT_TRUE(store->Insert(b_keys, doc, State(256, 42), pin).ok());
+    ASSERT_TRUE(store->Insert(absl::MakeConstSpan(a_keys).subspan(0, 1), doc, State(128, 43), {})
+                    .ok());  // memory only
+    EXPECT_EQ(handles(store->List(a)), (std::set<BlockKey>{a_keys[0], a_keys[1]}));
+    EXPECT_EQ(handles(store->List(b)), (std::set<BlockKey>{b_keys[1]}));
+    EXPECT_TRUE(store->List(nobody).empty());
+    EXPECT_EQ(store->List().size(), 3u);
+    EXPECT_FALSE(store->Evict(a_keys[1], b));  // A's handle, B asking: not there
+    EXPECT_EQ(store->Lookup(a_keys, doc).tokens, 256);
+  }
+  auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);  // both now on disk only
+  EXPECT_EQ(handles(store->List(a)), (std::set<BlockKey>{a_keys[1]}));
+  EXPECT_FALSE(store->Evict(a_keys[1], b));
+  EXPECT_EQ(store->EvictAll(b), 1u);  // B's only
+  EXPECT_EQ(handles(store->List()), (std::set<BlockKey>{a_keys[1]}));
+  EXPECT_EQ(store->Lookup(a_keys, doc).tokens, 256);
+  EXPECT_TRUE(store->Evict(a_keys[1], a));
+  EXPECT_TRUE(store->List().empty());
+}
+
 TEST_F(SnapshotDiskTest, CorruptOrForeignFilesAreRefusedAndReported) {
   const auto doc = testing::RandomTokens(128, 96, 6), other = testing::RandomTokens(128, 96, 7);
   const auto keys = PrefixBlockKeys(kFingerprint, "", doc);

@@ -1,14 +1,14 @@
 // yoco-cli: a client of the router's public API. Before the command, --tls-ca FILE calls over
-// TLS (verifying the server against that CA), and --tls-cert FILE --tls-key FILE present a
-// client certificate (mutual TLS).
+// TLS (verifying the server against that CA), --tls-cert FILE --tls-key FILE present a
+// client certificate (mutual TLS), and --token-file FILE sends a tenant's bearer token.
 //   yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) --max-new-tokens N
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]
 //            [--timeout-ms MS]  (the call's deadline, default 10 minutes) [--stop-string S]
 //            [--cache-salt S]
 //   yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | --tokens 0,17,...)
 //            [--pin] [--ttl-seconds N] [--cache-salt S]
-//   yoco-cli --router HOST:PORT list-cache
-//   yoco-cli --router HOST:PORT evict-cache (--handle H | --all)
+//   yoco-cli --router HOST:PORT list-cache [--cache-salt S]
+//   yoco-cli --router HOST:PORT evict-cache (--handle H | --all) [--cache-salt S]
 //   yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS] [--watch]
 //            (any YOCO service's address; "" is liveness, the role's service name readiness;
 //            --watch prints every change until the server ends the stream)
@@ -25,6 +25,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
+#include "lib/files/key_file.h"
 #include "lib/rpc/tls_credentials.h"
 #include "tools/yoco/command_line.h"
 #include "yoco/v1/yoco.grpc.pb.h"
@@ -65,6 +66,18 @@ std::unique_ptr<yoco::v1::Yoco::Stub> Connect(const std::string& router) {
   return yoco::v1::Yoco::NewStub(grpc::CreateChannel(router, Credentials()));
 }
 
+// --token-file: the bearer token every call sends (a router with --tenants needs one, unless
+// the client certificate names the tenant).
+std::string& BearerToken() {
+  static std::string token;
+  return token;
+}
+
+// Every call's context: the token, when there is one.
+void Authorize(grpc::ClientContext& context) {
+  if (!BearerToken().empty()) context.AddMetadata("authorization", "Bearer " + BearerToken());
+}
+
 int Precache(const std::string& router, const std::vector<std::string>& args) {
   auto cl = yoco::CommandLine::Parse(args, {"file", "text", "tokens", "ttl-seconds", "cache-salt"},
                                      {"pin"});
@@ -93,6 +106,7 @@ int Precache(const std::string& router, const std::vector<std::string>& args) {
   request.set_pin(cl->Has("pin"));
   if (cl->Has("cache-salt")) request.set_cache_salt(*cl->String("cache-salt"));
   grpc::ClientContext context;
+  Authorize(context);
   yoco::v1::PrecacheResponse response;
   const grpc::Status st = Connect(router)->Precache(&context, request, &response);
   if (!st.ok()) return Fail(st);
@@ -108,10 +122,15 @@ int Precache(const std::string& router, const std::vector<std::string>& args) {
   return 0;
 }
 
-int ListCache(const std::string& router) {
+int ListCache(const std::string& router, const std::vector<std::string>& args) {
+  auto cl = yoco::CommandLine::Parse(args, {"cache-salt"}, {});
+  if (!cl.ok()) return Fail(std::string(cl.status().message()));
+  yoco::v1::ListCacheRequest request;
+  if (cl->Has("cache-salt")) request.set_cache_salt(*cl->String("cache-salt"));
   grpc::ClientContext context;
+  Authorize(context);
   yoco::v1::ListCacheResponse response;
-  const grpc::Status st = Connect(router)->ListCache(&context, {}, &response);
+  const grpc::Status st = Connect(router)->ListCache(&context, request, &response);
   if (!st.ok()) return Fail(st);
   std::string out = R"({"entries": [)";
   for (int i = 0; i < response.entries_size(); ++i) {
@@ -126,7 +145,7 @@ int ListCache(const std::string& router) {
 }
 
 int EvictCache(const std::string& router, const std::vector<std::string>& args) {
-  auto cl = yoco::CommandLine::Parse(args, {"handle"}, {"all"});
+  auto cl = yoco::CommandLine::Parse(args, {"handle", "cache-salt"}, {"all"});
   if (!cl.ok()) return Fail(std::string(cl.status().message()));
   if (cl->Has("handle") == cl->Has("all")) return Fail("give exactly one of --handle and --all");
   yoco::v1::EvictCacheRequest request;
@@ -135,7 +154,9 @@ int EvictCache(const std::string& router, const std::vector<std::string>& args) 
   } else {
     request.set_handle(*cl->String("handle"));
   }
+  if (cl->Has("cache-salt")) request.set_cache_salt(*cl->String("cache-salt"));
   grpc::ClientContext context;
+  Authorize(context);
   yoco::v1::EvictCacheResponse response;
   const grpc::Status st = Connect(router)->EvictCache(&context, request, &response);
   if (!st.ok()) return Fail(st);
@@ -267,6 +288,7 @@ int Generate(const std::string& router, const std::vector<std::string>& args) {
 
   auto stub = Connect(router);
   grpc::ClientContext context;
+  Authorize(context);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(*timeout_ms));
   auto stream = stub->Generate(&context, request);
   yoco::v1::GenerateResponse response;
@@ -311,14 +333,24 @@ int main(int argc, char** argv) {
   std::string router;
   yoco::TlsFiles tls;
   tls.reload = absl::Hours(24);  // one command: read once
-  while (args.size() >= 2 && (args[0] == "--router" || args[0] == "--tls-ca" ||
-                              args[0] == "--tls-cert" || args[0] == "--tls-key")) {
+  std::string token_file;
+  while (args.size() >= 2 &&
+         (args[0] == "--router" || args[0] == "--tls-ca" || args[0] == "--tls-cert" ||
+          args[0] == "--tls-key" || args[0] == "--token-file")) {
     std::string& value = args[0] == "--router"     ? router
                          : args[0] == "--tls-ca"   ? tls.ca
                          : args[0] == "--tls-cert" ? tls.cert
-                                                   : tls.key;
+                         : args[0] == "--tls-key"  ? tls.key
+                                                   : token_file;
     value = args[1];
     args.erase(args.begin(), args.begin() + 2);
+  }
+  if (!token_file.empty()) {
+    // A token file is a secret like a key file: same rules (regular file, bounded, no trailing
+    // newline).
+    auto token = yoco::ReadKeyFile(token_file, "--token-file");
+    if (!token.ok()) return Fail(std::string(token.status().message()));
+    BearerToken() = *token;
   }
   if (tls.enabled()) {
     auto credentials = yoco::MakeChannelCredentials(tls);
@@ -330,7 +362,7 @@ int main(int argc, char** argv) {
   if (!router.empty()) {
     if (command == "generate") return Generate(router, args);
     if (command == "precache") return Precache(router, args);
-    if (command == "list-cache") return ListCache(router);
+    if (command == "list-cache") return ListCache(router, args);
     if (command == "evict-cache") return EvictCache(router, args);
     if (command == "health") return Health(router, args);
   }
@@ -340,10 +372,11 @@ int main(int argc, char** argv) {
          "[--stop-at-eos] [--stop-string S] [--cache-salt S] [--stats] [--timeout-ms MS]\n"
          "       yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | "
          "--tokens 0,17,...) [--pin] [--ttl-seconds N] [--cache-salt S]\n"
-         "       yoco-cli --router HOST:PORT list-cache\n"
-         "       yoco-cli --router HOST:PORT evict-cache (--handle H | --all)\n"
+         "       yoco-cli --router HOST:PORT list-cache [--cache-salt S]\n"
+         "       yoco-cli --router HOST:PORT evict-cache (--handle H | --all) [--cache-salt S]\n"
          "       yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS] "
          "[--watch]\n"
-         "  before the command: --tls-ca FILE (TLS), --tls-cert FILE --tls-key FILE (mutual TLS)\n";
+         "  before the command: --tls-ca FILE (TLS), --tls-cert FILE --tls-key FILE (mutual TLS), "
+         "--token-file FILE (a tenant's bearer token)\n";
   return &out == &std::cout ? 0 : 2;
 }

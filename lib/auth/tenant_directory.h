@@ -1,0 +1,96 @@
+// TenantDirectory: who a caller of the public API is, under the router's --tenants FILE. The
+// file maps bearer tokens and client-certificate identities to tenant names:
+//
+//   {"tenants": {"team-a": {"tokens": ["...", "..."],
+//                           "client_identities": ["spiffe://cluster/ns/rag/sa/team-a"]},
+//                "team-b": {"tokens": ["..."]}}}
+//
+// A tenant's name decides its prefix-cache salt (TenantCacheSalt), so tenants never share
+// snapshots, and it labels per-tenant metrics: hence the strict name syntax and the bound on
+// how many there are. Tokens are held only as SHA-256 digests and looked up by digest. The file
+// is re-read when it changes (a rotated Secret), checked at most every `reload_interval`; a
+// changed file that does not parse is reported once and the last good set stays. Thread-safe.
+#ifndef YOCO_LIB_AUTH_TENANT_DIRECTORY_H_
+#define YOCO_LIB_AUTH_TENANT_DIRECTORY_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace yoco {
+
+inline constexpr size_t kMaxTenants = 1000;
+inline constexpr size_t kMaxTenantCredentials = 100000;  // tokens + identities, all tenants
+inline constexpr size_t kMinTokenBytes = 16, kMaxTokenBytes = 4096;
+inline constexpr uint64_t kMaxTenantFileBytes = uint64_t{4} << 20;
+
+struct TenantTable {
+  std::vector<std::string> names;                                // sorted
+  std::map<std::array<uint8_t, 32>, std::string> token_digests;  // SHA-256(token) -> tenant
+  std::map<std::string, std::string> identities;                 // identity -> tenant
+};
+
+// INVALID_ARGUMENT naming the problem: not the format above, a name outside
+// [a-z0-9][a-z0-9._-]{0,62}, a token outside kMinTokenBytes..kMaxTokenBytes printable ASCII, a
+// token or identity given to two tenants, more than kMaxTenants tenants.
+absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text);
+
+// The cache salt of a tenant's requests. Clients cannot send it: under --tenants the router
+// refuses a request that sets its own salt.
+std::string TenantCacheSalt(absl::string_view tenant);
+
+class TenantDirectory {
+ public:
+  // Reads the file now: its error if it is missing, not a regular file or does not parse.
+  static absl::StatusOr<std::unique_ptr<TenantDirectory>> Open(
+      std::string path, absl::Duration reload_interval,
+      std::function<absl::Time()> now = [] { return absl::Now(); });
+
+  // The tenant of a bearer token; UNAUTHENTICATED for any other token.
+  absl::StatusOr<std::string> ByToken(absl::string_view token);
+  // The tenant of the first identity (of a verified client certificate) the file names;
+  // UNAUTHENTICATED when it names none.
+  absl::StatusOr<std::string> ByIdentity(absl::Span<const std::string> identities);
+  std::vector<std::string> Names();
+
+  // Re-reads the file if it changed since it was last read (size, inode, modification or
+  // change time). OK when nothing changed or the new file was taken; otherwise its error, and
+  // the last good set stays.
+  absl::Status ReloadIfChanged();
+  uint64_t loads() const;  // how many files were taken, the first included
+
+ private:
+  struct FileStamp {
+    int64_t size = -1, inode = -1, mtime_ns = -1, ctime_ns = -1;
+    bool operator==(const FileStamp&) const = default;
+  };
+  TenantDirectory(std::string path, absl::Duration reload_interval,
+                  std::function<absl::Time()> now)
+      : path_(std::move(path)), reload_interval_(reload_interval), now_(std::move(now)) {}
+  // The table to use now, re-read first when the interval has passed.
+  std::shared_ptr<const TenantTable> Current();
+
+  const std::string path_;
+  const absl::Duration reload_interval_;
+  const std::function<absl::Time()> now_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const TenantTable> table_;
+  FileStamp stamp_;
+  FileStamp failed_stamp_;  // a bad file is reported once, not at every check
+  absl::Time checked_ = absl::InfinitePast();
+  uint64_t loads_ = 0;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_AUTH_TENANT_DIRECTORY_H_
