@@ -37,8 +37,13 @@ absl::StatusOr<std::string> CallerTenant(TenantDirectory& tenants,
   std::vector<std::string> identities;
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    // The names gRPC verified (subject alternative names, else the common name), then the
+    // common name, so a tenant file may name either.
     for (const grpc::string_ref& id : auth->GetPeerIdentity()) {
       identities.emplace_back(id.data(), id.size());
+    }
+    for (const grpc::string_ref& cn : auth->FindPropertyValues("x509_common_name")) {
+      identities.emplace_back(cn.data(), cn.size());
     }
   }
   return tenants.ByIdentity(identities);

@@ -1,6 +1,7 @@
 // CallerTenant: the tenant a gRPC call comes from under --tenants: the bearer token of its
 // "authorization" metadata when it sends one, else the identities of its client certificate
-// (which gRPC's TLS has verified against --tls-ca).
+// (which gRPC's TLS has verified against --tls-ca): its subject alternative names and its common
+// name.
 #ifndef YOCO_LIB_AUTH_CALLER_TENANT_H_
 #define YOCO_LIB_AUTH_CALLER_TENANT_H_
 
