@@ -121,8 +121,8 @@ absl::Status RouterService::Start() {
 
 absl::Status RouterService::StartMembership(const std::vector<std::string>& spec, bool prefill) {
   const char* role = prefill ? "--prefill" : "--decode";
-  auto join = [this, prefill](const std::string& address) {
-    prefill ? JoinPrefill(address) : JoinDecode(address);
+  auto join = [this, prefill](const std::string& address, const std::string& tls_name) {
+    prefill ? JoinPrefill(address, tls_name) : JoinDecode(address, tls_name);
   };
   if (spec.size() == 1 && DnsWorkerTarget::Matches(spec[0])) {
     absl::StatusOr<DnsWorkerTarget> target = DnsWorkerTarget::Parse(spec[0]);
@@ -132,7 +132,9 @@ absl::Status RouterService::StartMembership(const std::vector<std::string>& spec
     WorkerRegistry* registry = prefill ? prefill_workers_.get() : decode_workers_.get();
     discovery_.push_back(std::make_unique<WorkerDiscovery>(
         absl::StrCat(prefill ? "prefill" : "decode", " workers (", spec[0], ")"),
-        [t = *target] { return t.Resolve(); }, join,
+        [t = *target] { return t.Resolve(); },
+        // The pods behind a name present certificates for the name, not for their addresses.
+        [join, name = target->name](const std::string& address) { join(address, name); },
         [registry](const std::string& address) { registry->Remove(address); },
         options_.discovery_interval));
     return absl::OkStatus();
@@ -142,23 +144,23 @@ absl::Status RouterService::StartMembership(const std::vector<std::string>& spec
       return absl::InvalidArgumentError(
           absl::StrCat(role, ": a dns: target stands alone, not in a list"));
     }
-    join(address);
+    join(address, "");
   }
   return absl::OkStatus();
 }
 
-void RouterService::JoinPrefill(const std::string& address) {
+void RouterService::JoinPrefill(const std::string& address, const std::string& tls_name) {
   std::lock_guard<std::mutex> lock(join_mu_);
-  JoinWorker<v1::PrefillWorker>(address, prefill_stubs_, *prefill_workers_);
+  JoinWorker<v1::PrefillWorker>(address, tls_name, prefill_stubs_, *prefill_workers_);
 }
 
-void RouterService::JoinDecode(const std::string& address) {
+void RouterService::JoinDecode(const std::string& address, const std::string& tls_name) {
   std::lock_guard<std::mutex> lock(join_mu_);
-  JoinWorker<v1::DecodeWorker>(address, decode_stubs_, *decode_workers_);
+  JoinWorker<v1::DecodeWorker>(address, tls_name, decode_stubs_, *decode_workers_);
 }
 
 template <typename WorkerApi>
-void RouterService::JoinWorker(const std::string& address,
+void RouterService::JoinWorker(const std::string& address, const std::string& tls_name,
                                std::vector<std::unique_ptr<typename WorkerApi::Stub>>& stubs,
                                WorkerRegistry& registry) {
   // A worker seen before keeps its index (and stub); a new one gets the next of both.
@@ -169,8 +171,9 @@ void RouterService::JoinWorker(const std::string& address,
     }
   }
   if (stubs.size() == kMaxWorkers) return;
-  stubs.push_back(
-      WorkerApi::NewStub(grpc::CreateCustomChannel(address, worker_credentials_, channel_args_)));
+  grpc::ChannelArguments args = channel_args_;
+  if (!tls_name.empty()) args.SetSslTargetNameOverride(tls_name);
+  stubs.push_back(WorkerApi::NewStub(grpc::CreateCustomChannel(address, worker_credentials_, args)));
   registry.Add(address);
 }
 

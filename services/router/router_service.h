@@ -110,10 +110,12 @@ class RouterService final : public v1::Yoco::Service {
   // A worker joins: its stub first, then the registry (which probes through it). The stub
   // vectors are reserved for kMaxWorkers so that growing them never moves a stub a request
   // thread is using; a worker index is the same in both.
-  void JoinPrefill(const std::string& address);
-  void JoinDecode(const std::string& address);
+  // `tls_name`: the name the worker's certificate must carry (a dns:/// target's name); empty:
+  // its address.
+  void JoinPrefill(const std::string& address, const std::string& tls_name);
+  void JoinDecode(const std::string& address, const std::string& tls_name);
   template <typename WorkerApi>  // join_mu_ held
-  void JoinWorker(const std::string& address,
+  void JoinWorker(const std::string& address, const std::string& tls_name,
                   std::vector<std::unique_ptr<typename WorkerApi::Stub>>& stubs,
                   WorkerRegistry& registry);
   // Static lists join at once; a dns:/// target gets a WorkerDiscovery.

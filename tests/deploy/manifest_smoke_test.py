@@ -10,6 +10,7 @@ interface (eth0 -> lo), mounted paths (-> temporary folders holding the same fil
 paths (/usr/local/bin, /opt/yoco/models -> the build). A flag renamed in code but not in a manifest,
 a missing mount or a wrong port fails here. The tokens must equal the in-process engine's.
 """
+import json
 import os
 import re
 import shutil
@@ -56,6 +57,8 @@ class Rewriter:
         self.live = {}     # "yoco-prefill" -> local port of ordinal 0
         self.absent = free_port()  # nothing listens: the pods beyond the replica count
         self.secrets = {}  # (Secret name, key) -> value
+        self.tmp = None    # set by main: where made certificates and tokens live
+        self.ca = None     # (cert path, key path) of the CA standing in for cert-manager's
 
     def port(self, p):
         if p not in self.ports:
@@ -83,6 +86,78 @@ class Rewriter:
         return re.sub(rf"(?<![\w/])({alternatives})(?=/|\b|$)", lambda m: paths[m.group(1)], s)
 
 
+def certificates(objects):
+    """cert-manager Certificates by the Secret they fill."""
+    return {o["spec"]["secretName"]: o for o in objects if o["kind"] == "Certificate"}
+
+
+def openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def issue(rw, certificate):
+    """What cert-manager would put in the Certificate's Secret, from a CA made here."""
+    key = ("certificate", certificate["metadata"]["name"])
+    if key in rw.secrets:
+        return rw.secrets[key]
+    if rw.ca is None:
+        rw.ca = (os.path.join(rw.tmp, "ca.crt"), os.path.join(rw.tmp, "ca.key"))
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", rw.ca[1], "-out", rw.ca[0], "-days", "2", "-subj", "/CN=yoco-ca")
+    spec = certificate["spec"]
+    base = os.path.join(rw.tmp, certificate["metadata"]["name"])
+    names = [f"DNS:{n}" for n in spec.get("dnsNames", [])] + \
+        [f"IP:{a}" for a in spec.get("ipAddresses", [])]
+    with open(base + ".ext", "w") as f:
+        f.write(f"subjectAltName={','.join(names)}\nextendedKeyUsage=serverAuth,clientAuth\n")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+            base + ".key", "-out", base + ".csr", "-subj", f"/CN={spec.get('commonName', 'x')}")
+    openssl("x509", "-req", "-in", base + ".csr", "-CA", rw.ca[0], "-CAkey", rw.ca[1], "-out",
+            base + ".crt", "-days", "2", "-set_serial", str(len(rw.secrets) + 2), "-extfile",
+            base + ".ext")
+    rw.secrets[key] = {k: open(base + ext).read()
+                       for k, ext in (("tls.crt", ".crt"), ("tls.key", ".key"))}
+    rw.secrets[key]["ca.crt"] = open(rw.ca[0]).read()
+    return rw.secrets[key]
+
+
+def client_token(rw):
+    return rw.secrets.setdefault(("client", "token"), "smoke-" + os.urandom(16).hex())
+
+
+def client_flags(rw, objects, router):
+    """yoco-cli's flags for the rendered router: a certificate of its CA under mTLS, a tenant's
+    token under --tenants."""
+    flags = []
+    argv = " ".join(router["command"] + router.get("args", []))
+    if "--tls_cert" in argv:
+        client = issue(rw, {"metadata": {"name": "smoke-client"},
+                            "spec": {"commonName": "smoke-client", "dnsNames": ["smoke-client"]}})
+        for k in ("ca.crt", "tls.crt", "tls.key"):
+            with open(os.path.join(rw.tmp, "client-" + k), "w") as f:
+                f.write(client[k])
+        flags += ["--tls-ca", os.path.join(rw.tmp, "client-ca.crt"), "--tls-cert",
+                  os.path.join(rw.tmp, "client-tls.crt"), "--tls-key",
+                  os.path.join(rw.tmp, "client-tls.key")]
+    if "--tenants" in argv:
+        path = os.path.join(rw.tmp, "client.token")
+        with open(path, "w") as f:
+            f.write(client_token(rw))
+        flags += ["--token-file", path]
+    return flags
+
+
+def probe_command(rw, cli, port, probe):
+    """The kubelet's probe as a command: a gRPC probe through yoco-cli, an exec probe as is."""
+    if "exec" in probe:
+        argv = [rw.text(a) for a in probe["exec"]["command"]]
+        assert "/" not in argv[0], f"{argv[0]}: the image puts the binaries on PATH"
+        return [os.path.join(rw.build, "bin", argv[0])] + argv[1:]
+    assert rw.port(probe["grpc"]["port"]) == port, "probe on another port"
+    return [cli, "--router", f"127.0.0.1:{port}", "health", "--service",
+            probe["grpc"].get("service", ""), "--timeout-ms", "1000"]
+
+
 def prepare(obj, objects, rw, tmp):
     """Command line and environment of the workload's one container, mounts made local."""
     pod = obj["spec"]["template"]["spec"]
@@ -99,11 +174,18 @@ def prepare(obj, objects, rw, tmp):
         v = volumes[m["name"]]
         assert {"configMap", "emptyDir", "secret"} & v.keys(), f"unexpected volume {v}"
         if "secret" in v:
-            # The operator creates Secrets; one random value per item stands in for each, shared
-            # by every role as the real Secret is.
+            name = v["secret"]["secretName"]
+            certificate = certificates(objects).get(name)
             for item in v["secret"]["items"]:
-                secret = rw.secrets.setdefault((v["secret"]["secretName"], item["key"]),
-                                               os.urandom(32).hex())
+                if certificate is not None:  # cert-manager's Secret: tls.crt, tls.key, ca.crt
+                    secret = issue(rw, certificate)[item["key"]]
+                elif item["key"] == "tenants.json":  # the operator's tenant file
+                    secret = rw.secrets.setdefault((name, item["key"]), json.dumps(
+                        {"tenants": {"smoke": {"tokens": [client_token(rw)]}}}))
+                else:
+                    # The operator creates the other Secrets; one random value per item stands
+                    # in for each, shared by every role as the real Secret is.
+                    secret = rw.secrets.setdefault((name, item["key"]), os.urandom(32).hex())
                 files.append((os.path.join(local, item["path"]), secret))
         if "configMap" in v:
             cm = config_maps[v["configMap"]["name"]]
@@ -130,6 +212,7 @@ def main():
     objects = render(repo, overlay)
     tmp = tempfile.mkdtemp(prefix=f"yoco-manifests-{overlay}-")
     rw = Rewriter(build)
+    rw.tmp = tmp
     procs = []
     try:
         roles = {}
@@ -147,12 +230,9 @@ def main():
         # The probes the manifests give the kubelet: liveness "" and the readiness service.
         deadline = time.time() + 60
         for c in ("decode", "prefill", "router"):
-            probe = roles[c]["readinessProbe"]["grpc"]
-            assert rw.port(probe["port"]) == grpc[c], f"{c}: readiness probe on another port"
+            ready = probe_command(rw, cli, grpc[c], roles[c]["readinessProbe"])
             while True:
-                r = subprocess.run([cli, "--router", f"127.0.0.1:{grpc[c]}", "health", "--service",
-                                    probe["service"], "--timeout-ms", "1000"],
-                                   capture_output=True, text=True)
+                r = subprocess.run(ready, capture_output=True, text=True)
                 if r.returncode == 0:
                     break
                 for name, p in procs:
@@ -160,16 +240,17 @@ def main():
                         open(os.path.join(tmp, name + ".log")).read()
                 assert time.time() < deadline, f"{c} not ready: {r.stdout}{r.stderr}"
                 time.sleep(0.2)
-            live = roles[c]["livenessProbe"]["grpc"]
-            r = subprocess.run([cli, "--router", f"127.0.0.1:{grpc[c]}", "health", "--service",
-                                live.get("service", "")], capture_output=True, text=True)
-            assert r.returncode == 0, f"{c}: liveness {r.stdout}{r.stderr}"
+            for probe in ("livenessProbe", "startupProbe"):
+                r = subprocess.run(probe_command(rw, cli, grpc[c], roles[c][probe]),
+                                   capture_output=True, text=True)
+                assert r.returncode == 0, f"{c}: {probe} {r.stdout}{r.stderr}"
 
         tokens = "0,17,5,99,254,31,7,7,42"
         served = None
         for _ in range(50):  # the router's first probe of its workers may still be running
-            r = subprocess.run([cli, "--router", f"127.0.0.1:{grpc['router']}", "generate",
-                                "--tokens", tokens, "--max-new-tokens", "12"],
+            r = subprocess.run([cli, "--router", f"127.0.0.1:{grpc['router']}"] +
+                               client_flags(rw, objects, roles["router"]) +
+                               ["generate", "--tokens", tokens, "--max-new-tokens", "12"],
                                capture_output=True, text=True)
             if r.returncode == 0:
                 served = r.stdout.strip()

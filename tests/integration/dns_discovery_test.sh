@@ -39,7 +39,12 @@ reload_dns() { kill -HUP "$dns_pid"; }
 
 source "$(dirname "$0")/test_certs.sh"
 make_ca ca
-make_cert server ca 2 100
+# Workers found by name present a certificate for the name (as a Service's pods do), not for
+# their addresses: the router verifies the name.
+# The second decode worker's also names its address: the readiness check below calls it directly.
+make_cert server ca 2 100 DNS:prefill.yoco.test,DNS:decode.yoco.test
+make_cert server3 ca 2 110 DNS:decode.yoco.test,IP:127.0.0.3
+make_cert router ca 2 150
 make_cert client ca 2 200
 MTLS=(--tls-cert "$log/server.pem" --tls-key "$log/server.key" --tls-ca "$log/ca.pem")
 CLIENT=(--tls-ca "$log/ca.pem" --tls-cert "$log/client.pem" --tls-key "$log/client.key")
@@ -50,12 +55,13 @@ pids+=($!)
   2> "$log/d1" &
 d1=$!; pids+=("$d1")
 "$BIN/yoco-decode" --listen "127.0.0.3:$DECODE_PORT" "${WORKER[@]}" --metrics-listen "$METRICS2" \
-  --memory-budget-mb 2 2> "$log/d2" &
+  --memory-budget-mb 2 --tls-cert "$log/server3.pem" --tls-key "$log/server3.key" 2> "$log/d2" &
 pids+=($!)
 "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" \
   --prefill "dns://127.0.0.1:$DNS_PORT/prefill.yoco.test:$PREFILL_PORT" \
   --decode "dns://127.0.0.1:$DNS_PORT/decode.yoco.test:$DECODE_PORT" \
-  --discovery-interval-ms 200 --probe-interval-ms 200 "${MTLS[@]}" 2> "$log/r" &
+  --discovery-interval-ms 200 --probe-interval-ms 200 --tls-cert "$log/router.pem" \
+  --tls-key "$log/router.key" --tls-ca "$log/ca.pem" 2> "$log/r" &
 pids+=($!)
 
 cli() { timeout 60 "$BIN/yoco-cli" "${CLIENT[@]}" --router "$ROUTER" generate "$@"; }

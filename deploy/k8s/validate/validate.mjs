@@ -1,5 +1,6 @@
 // Validates every rendered overlay offline, three ways:
-//   1. each object against its Kubernetes (or Prometheus Operator) JSON schema (kubernetes-models);
+//   1. each object against its Kubernetes (or Prometheus Operator, cert-manager) JSON schema
+//      (kubernetes-models);
 //   2. each object as a TypeScript literal of that model's interface, so that a misspelled or
 //      misplaced field, which the schemas let through, is an excess-property error (tsc);
 //   3. our own policy for every container: image pinned to the release's tag, resources, probes,
@@ -30,6 +31,9 @@ function modelModule(obj) {
   const [group, ver] = obj.apiVersion.includes("/") ? obj.apiVersion.split("/") : ["", obj.apiVersion];
   if (group === "monitoring.coreos.com") {
     return `@kubernetes-models/prometheus-operator/${group}/${ver}/${obj.kind}`;
+  }
+  if (group === "cert-manager.io") {
+    return `@kubernetes-models/cert-manager/${group}/${ver}/${obj.kind}`;
   }
   return `kubernetes-models/${group ? group + "/" : ""}${ver}/${obj.kind}`;
 }
