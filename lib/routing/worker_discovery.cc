@@ -11,27 +11,11 @@ WorkerDiscovery::WorkerDiscovery(std::string what, Lookup lookup, Change join, C
       lookup_(std::move(lookup)),
       join_(std::move(join)),
       leave_(std::move(leave)) {
-  Sync().IgnoreError();  // logged; the thread tries again
-  if (interval > absl::ZeroDuration()) {
-    thread_ = std::thread([this, interval] {
-      std::unique_lock<std::mutex> lock(mu_);
-      while (!cv_.wait_for(lock, absl::ToChronoMilliseconds(interval), [&] { return stop_; })) {
-        lock.unlock();
-        Sync().IgnoreError();
-        lock.lock();
-      }
-    });
-  }
+  Sync().IgnoreError();  // logged; the next round tries again
+  rounds_ = std::make_unique<PeriodicTask>(interval, [this] { Sync().IgnoreError(); });
 }
 
-WorkerDiscovery::~WorkerDiscovery() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+WorkerDiscovery::~WorkerDiscovery() = default;
 
 absl::Status WorkerDiscovery::Sync() {
   std::lock_guard<std::mutex> lock(sync_mu_);

@@ -6,16 +6,16 @@
 #define YOCO_LIB_ROUTING_WORKER_DISCOVERY_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "lib/threading/periodic_task.h"
 
 namespace yoco {
 
@@ -43,10 +43,7 @@ class WorkerDiscovery {
   std::set<std::string> members_;
   bool failing_ = false;
   std::atomic<uint64_t> failed_lookups_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
+  std::unique_ptr<PeriodicTask> rounds_;  // last: it syncs through the members above
 };
 
 }  // namespace yoco

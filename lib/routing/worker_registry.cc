@@ -12,27 +12,10 @@ WorkerRegistry::WorkerRegistry(std::vector<std::string> addresses, WorkerProbes 
     : probes_(std::move(probes)) {
   for (std::string& a : addresses) workers_.push_back(Worker{std::move(a)});
   ProbeAll();
-  if (interval > absl::ZeroDuration()) {
-    prober_ = std::thread([this, interval] {
-      std::unique_lock<std::mutex> lock(mu_);
-      while (
-          !stop_cv_.wait_for(lock, absl::ToChronoMilliseconds(interval), [&] { return stop_; })) {
-        lock.unlock();
-        ProbeAll();
-        lock.lock();
-      }
-    });
-  }
+  prober_ = std::make_unique<PeriodicTask>(interval, [this] { ProbeAll(); });
 }
 
-WorkerRegistry::~WorkerRegistry() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
-  if (prober_.joinable()) prober_.join();
-}
+WorkerRegistry::~WorkerRegistry() = default;
 
 void WorkerRegistry::ProbeAll() {
   std::vector<size_t> members;

@@ -12,7 +12,6 @@
 #ifndef YOCO_LIB_ROUTING_WORKER_REGISTRY_H_
 #define YOCO_LIB_ROUTING_WORKER_REGISTRY_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -26,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "lib/threading/periodic_task.h"
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
 #include "yoco/v1/worker.pb.h"
@@ -137,9 +137,7 @@ class WorkerRegistry {
   std::map<BlockKey, ForgottenReason> forgotten_;
   std::deque<BlockKey> forgotten_order_;
   mutable std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
-  std::thread prober_;
+  std::unique_ptr<PeriodicTask> prober_;  // last: it probes through the members above
 };
 
 }  // namespace yoco

@@ -12,34 +12,18 @@ ReadinessReporter::ReadinessReporter(grpc::Server& server, std::string service,
     : server_(server),
       service_(std::move(service)),
       can_admit_(std::move(can_admit)),
-      interval_(interval),
-      thread_([this] { Run(); }) {}
+      poller_(interval, [this] { Poll(); }) {}
 
-ReadinessReporter::~ReadinessReporter() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+void ReadinessReporter::Poll() {
+  // Draining: the graceful shutdown has set NOT_SERVING for good.
+  if (Draining()) return;
+  const bool ready = can_admit_();
+  if (ready == ready_.load()) return;
+  if (grpc::HealthCheckServiceInterface* health = server_.GetHealthCheckService()) {
+    health->SetServingStatus(service_, ready);
   }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void ReadinessReporter::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    // Draining: the graceful shutdown has set NOT_SERVING for good.
-    if (!Draining()) {
-      const bool ready = can_admit_();
-      if (ready != ready_.load()) {
-        if (grpc::HealthCheckServiceInterface* health = server_.GetHealthCheckService()) {
-          health->SetServingStatus(service_, ready);
-        }
-        ready_ = ready;
-        ++flips_;
-      }
-    }
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(interval_));
-  }
+  ready_ = ready;
+  ++flips_;
 }
 
 }  // namespace yoco

@@ -8,13 +8,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/time/time.h"
+#include "lib/threading/periodic_task.h"
 
 namespace yoco {
 
@@ -23,7 +21,6 @@ class ReadinessReporter {
   // Polls `can_admit` every `interval` on its own thread. Destroy it before `server`.
   ReadinessReporter(grpc::Server& server, std::string service, std::function<bool()> can_admit,
                     absl::Duration interval = absl::Milliseconds(200));
-  ~ReadinessReporter();
   ReadinessReporter(const ReadinessReporter&) = delete;
   ReadinessReporter& operator=(const ReadinessReporter&) = delete;
 
@@ -32,18 +29,14 @@ class ReadinessReporter {
   bool ready() const { return ready_.load(); }
 
  private:
-  void Run();
+  void Poll();
 
   grpc::Server& server_;
   const std::string service_;
   const std::function<bool()> can_admit_;
-  const absl::Duration interval_;
   std::atomic<bool> ready_{true};  // StartGrpcServer starts the service SERVING
   std::atomic<uint64_t> flips_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
+  PeriodicTask poller_;  // last: it polls through the members above
 };
 
 }  // namespace yoco
