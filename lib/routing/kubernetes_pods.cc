@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "lib/engine/strict_json.h"
 
@@ -81,7 +84,7 @@ absl::StatusOr<PodView> ParsePod(const Json& pod) {
 }  // namespace
 
 absl::StatusOr<KubernetesWorkerTarget> KubernetesWorkerTarget::Parse(const std::string& spec) {
-  const std::string usage = "expected k8s://NAMESPACE/LABEL_SELECTOR?port=N";
+  const std::string usage = "expected k8s://NAMESPACE/LABEL_SELECTOR?port=N[&tls_name=NAME]";
   if (spec.rfind("k8s://", 0) != 0) return absl::InvalidArgumentError(spec + ": " + usage);
   const std::string rest = spec.substr(6);
   const size_t slash = rest.find('/'), question = rest.rfind('?');
@@ -104,10 +107,20 @@ absl::StatusOr<KubernetesWorkerTarget> KubernetesWorkerTarget::Parse(const std::
                            "._-/=!,() and spaces"));
   }
   uint32_t port = 0;
-  if (query.rfind("port=", 0) != 0 || !absl::SimpleAtoi(query.substr(5), &port) || port == 0 ||
-      port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(spec, ": expected ?port=N (1-65535)"));
+  for (absl::string_view param : absl::StrSplit(query, '&')) {
+    if (absl::ConsumePrefix(&param, "port=")) {
+      if (!absl::SimpleAtoi(param, &port) || port == 0 || port > 65535) port = 0;
+    } else if (absl::ConsumePrefix(&param, "tls_name=") && !param.empty() &&
+               std::all_of(param.begin(), param.end(), [](char c) {
+                 return absl::ascii_isalnum(c) || c == '.' || c == '-';
+               })) {
+      target.tls_name = std::string(param);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec, ": unknown or malformed parameter '", param, "'; ", usage));
+    }
   }
+  if (port == 0) return absl::InvalidArgumentError(absl::StrCat(spec, ": expected ?port=N (1-65535)"));
   target.port = static_cast<uint16_t>(port);
   return target;
 }

@@ -15,12 +15,14 @@
 
 namespace yoco {
 
-// "k8s://NAMESPACE/LABEL_SELECTOR?port=N", e.g.
-// "k8s://yoco/app.kubernetes.io/component=prefill?port=50061".
+// "k8s://NAMESPACE/LABEL_SELECTOR?port=N[&tls_name=NAME]", e.g.
+// "k8s://yoco/app.kubernetes.io/component=prefill?port=50061&tls_name=yoco-prefill".
+// `tls_name`: the name the pods' certificates carry (a pod IP is in none), under TLS.
 struct KubernetesWorkerTarget {
   std::string ns;
   std::string label_selector;
   uint16_t port = 0;
+  std::string tls_name;
 
   static bool Matches(const std::string& spec) { return spec.rfind("k8s:", 0) == 0; }
   // INVALID_ARGUMENT naming what is wrong.

@@ -21,9 +21,19 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(std::string, model, "", "model folder (its params.json is read)");
 ABSL_FLAG(std::string, prefill, "",
           "prefill workers: HOST:PORT[,...], or dns:///NAME:PORT (every A/AAAA record a worker, "
-          "looked up every --discovery-interval-ms; dns://DNS-IP:PORT/NAME:PORT asks that server)");
+          "looked up every --discovery-interval-ms; dns://DNS-IP:PORT/NAME:PORT asks that server), "
+          "or k8s://NAMESPACE/LABEL_SELECTOR?port=N[&tls_name=NAME] (Ready pods, watched through "
+          "the Kubernetes API with the pod's service account)");
 ABSL_FLAG(std::string, decode, "", "decode workers, as --prefill");
-ABSL_FLAG(int, discovery_interval_ms, 5000, "how often dns:/// worker targets are looked up");
+ABSL_FLAG(std::string, k8s_api_server, "",
+          "k8s:// targets: the API server as https://HOST:PORT (default: in-cluster, from "
+          "KUBERNETES_SERVICE_HOST/PORT)");
+ABSL_FLAG(std::string, k8s_token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token",
+          "k8s:// targets: the bearer token (re-read for every request: it rotates)");
+ABSL_FLAG(std::string, k8s_ca_file, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+          "k8s:// targets: the CA of the API server's certificate");
+ABSL_FLAG(int, discovery_interval_ms, 5000,
+          "how often dns:/// worker targets are looked up (and k8s:// watches read)");
 ABSL_FLAG(std::string, tiktoken_ranks, "",
           "a .tiktoken ranks file: BPE with YOCO's special tokens "
           "(default: the byte tokenizer)");
@@ -107,6 +117,9 @@ int main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   yoco::RouterMetrics metrics(*registry);
   options.discovery_interval = absl::Milliseconds(absl::GetFlag(FLAGS_discovery_interval_ms));
+  options.k8s_api_server = absl::GetFlag(FLAGS_k8s_api_server);
+  options.k8s_token_file = absl::GetFlag(FLAGS_k8s_token_file);
+  options.k8s_ca_file = absl::GetFlag(FLAGS_k8s_ca_file);
   yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options, &metrics);
   if (absl::Status st = service.Start(); !st.ok()) {
     std::cerr << "yoco-router: " << st.message() << "\n";

@@ -124,6 +124,26 @@ absl::Status RouterService::StartMembership(const std::vector<std::string>& spec
   auto join = [this, prefill](const std::string& address, const std::string& tls_name) {
     prefill ? JoinPrefill(address, tls_name) : JoinDecode(address, tls_name);
   };
+  if (spec.size() == 1 && KubernetesWorkerTarget::Matches(spec[0])) {
+    absl::StatusOr<KubernetesWorkerTarget> target = KubernetesWorkerTarget::Parse(spec[0]);
+    if (!target.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(role, ": ", target.status().message()));
+    }
+    absl::StatusOr<KubernetesApi> api = KubernetesApi::FromServer(options_.k8s_api_server);
+    if (!api.ok()) return absl::InvalidArgumentError(absl::StrCat(role, ": ", api.status().message()));
+    api->token_file = options_.k8s_token_file;
+    api->ca_file = options_.k8s_ca_file;
+    const std::string what = absl::StrCat(prefill ? "prefill" : "decode", " workers (", spec[0], ")");
+    pod_watches_.push_back(
+        std::make_unique<KubernetesPodWatch>(*api, *target, PodWatchOptions{}, what));
+    WorkerRegistry* registry = prefill ? prefill_workers_.get() : decode_workers_.get();
+    discovery_.push_back(std::make_unique<WorkerDiscovery>(
+        what, [watch = pod_watches_.back().get()] { return watch->Addresses(); },
+        [join, name = target->tls_name](const std::string& address) { join(address, name); },
+        [registry](const std::string& address) { registry->Remove(address); },
+        options_.discovery_interval));
+    return absl::OkStatus();
+  }
   if (spec.size() == 1 && DnsWorkerTarget::Matches(spec[0])) {
     absl::StatusOr<DnsWorkerTarget> target = DnsWorkerTarget::Parse(spec[0]);
     if (!target.ok()) {
@@ -140,9 +160,9 @@ absl::Status RouterService::StartMembership(const std::vector<std::string>& spec
     return absl::OkStatus();
   }
   for (const std::string& address : spec) {
-    if (DnsWorkerTarget::Matches(address)) {
+    if (DnsWorkerTarget::Matches(address) || KubernetesWorkerTarget::Matches(address)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(role, ": a dns: target stands alone, not in a list"));
+          absl::StrCat(role, ": a dns: or k8s: target stands alone, not in a list"));
     }
     join(address, "");
   }

@@ -13,6 +13,7 @@
 
 #include "lib/auth/tenant_directory.h"
 #include "lib/engine/model_config.h"
+#include "lib/routing/kubernetes_pod_watch.h"
 #include "lib/routing/worker_discovery.h"
 #include "lib/routing/worker_registry.h"
 #include "lib/rpc/tls_credentials.h"
@@ -26,10 +27,15 @@ namespace yoco {
 
 struct RouterOptions {
   // Each role's workers: HOST:PORT entries, or one dns:///NAME:PORT (DnsWorkerTarget) looked up
-  // every `discovery_interval`.
+  // every `discovery_interval`, or one k8s://NAMESPACE/SELECTOR?port=N (KubernetesWorkerTarget)
+  // watched through the Kubernetes API and read every `discovery_interval`.
   std::vector<std::string> prefill_workers;
   std::vector<std::string> decode_workers;
   absl::Duration discovery_interval = absl::Seconds(5);
+  // k8s:// targets: the API server ("" = in-cluster), the service account's token and CA.
+  std::string k8s_api_server;
+  std::string k8s_token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+  std::string k8s_ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
   int attempts = 3;  // worker pairs tried per request
   // A request that finds no healthy worker pair waits this long (within its deadline) for one,
   // since workers that are restarting (a rollout, a crash) come back within seconds.
@@ -129,6 +135,7 @@ class RouterService final : public v1::Yoco::Service {
   std::vector<std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
   std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
   std::unique_ptr<WorkerRegistry> decode_workers_;
+  std::vector<std::unique_ptr<KubernetesPodWatch>> pod_watches_;  // read by discovery_
   std::vector<std::unique_ptr<WorkerDiscovery>> discovery_;  // after the registries it feeds
   std::mutex copies_mu_;
   std::set<std::pair<BlockKey, size_t>> copies_;  // (snapshot, target worker) queued or running

@@ -46,7 +46,13 @@ TEST(KubernetesTargetTest, ParsesAndRefuses) {
   EXPECT_EQ(t->Query(true, "4711", 240),
             "labelSelector=app.kubernetes.io%2Fcomponent%3Dprefill&watch=1&allowWatchBookmarks="
             "true&timeoutSeconds=240&resourceVersion=4711");
+  auto named = KubernetesWorkerTarget::Parse("k8s://yoco/role=decode?port=50071&tls_name=yoco-decode");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->tls_name, "yoco-decode");
+  EXPECT_EQ(named->port, 50071);
   for (const char* bad : {"k8s://yoco/a=b", "k8s://yoco/a=b?port=0", "k8s://yoco/a=b?port=70000",
+                          "k8s://yoco/a=b?port=1&tls_name=", "k8s://yoco/a=b?port=1&x=y",
+                          "k8s://yoco/a=b?port=1&tls_name=a/b",
                           "k8s://Yoco/a=b?port=1", "k8s://yoco/?port=1", "k8s:///a=b?port=1",
                           "k8s://yoco/a=b&x=1?port=1", "k8s://yoco/a=b?prt=1", "k8s:yoco"}) {
     EXPECT_EQ(KubernetesWorkerTarget::Parse(bad).status().code(),
