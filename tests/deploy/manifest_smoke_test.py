@@ -77,6 +77,10 @@ class Rewriter:
         # has its own test against a real DNS server).
         s = re.sub(r"dns:///yoco-(?:prefill|decode):(\d+)",
                    lambda m: f"127.0.0.1:{self.port(int(m.group(1)))}", s)
+        # So does a k8s:// target (the Kubernetes API client has its own tests, against a
+        # stand-in API server).
+        s = re.sub(r"k8s://[^?\s]+\?port=(\d+)(?:&tls_name=[\w.-]+)?",
+                   lambda m: f"127.0.0.1:{self.port(int(m.group(1)))}", s)
         s = s.replace("--net_devices=eth0", "--net_devices=lo")
         # One pass over every path: a local folder (the build, a temporary folder) may itself
         # lie under a mount path such as /tmp.
