@@ -3,7 +3,9 @@
 // computed without the cluster's transport key). Each must be refused with INVALID_ARGUMENT
 // before any byte reaches UCX (a forged address used to abort the worker in ucp_address_unpack).
 // Prints one line per call; exits 0 only when every call was refused that way.
-//   forged_call PREFILL_HOST:PORT HANDLE   (HANDLE: a snapshot that worker holds)
+//   forged_call PREFILL_HOST:PORT HANDLE [CA CERT KEY]
+// HANDLE: a snapshot that worker holds. With CA, CERT and KEY the calls come over mutual TLS
+// with a certificate the cluster's CA signed: an insider's, which the envelope must still stop.
 #include <grpcpp/grpcpp.h>
 
 #include <iostream>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/rpc/tls_credentials.h"
 #include "lib/transport/transport_address.h"
 #include "yoco/v1/worker.grpc.pb.h"
 
@@ -26,12 +29,24 @@ std::string RandomBytes(size_t n, uint32_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: forged_call PREFILL_HOST:PORT HANDLE\n";
+  if (argc != 3 && argc != 6) {
+    std::cerr << "usage: forged_call PREFILL_HOST:PORT HANDLE [CA CERT KEY]\n";
     return 2;
   }
-  auto stub = yoco::v1::PrefillWorker::NewStub(
-      grpc::CreateChannel(argv[1], grpc::InsecureChannelCredentials()));
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (argc == 6) {
+    yoco::TlsFiles tls;
+    tls.ca = argv[3];
+    tls.cert = argv[4];
+    tls.key = argv[5];
+    auto made = yoco::MakeChannelCredentials(tls);
+    if (!made.ok()) {
+      std::cerr << made.status().message() << "\n";
+      return 2;
+    }
+    credentials = *made;
+  }
+  auto stub = yoco::v1::PrefillWorker::NewStub(grpc::CreateChannel(argv[1], credentials));
   // The envelope's magic and header followed by garbage; then a well-formed envelope around a
   // random "UCX address" tagged under the empty key instead of the cluster's key.
   const std::vector<std::pair<std::string, std::string>> forged = {

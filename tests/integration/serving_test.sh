@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End to end on loopback: router + two prefill + two decode workers as real processes. Greedy
+# End to end on loopback: router + two prefill + two decode workers as real processes, every
+# gRPC connection mutual TLS, the cluster keys on every worker. Greedy
 # and sampled tokens through the router equal `yoco generate` in-process, also for prompts
 # longer than one retention chunk and for 32 concurrent streams; killing the decode worker
 # mid-stream loses no token; killing a prefill worker fails nothing; bad input is refused with
@@ -24,7 +25,15 @@ log=$(mktemp -d)
 # sealed with the transport key, and prefill workers use only snapshots tagged with the cache key.
 printf 'integration-transport-key\n' > "$log/transport.key"
 printf 'integration-cache-key\n' > "$log/cache.key"
-WORKER_FLAGS=(--model "$MODEL" --tls tcp --net-devices lo --threads 1 --transport-key-file "$log/transport.key")
+# Every gRPC connection is mutual TLS, as in a cluster (certificates made here with openssl).
+source "$(dirname "$0")/test_certs.sh"
+make_ca ca
+make_cert server ca 2 100
+make_cert client ca 2 200
+MTLS=(--tls-cert "$log/server.pem" --tls-key "$log/server.key" --tls-ca "$log/ca.pem")
+CLIENT_TLS=(--tls-ca "$log/ca.pem" --tls-cert "$log/client.pem" --tls-key "$log/client.key")
+WORKER_FLAGS=(--model "$MODEL" --tls tcp --net-devices lo --threads 1 --transport-key-file "$log/transport.key"
+              "${MTLS[@]}")
 PREFILL_FLAGS=("${WORKER_FLAGS[@]}" --cache-key-file "$log/cache.key")
 "$BIN/yoco-decode" --listen "$DECODE1" "${WORKER_FLAGS[@]}" --metrics-listen "$METRICS_DECODE" 2> "$log/d1" &
 d1=$!; pids+=("$d1")
@@ -40,12 +49,13 @@ start_prefill1
 pids+=($!)
 start_router() {
   "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL,$PREFILL2" \
-    --decode "$DECODE1,$DECODE2" --metrics-listen "$METRICS_ROUTER" --probe-interval-ms 200 2>> "$log/r" &
+    --decode "$DECODE1,$DECODE2" --metrics-listen "$METRICS_ROUTER" --probe-interval-ms 200 \
+    "${MTLS[@]}" 2>> "$log/r" &
   router_pid=$!; pids+=("$router_pid")
 }
 start_router
 
-cli() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" generate "$@"; }
+cli() { timeout 60 "$BIN/yoco-cli" "${CLIENT_TLS[@]}" --router "$ROUTER" generate "$@"; }
 for i in $(seq 1 100); do
   if cli --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1; then break; fi
   sleep 0.2
@@ -141,7 +151,7 @@ freed() {
   done
   return 1
 }
-"$BIN/yoco-cli" --router "$ROUTER" generate --tokens "$(prompt 8 30)" --max-new-tokens 4000 > /dev/null 2>&1 &
+"$BIN/yoco-cli" "${CLIENT_TLS[@]}" --router "$ROUTER" generate --tokens "$(prompt 8 30)" --max-new-tokens 4000 > /dev/null 2>&1 &
 gone=$!
 sleep 0.5
 busy=$(metric "$METRICS_DECODE" yoco_decode_active_sequences)
@@ -188,7 +198,7 @@ fi
 
 # Prefix cache: pre-cache a 400-token document (snapshot at its last block boundary, 384), then
 # ask questions after it: the tokens equal the in-process engine's, and the stats show the hit.
-ctl() { timeout 60 "$BIN/yoco-cli" --router "$ROUTER" "$@"; }
+ctl() { timeout 60 "$BIN/yoco-cli" "${CLIENT_TLS[@]}" --router "$ROUTER" "$@"; }
 json() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 doc=$(prompt 20 400)
 question=$(prompt 21 30 | cut -d, -f2-)
@@ -372,7 +382,8 @@ rm -f "$log/huge.txt"
 # our envelope, or an envelope tagged without the transport key. Refused, and the worker lives.
 pre6=$(ctl precache --tokens "$(prompt 26 200)" --pin)
 total=$((total + 1))
-if out=$("$BIN/forged_call" "$(json "$pre6" worker)" "$(json "$pre6" handle)" 2>&1); then
+if out=$("$BIN/forged_call" "$(json "$pre6" worker)" "$(json "$pre6" handle)" "$log/ca.pem" \
+    "$log/client.pem" "$log/client.key" 2>&1); then
   echo "ok   forged-internal-calls-refused"; else
   echo "FAIL forged-internal-calls-refused: $out"; failures=$((failures + 1)); fi
 check still-serving "$(prompt 6 20)" --max-new-tokens 10
