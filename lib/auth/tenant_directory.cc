@@ -72,7 +72,8 @@ absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text) {
   if (!json.ok()) return Invalid(json.status().message());
   if (!json->is_object() || json->size() != 1 || !json->contains("tenants") ||
       !(*json)["tenants"].is_object()) {
-    return Invalid(R"(expected {"tenants": {NAME: {"tokens": [...], "client_identities": [...]}}})");
+    return Invalid(
+        R"(expected {"tenants": {NAME: {"tokens": [...], "client_identities": [...]}}})");
   }
   const Json& tenants = (*json)["tenants"];
   if (tenants.size() > kMaxTenants) {
@@ -120,8 +121,8 @@ absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text) {
       }
       auto [it, inserted] = table.identities.emplace(identity, name);
       if (!inserted) {
-        return Invalid(absl::StrCat("client identity \"", absl::CHexEscape(identity),
-                                    "\" is given twice"));
+        return Invalid(
+            absl::StrCat("client identity \"", absl::CHexEscape(identity), "\" is given twice"));
       }
     }
     table.names.push_back(name);
@@ -157,8 +158,7 @@ absl::Status TenantDirectory::ReloadIfChanged() {
   absl::StatusOr<TenantTable> table =
       text.ok() ? ParseTenantFile(*text) : absl::StatusOr<TenantTable>(text.status());
   if (!table.ok()) {
-    absl::Status error(table.status().code(),
-                       absl::StrCat(path_, ": ", table.status().message()));
+    absl::Status error(table.status().code(), absl::StrCat(path_, ": ", table.status().message()));
     if (table_ != nullptr && !(stamp == failed_stamp_)) {
       std::cerr << "yoco: keeping the last good tenant set: " << error.message() << std::endl;
     }
@@ -198,10 +198,10 @@ absl::StatusOr<std::string> TenantDirectory::ByIdentity(absl::Span<const std::st
     if (it != table->identities.end()) return it->second;
   }
   return absl::UnauthenticatedError(
-      identities.empty() ? "no bearer token and no client certificate: this router serves tenants "
-                           "only (--tenants)"
-                         : absl::StrCat("the client certificate (", identities.front(),
-                                        ") is not a tenant's"));
+      identities.empty()
+          ? "no bearer token and no client certificate: this router serves tenants "
+            "only (--tenants)"
+          : absl::StrCat("the client certificate (", identities.front(), ") is not a tenant's"));
 }
 
 std::vector<std::string> TenantDirectory::Names() { return Current()->names; }

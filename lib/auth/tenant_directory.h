@@ -74,8 +74,7 @@ class TenantDirectory {
     int64_t size = -1, inode = -1, mtime_ns = -1, ctime_ns = -1;
     bool operator==(const FileStamp&) const = default;
   };
-  TenantDirectory(std::string path, absl::Duration reload_interval,
-                  std::function<absl::Time()> now)
+  TenantDirectory(std::string path, absl::Duration reload_interval, std::function<absl::Time()> now)
       : path_(std::move(path)), reload_interval_(reload_interval), now_(std::move(now)) {}
   // The table to use now, re-read first when the interval has passed.
   std::shared_ptr<const TenantTable> Current();

@@ -401,8 +401,7 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
   return hit;
 }
 
-bool SnapshotStore::MadeUnderLocked(const Snapshot& s,
-                                    const std::optional<BlockKey>& root) const {
+bool SnapshotStore::MadeUnderLocked(const Snapshot& s, const std::optional<BlockKey>& root) const {
   if (!root.has_value()) return true;
   const BlockKey& first = s.chain.front();
   return NextBlockKey(*root, blocks_.at(first).tokens) == first;

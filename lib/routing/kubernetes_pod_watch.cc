@@ -1,8 +1,6 @@
 // The list-then-watch loop as one C++20 coroutine on a private io_context. Every network step has
 // a deadline (the tcp_stream's expiry); errors come back as error codes (redirect_error), never as
 // exceptions across this file's boundary.
-#include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
-
 #include "lib/routing/kubernetes_pod_watch.h"
 
 #include <atomic>
@@ -196,9 +194,9 @@ class KubernetesPodWatch::Impl {
                                                      asio::redirect_error(use_awaitable, ec));
     if (!ec) co_await lowest.async_connect(endpoints, asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      out->status = absl::UnavailableError(absl::StrCat(
-          "cannot connect to the Kubernetes API at ", api_.host, ":", api_.port, ": ",
-          ec.message()));
+      out->status =
+          absl::UnavailableError(absl::StrCat("cannot connect to the Kubernetes API at ", api_.host,
+                                              ":", api_.port, ": ", ec.message()));
       co_return;
     }
     boost::system::error_code not_an_address;
@@ -304,8 +302,8 @@ class KubernetesPodWatch::Impl {
     switch (event->type) {
       case WatchEvent::Type::kError:
         if (event->error_code == 410) return {absl::OkStatus(), 410};
-        return {absl::UnavailableError(absl::StrCat("the watch failed (", event->error_code,
-                                                    "): ", event->error_message))};
+        return {absl::UnavailableError(
+            absl::StrCat("the watch failed (", event->error_code, "): ", event->error_message))};
       case WatchEvent::Type::kBookmark:
         ++counters_.bookmarks;
         break;
@@ -328,11 +326,11 @@ class KubernetesPodWatch::Impl {
       co_return;
     }
     Stream stream(io_, **tls);
-    co_await Open(stream,
-                  absl::StrCat(target_.PodsPath(), "?",
-                               target_.Query(true, *resource_version,
-                                             options_.watch_timeout_seconds)),
-                  out);
+    co_await Open(
+        stream,
+        absl::StrCat(target_.PodsPath(), "?",
+                     target_.Query(true, *resource_version, options_.watch_timeout_seconds)),
+        out);
     if (!out->status.ok()) co_return;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>  // ahead of Asio in the .cc: Boost 1.74's awaitable.hpp needs std::exchange
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,7 +37,7 @@ struct KubernetesApi {
 
 struct PodWatchOptions {
   absl::Duration request_timeout = absl::Seconds(10);  // connect + TLS + a whole list
-  int watch_timeout_seconds = 240;                      // the server ends each watch after this
+  int watch_timeout_seconds = 240;                     // the server ends each watch after this
   // No byte (not even a bookmark) for this long: the connection is presumed dead.
   absl::Duration watch_idle_timeout = absl::Seconds(300);
   absl::Duration min_backoff = absl::Milliseconds(200);
@@ -57,12 +58,12 @@ class KubernetesPodWatch {
   absl::StatusOr<std::vector<std::string>> Addresses() const;
 
   struct Counters {
-    uint64_t lists = 0;       // successful
-    uint64_t watches = 0;     // started
-    uint64_t gone = 0;        // 410s: re-lists
+    uint64_t lists = 0;    // successful
+    uint64_t watches = 0;  // started
+    uint64_t gone = 0;     // 410s: re-lists
     uint64_t bookmarks = 0;
-    uint64_t failures = 0;    // requests that failed (connection, TLS, HTTP status, JSON)
-    uint64_t forbidden = 0;   // 401 / 403
+    uint64_t failures = 0;   // requests that failed (connection, TLS, HTTP status, JSON)
+    uint64_t forbidden = 0;  // 401 / 403
   };
   Counters counters() const;
 

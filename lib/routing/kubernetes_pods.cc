@@ -6,9 +6,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/str_cat.h"
 #include "lib/engine/strict_json.h"
 
 namespace yoco {
@@ -100,27 +100,27 @@ absl::StatusOr<KubernetesWorkerTarget> KubernetesWorkerTarget::Parse(const std::
         absl::StrCat(spec, ": '", target.ns, "' is not a namespace name"));
   }
   if (target.label_selector.empty() || target.label_selector.size() > 1024 ||
-      !std::all_of(target.label_selector.begin(), target.label_selector.end(),
-                   ValidSelectorChar)) {
+      !std::all_of(target.label_selector.begin(), target.label_selector.end(), ValidSelectorChar)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(spec, ": the label selector must be 1 to 1024 characters of a-z A-Z 0-9 "
-                           "._-/=!,() and spaces"));
+        absl::StrCat(spec,
+                     ": the label selector must be 1 to 1024 characters of a-z A-Z 0-9 "
+                     "._-/=!,() and spaces"));
   }
   uint32_t port = 0;
   for (absl::string_view param : absl::StrSplit(query, '&')) {
     if (absl::ConsumePrefix(&param, "port=")) {
       if (!absl::SimpleAtoi(param, &port) || port == 0 || port > 65535) port = 0;
     } else if (absl::ConsumePrefix(&param, "tls_name=") && !param.empty() &&
-               std::all_of(param.begin(), param.end(), [](char c) {
-                 return absl::ascii_isalnum(c) || c == '.' || c == '-';
-               })) {
+               std::all_of(param.begin(), param.end(),
+                           [](char c) { return absl::ascii_isalnum(c) || c == '.' || c == '-'; })) {
       target.tls_name = std::string(param);
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat(spec, ": unknown or malformed parameter '", param, "'; ", usage));
     }
   }
-  if (port == 0) return absl::InvalidArgumentError(absl::StrCat(spec, ": expected ?port=N (1-65535)"));
+  if (port == 0)
+    return absl::InvalidArgumentError(absl::StrCat(spec, ": expected ?port=N (1-65535)"));
   target.port = static_cast<uint16_t>(port);
   return target;
 }

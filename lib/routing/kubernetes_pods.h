@@ -64,8 +64,7 @@ absl::StatusOr<WatchEvent> ParseWatchEvent(absl::string_view json);
 std::string ApiErrorMessage(absl::string_view body);
 
 // The workers' "IP:PORT" addresses of ready pods, sorted.
-std::vector<std::string> WorkerAddresses(const std::map<std::string, PodView>& pods,
-                                         uint16_t port);
+std::vector<std::string> WorkerAddresses(const std::map<std::string, PodView>& pods, uint16_t port);
 
 }  // namespace yoco
 

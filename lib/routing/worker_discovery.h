@@ -7,10 +7,10 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -25,9 +25,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "lib/threading/periodic_task.h"
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
+#include "lib/threading/periodic_task.h"
 #include "yoco/v1/worker.pb.h"
 
 namespace yoco {

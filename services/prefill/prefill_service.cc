@@ -142,8 +142,8 @@ grpc::Status PrefillService::Precache(grpc::ServerContext* context,
 grpc::Status PrefillService::ListCache(grpc::ServerContext*, const v1::ListCacheRequest* request,
                                        v1::ListCacheResponse* response) {
   if (SnapshotStore* cache = worker_.cache()) {
-    for (const SnapshotInfo& info : cache->List(SaltRoot(request->has_cache_salt(),
-                                                         request->cache_salt()))) {
+    for (const SnapshotInfo& info :
+         cache->List(SaltRoot(request->has_cache_salt(), request->cache_salt()))) {
       ToProto(info, worker_id_, response->add_entries());
     }
   }

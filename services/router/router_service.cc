@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "lib/auth/caller_tenant.h"
 #include "lib/engine/sampler.h"
 #include "lib/routing/dns_lookup.h"
-#include "lib/auth/caller_tenant.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/text/utf8_stream.h"
@@ -130,10 +130,12 @@ absl::Status RouterService::StartMembership(const std::vector<std::string>& spec
       return absl::InvalidArgumentError(absl::StrCat(role, ": ", target.status().message()));
     }
     absl::StatusOr<KubernetesApi> api = KubernetesApi::FromServer(options_.k8s_api_server);
-    if (!api.ok()) return absl::InvalidArgumentError(absl::StrCat(role, ": ", api.status().message()));
+    if (!api.ok())
+      return absl::InvalidArgumentError(absl::StrCat(role, ": ", api.status().message()));
     api->token_file = options_.k8s_token_file;
     api->ca_file = options_.k8s_ca_file;
-    const std::string what = absl::StrCat(prefill ? "prefill" : "decode", " workers (", spec[0], ")");
+    const std::string what =
+        absl::StrCat(prefill ? "prefill" : "decode", " workers (", spec[0], ")");
     pod_watches_.push_back(
         std::make_unique<KubernetesPodWatch>(*api, *target, PodWatchOptions{}, what));
     WorkerRegistry* registry = prefill ? prefill_workers_.get() : decode_workers_.get();
@@ -193,7 +195,8 @@ void RouterService::JoinWorker(const std::string& address, const std::string& tl
   if (stubs.size() == kMaxWorkers) return;
   grpc::ChannelArguments args = channel_args_;
   if (!tls_name.empty()) args.SetSslTargetNameOverride(tls_name);
-  stubs.push_back(WorkerApi::NewStub(grpc::CreateCustomChannel(address, worker_credentials_, args)));
+  stubs.push_back(
+      WorkerApi::NewStub(grpc::CreateCustomChannel(address, worker_credentials_, args)));
   registry.Add(address);
 }
 
@@ -213,8 +216,8 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context,
   if (metrics_ && scope.ok() && !scope->tenant.empty()) {
     metrics_->tenant_requests.Add({{"tenant", scope->tenant}}).Increment();
   }
-  const grpc::Status status = scope.ok() ? DoGenerate(context, request, *scope, writer)
-                                         : ToGrpcStatus(scope.status());
+  const grpc::Status status =
+      scope.ok() ? DoGenerate(context, request, *scope, writer) : ToGrpcStatus(scope.status());
   if (metrics_) metrics_->Outcome(status.error_code()).Increment();
   return status;
 }

@@ -136,7 +136,7 @@ class RouterService final : public v1::Yoco::Service {
   std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
   std::unique_ptr<WorkerRegistry> decode_workers_;
   std::vector<std::unique_ptr<KubernetesPodWatch>> pod_watches_;  // read by discovery_
-  std::vector<std::unique_ptr<WorkerDiscovery>> discovery_;  // after the registries it feeds
+  std::vector<std::unique_ptr<WorkerDiscovery>> discovery_;       // after the registries it feeds
   std::mutex copies_mu_;
   std::set<std::pair<BlockKey, size_t>> copies_;  // (snapshot, target worker) queued or running
   BoundedJobQueue background_{64};                // last: its jobs use the members above

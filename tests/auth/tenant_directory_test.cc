@@ -23,7 +23,8 @@ constexpr char kTokenB[] = "token-of-team-b-0123456789";
 
 std::string TwoTenants() {
   return absl::StrCat(R"({"tenants": {"team-b": {"tokens": [")", kTokenB, R"("]},
-      "team-a": {"tokens": [")", kTokenA, R"(", ")", kTokenA2, R"("],
+      "team-a": {"tokens": [")",
+                      kTokenA, R"(", ")", kTokenA2, R"("],
                  "client_identities": ["client-a.example", "spiffe://c/ns/rag/sa/a"]}}})");
 }
 
@@ -42,8 +43,8 @@ TEST(TenantFileTest, RefusesWhatCouldConfuseTenantsOrMetrics) {
       {"no tenants object", R"({"tenant": {}})"},
       {"extra top-level field", R"({"tenants": {}, "x": 1})"},
       {"upper-case name", absl::StrCat(R"({"tenants": {"Team": {"tokens": )", ok_token, "}}}")},
-      {"name that would break a label", absl::StrCat(R"({"tenants": {"a\"}": {"tokens": )",
-                                                     ok_token, "}}}")},
+      {"name that would break a label",
+       absl::StrCat(R"({"tenants": {"a\"}": {"tokens": )", ok_token, "}}}")},
       {"name starting with -", absl::StrCat(R"({"tenants": {"-a": {"tokens": )", ok_token, "}}}")},
       {"empty name", absl::StrCat(R"({"tenants": {"": {"tokens": )", ok_token, "}}}")},
       {"64-character name", absl::StrCat(R"({"tenants": {")", std::string(64, 'a'),

@@ -28,8 +28,9 @@ TEST(BlockKeyTest, RootAndNextRebuildTheChain) {
   const BlockKey root = PrefixRootKey(0x0123456789abcdefull, "tenant");
   const BlockKey first = NextBlockKey(root, absl::MakeConstSpan(t).subspan(0, kCacheBlockTokens));
   EXPECT_EQ(first, keys[0]);
-  EXPECT_EQ(NextBlockKey(first, absl::MakeConstSpan(t).subspan(kCacheBlockTokens, kCacheBlockTokens)),
-            keys[1]);
+  EXPECT_EQ(
+      NextBlockKey(first, absl::MakeConstSpan(t).subspan(kCacheBlockTokens, kCacheBlockTokens)),
+      keys[1]);
   EXPECT_NE(NextBlockKey(PrefixRootKey(0x0123456789abcdefull, "other"),
                          absl::MakeConstSpan(t).subspan(0, kCacheBlockTokens)),
             keys[0]);

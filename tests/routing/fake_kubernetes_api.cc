@@ -1,6 +1,4 @@
 // One connection at a time (the watch makes one at a time), synchronous Beast.
-#include <utility>  // before Asio (std::exchange)
-
 #include "tests/routing/fake_kubernetes_api.h"
 
 #include <boost/asio.hpp>
@@ -52,8 +50,7 @@ FakeKubernetesApi::FakeKubernetesApi(const std::string& dir, bool other_ca)
   if (other_ca) MakeCa(dir_, "rogue");
   Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " + dir_ +
       "/server.key -out " + dir_ + "/server.csr -subj /CN=kubernetes");
-  Run("printf 'subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc\\n' > " + dir_ +
-      "/san.ext");
+  Run("printf 'subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc\\n' > " + dir_ + "/san.ext");
   Run("openssl x509 -req -in " + dir_ + "/server.csr -CA " + dir_ + "/" + signer + ".pem -CAkey " +
       dir_ + "/" + signer + ".key -out " + dir_ + "/server.pem -days 2 -set_serial 7 -extfile " +
       dir_ + "/san.ext");
@@ -128,8 +125,8 @@ void FakeKubernetesApi::Serve() {
     ScriptedResponse response;
     {
       std::unique_lock<std::mutex> lock(s.mu);
-      s.requests.push_back({std::string(request.target()),
-                            std::string(request[http::field::authorization])});
+      s.requests.push_back(
+          {std::string(request.target()), std::string(request[http::field::authorization])});
       s.cv.notify_all();
       // No script left: hold the connection as an idle watch would be, until there is one.
       s.cv.wait(lock, [&] { return s.stop || !s.script.empty(); });

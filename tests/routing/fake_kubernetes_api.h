@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>  // ahead of Asio in the .cc: Boost 1.74's awaitable.hpp needs std::exchange
 #include <vector>
 
 namespace yoco::testing {

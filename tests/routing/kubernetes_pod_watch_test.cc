@@ -36,7 +36,8 @@ std::vector<std::string> Lines(const std::string& name) {
 }
 
 TEST(KubernetesTargetTest, ParsesAndRefuses) {
-  auto t = KubernetesWorkerTarget::Parse("k8s://yoco/app.kubernetes.io/component=prefill?port=50061");
+  auto t =
+      KubernetesWorkerTarget::Parse("k8s://yoco/app.kubernetes.io/component=prefill?port=50061");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->ns, "yoco");
   EXPECT_EQ(t->label_selector, "app.kubernetes.io/component=prefill");
@@ -46,15 +47,16 @@ TEST(KubernetesTargetTest, ParsesAndRefuses) {
   EXPECT_EQ(t->Query(true, "4711", 240),
             "labelSelector=app.kubernetes.io%2Fcomponent%3Dprefill&watch=1&allowWatchBookmarks="
             "true&timeoutSeconds=240&resourceVersion=4711");
-  auto named = KubernetesWorkerTarget::Parse("k8s://yoco/role=decode?port=50071&tls_name=yoco-decode");
+  auto named =
+      KubernetesWorkerTarget::Parse("k8s://yoco/role=decode?port=50071&tls_name=yoco-decode");
   ASSERT_TRUE(named.ok()) << named.status();
   EXPECT_EQ(named->tls_name, "yoco-decode");
   EXPECT_EQ(named->port, 50071);
-  for (const char* bad : {"k8s://yoco/a=b", "k8s://yoco/a=b?port=0", "k8s://yoco/a=b?port=70000",
-                          "k8s://yoco/a=b?port=1&tls_name=", "k8s://yoco/a=b?port=1&x=y",
-                          "k8s://yoco/a=b?port=1&tls_name=a/b",
-                          "k8s://Yoco/a=b?port=1", "k8s://yoco/?port=1", "k8s:///a=b?port=1",
-                          "k8s://yoco/a=b&x=1?port=1", "k8s://yoco/a=b?prt=1", "k8s:yoco"}) {
+  for (const char* bad :
+       {"k8s://yoco/a=b", "k8s://yoco/a=b?port=0", "k8s://yoco/a=b?port=70000",
+        "k8s://yoco/a=b?port=1&tls_name=", "k8s://yoco/a=b?port=1&x=y",
+        "k8s://yoco/a=b?port=1&tls_name=a/b", "k8s://Yoco/a=b?port=1", "k8s://yoco/?port=1",
+        "k8s:///a=b?port=1", "k8s://yoco/a=b&x=1?port=1", "k8s://yoco/a=b?prt=1", "k8s:yoco"}) {
     EXPECT_EQ(KubernetesWorkerTarget::Parse(bad).status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;
@@ -128,8 +130,8 @@ class KubernetesPodWatchTest : public ::testing::Test {
     options.request_timeout = absl::Seconds(5);
     options.min_backoff = absl::Milliseconds(20);
     options.max_backoff = absl::Milliseconds(100);
-    auto target = KubernetesWorkerTarget::Parse(
-        "k8s://yoco/app.kubernetes.io/component=prefill?port=50061");
+    auto target =
+        KubernetesWorkerTarget::Parse("k8s://yoco/app.kubernetes.io/component=prefill?port=50061");
     return std::make_unique<KubernetesPodWatch>(api, *target, options, "test workers");
   }
 
@@ -277,8 +279,8 @@ TEST(KubernetesApiTest, ServerSpecs) {
   EXPECT_EQ(api->host, "10.96.0.1");
   EXPECT_EQ(api->port, 443);
   EXPECT_EQ(KubernetesApi::FromServer("https://[fd00::1]:6443/")->host, "fd00::1");
-  for (const char* bad : {"http://10.96.0.1:443", "https://10.96.0.1", "https://:443",
-                          "https://h:0"}) {
+  for (const char* bad :
+       {"http://10.96.0.1:443", "https://10.96.0.1", "https://:443", "https://h:0"}) {
     EXPECT_EQ(KubernetesApi::FromServer(bad).status().code(), absl::StatusCode::kInvalidArgument)
         << bad;
   }

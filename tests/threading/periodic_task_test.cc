@@ -38,7 +38,9 @@ TEST(PeriodicTaskTest, ZeroIntervalNeverRuns) {
 TEST(PeriodicTaskTest, LongIntervalDoesNotDelayDestruction) {
   std::atomic<int> runs{0};
   const auto start = std::chrono::steady_clock::now();
-  { PeriodicTask task(absl::Hours(1), [&] { ++runs; }); }
+  {
+    PeriodicTask task(absl::Hours(1), [&] { ++runs; });
+  }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(runs.load(), 0);
 }
