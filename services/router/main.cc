@@ -1,16 +1,20 @@
 // yoco-router: the public API in front of prefill and decode workers. Flags, wiring, run.
+#include <filesystem>
 #include <iostream>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "lib/auth/tenant_directory.h"
+#include "lib/http/http_server.h"
 #include "lib/metrics/metrics_server.h"
+#include "lib/openai/chat_template.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
 #include "lib/rpc/service_flags.h"
 #include "lib/rpc/tls_flags.h"
 #include "lib/text/byte_tokenizer.h"
 #include "lib/text/tiktoken_bpe.h"
+#include "services/router/openai_front.h"
 #include "services/router/router_service.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC address HOST:PORT");
@@ -50,6 +54,19 @@ ABSL_FLAG(std::string, tenants, "",
           "call must then come from a tenant, whose name is its cache salt (see the README)");
 ABSL_FLAG(int, tenants_reload_seconds, 10,
           "how often the --tenants file is checked for changes (a new one is taken if it parses)");
+ABSL_FLAG(std::string, http_listen, "",
+          "OpenAI-compatible HTTP API address HOST:PORT (/v1/completions, /v1/chat/completions, "
+          "/v1/models, /health, /ready, ...; empty: none)");
+ABSL_FLAG(std::string, served_model_name, "",
+          "the model's name in the HTTP API (default: the --model folder's name)");
+ABSL_FLAG(int, http_threads, 2, "I/O threads of the HTTP API");
+ABSL_FLAG(int, http_request_timeout_seconds, 600,
+          "an HTTP request's deadline when it sends no X-Request-Timeout header");
+ABSL_FLAG(int, http_max_connections, 1024, "HTTP connections at once (more: 503)");
+ABSL_FLAG(int64_t, http_max_body_bytes, 8 << 20, "largest HTTP request body (more: 413)");
+ABSL_FLAG(int, http_read_timeout_seconds, 10,
+          "an HTTP request's headers and body must arrive within this (slow clients are dropped)");
+ABSL_FLAG(int, http_idle_timeout_seconds, 60, "a keep-alive connection idle this long is closed");
 ABSL_FLAG(bool, snapshot_conversations, true,
           "after each request, extend its prefill worker's cache over the generated tokens so a "
           "follow-up turn prefills only what is new");
@@ -150,7 +167,65 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "yoco-router: serving on port " << port << std::endl;
+  // The HTTP front and its server outlive main when calls did not end in time (below).
+  yoco::OpenAiFront* front = nullptr;
+  std::unique_ptr<yoco::HttpServer> http;
+  if (!absl::GetFlag(FLAGS_http_listen).empty()) {
+    const std::string model_dir = absl::GetFlag(FLAGS_model);
+    auto chat_template = yoco::ChatTemplate::Load(model_dir, *config);
+    if (!chat_template.ok()) {
+      std::cerr << "yoco-router: " << chat_template.status().message() << "\n";
+      return 1;
+    }
+    yoco::OpenAiFrontOptions front_options;
+    front_options.model_name = absl::GetFlag(FLAGS_served_model_name);
+    if (front_options.model_name.empty()) {
+      front_options.model_name = std::filesystem::path(model_dir).lexically_normal().filename();
+      if (front_options.model_name.empty()) {
+        front_options.model_name =
+            std::filesystem::path(model_dir).lexically_normal().parent_path().filename();
+      }
+    }
+    front_options.defaults.max_seq_len = config->max_seq_len;
+    front_options.request_timeout =
+        absl::Seconds(absl::GetFlag(FLAGS_http_request_timeout_seconds));
+    front = new yoco::OpenAiFront((*server)->InProcessChannel(grpc::ChannelArguments()),
+                                  service.tokenizer(), *std::move(chat_template),
+                                  [&service] { return service.CanAdmit(); }, front_options,
+                                  &metrics.http_responses);
+    yoco::HttpServerOptions http_options;
+    http_options.threads = absl::GetFlag(FLAGS_http_threads);
+    http_options.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+    http_options.max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);
+    http_options.request_read_timeout =
+        absl::Seconds(absl::GetFlag(FLAGS_http_read_timeout_seconds));
+    http_options.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_idle_timeout_seconds));
+    auto started = yoco::HttpServer::Start(
+        absl::GetFlag(FLAGS_http_listen), http_options,
+        [front](yoco::HttpRequest request, std::shared_ptr<yoco::HttpExchange> exchange) {
+          front->Handle(std::move(request), std::move(exchange));
+        });
+    if (!started.ok()) {
+      std::cerr << "yoco-router: --http-listen: " << started.status().message() << "\n";
+      return 1;
+    }
+    http = *std::move(started);
+    std::cerr << "yoco-router: HTTP API (model \"" << front_options.model_name << "\") on port "
+              << http->port() << std::endl;
+  }
   yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
                              "yoco-router");
+  if (front != nullptr) {
+    // Calls still in flight hold exchanges of the HTTP server: if they do not end, both are
+    // left to the process's exit rather than destroyed under them.
+    if (!front->Shutdown(absl::Seconds(10))) {
+      std::cerr << "yoco-router: HTTP calls did not end in time\n";
+      http.release();
+      return 0;
+    }
+    http->Stop();
+    http.reset();
+    delete front;
+  }
   return 0;
 }

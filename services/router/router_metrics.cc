@@ -75,7 +75,11 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                           .Name("yoco_router_unauthenticated_total")
                           .Help("Calls refused under --tenants: no credentials or unknown ones")
                           .Register(registry)
-                          .Add({})) {}
+                          .Add({})),
+      http_responses(prometheus::BuildCounter()
+                         .Name("yoco_router_http_responses_total")
+                         .Help("Responses of the OpenAI HTTP front (--http-listen) by status")
+                         .Register(registry)) {}
 
 prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
   const char* name = code == grpc::StatusCode::OK                   ? "ok"

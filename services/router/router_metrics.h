@@ -36,6 +36,7 @@ struct RouterMetrics {
   prometheus::Family<prometheus::Counter>& tenant_prompt_tokens;
   prometheus::Family<prometheus::Counter>& tenant_generated_tokens;
   prometheus::Counter& unauthenticated;  // calls refused: no or unknown credentials
+  prometheus::Family<prometheus::Counter>& http_responses;  // the HTTP front's, by status
 };
 
 }  // namespace yoco

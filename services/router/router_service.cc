@@ -13,6 +13,7 @@
 #include "lib/auth/caller_tenant.h"
 #include "lib/engine/sampler.h"
 #include "lib/routing/dns_lookup.h"
+#include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/text/utf8_stream.h"
@@ -485,6 +486,11 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     SnapshotConversation(*last_prefill, prompt.size(), std::move(conversation), scope.salt);
   }
   return grpc::Status::OK;
+}
+
+bool RouterService::CanAdmit() const {
+  return !Draining() && !prefill_workers_->HealthyWorkers().empty() &&
+         !decode_workers_->HealthyWorkers().empty();
 }
 
 grpc::Status RouterService::Tokenize(grpc::ServerContext* context,

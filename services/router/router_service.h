@@ -84,6 +84,12 @@ class RouterService final : public v1::Yoco::Service {
   // Background jobs (conversation snapshots) queued or running, for metrics.
   size_t background_jobs() { return background_.pending(); }
 
+  // Whether a request would find a healthy prefill and decode worker now (and the router is not
+  // draining): the HTTP front's readiness.
+  bool CanAdmit() const;
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+
  private:
   // Who a call is from and the cache salt its work uses.
   struct CallScope {

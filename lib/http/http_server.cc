@@ -1,0 +1,492 @@
+// HttpServer on Beast: one strand per connection; every handler of a connection runs on it.
+#include "lib/http/http_server.h"
+
+#include <sys/socket.h>
+
+#include <utility>
+// Asio needs <utility> ahead of its headers with Boost 1.74 and g++ 12.
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace yoco {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+
+std::string HttpRequest::Header(absl::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key == name) return value;
+  }
+  return "";
+}
+
+std::string HttpRequest::Path() const { return target.substr(0, target.find('?')); }
+
+std::string HttpRequest::Query(absl::string_view name) const {
+  const size_t q = target.find('?');
+  if (q == std::string::npos) return "";
+  for (absl::string_view pair : absl::StrSplit(absl::string_view(target).substr(q + 1), '&')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    if (kv.first == name) return std::string(kv.second);
+  }
+  return "";
+}
+
+namespace {
+
+std::chrono::steady_clock::duration Chrono(absl::Duration d) {
+  return absl::ToChronoNanoseconds(d);
+}
+
+struct Shared {
+  HttpServerOptions options;
+  HttpHandler handler;
+  std::atomic<size_t> connections{0};
+};
+
+class Session;
+
+// The exchange of the request a session is answering. Its methods post to the session's strand.
+class Exchange final : public HttpExchange {
+ public:
+  Exchange(std::shared_ptr<Session> session, bool keep_alive)
+      : session_(std::move(session)), keep_alive_(keep_alive) {}
+  ~Exchange() override;
+
+  void Respond(int status, std::string content_type, std::string body) override;
+  void StartStream(int status, std::string content_type) override;
+  void Send(std::string piece, std::function<void(bool)> sent) override;
+  void End() override;
+  void OnClientGone(std::function<void()> gone) override;
+
+ private:
+  friend class Session;
+  std::shared_ptr<Session> session_;
+  const bool keep_alive_;
+  std::atomic<bool> finished_{false};  // Respond or End called
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, std::shared_ptr<Shared> shared)
+      : stream_(std::move(socket)), shared_(std::move(shared)) {
+    shared_->connections.fetch_add(1);
+  }
+  ~Session() { shared_->connections.fetch_sub(1); }
+
+  void Run() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadRequest(); });
+  }
+
+  // Too many connections: a short 503, then close.
+  void RefuseBusy() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->keep_alive_ = false;
+      self->WriteWhole(503, "application/json",
+                       R"({"error":{"message":"too many connections","type":"server_error",)"
+                       R"("param":null,"code":"unavailable"}})");
+    });
+  }
+
+  template <typename F>
+  void Post(F&& f) {
+    net::post(stream_.get_executor(), std::forward<F>(f));
+  }
+
+  // --- called on the strand by Exchange ---
+  void DoRespond(int status, std::string content_type, std::string body) {
+    if (closed_ || responded_) return;
+    responded_ = true;
+    WriteWhole(status, content_type, std::move(body));
+  }
+
+  void DoStartStream(int status, std::string content_type) {
+    if (closed_ || responded_) return;
+    responded_ = true;
+    auto res =
+        std::make_shared<http::response<http::empty_body>>(static_cast<http::status>(status), 11);
+    res->set(http::field::content_type, content_type);
+    res->set(http::field::cache_control, "no-cache");
+    res->keep_alive(keep_alive_);
+    res->chunked(true);
+    auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+    Enqueue([self = shared_from_this(), res, serializer](std::function<void(bool)> done) {
+      http::async_write_header(
+          self->stream_, *serializer,
+          [res, serializer, done](beast::error_code ec, size_t) { done(!ec); });
+    });
+  }
+
+  void DoSend(std::string piece, std::function<void(bool)> sent) {
+    if (closed_) {
+      if (sent) sent(false);
+      return;
+    }
+    auto data = std::make_shared<std::string>(std::move(piece));
+    Enqueue(
+        [self = shared_from_this(), data](std::function<void(bool)> done) {
+          net::async_write(self->stream_, http::make_chunk(net::buffer(*data)),
+                           [data, done](beast::error_code ec, size_t) { done(!ec); });
+        },
+        std::move(sent));
+  }
+
+  void DoEnd() {
+    if (closed_) return;
+    Enqueue([self = shared_from_this()](std::function<void(bool)> done) {
+      net::async_write(self->stream_, http::make_chunk_last(),
+                       [done](beast::error_code ec, size_t) { done(!ec); });
+    });
+    Enqueue([self = shared_from_this()](std::function<void(bool)> done) {
+      self->Complete();
+      done(true);
+    });
+  }
+
+  void DoOnClientGone(std::function<void()> gone) {
+    if (closed_) {
+      gone();
+      return;
+    }
+    gone_ = std::move(gone);
+  }
+
+  // The handler dropped its exchange without finishing the response.
+  void Abandoned() {
+    if (!closed_ && !complete_) Close();
+  }
+
+ private:
+  using Op = std::function<void(std::function<void(bool)> done)>;
+
+  void ReadRequest() {
+    exchange_done_ = false;
+    responded_ = false;
+    complete_ = false;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(shared_->options.max_header_bytes));
+    parser_->body_limit(shared_->options.max_body_bytes);
+    if (buffer_.size() == 0) {
+      // Idle until the next request's first byte.
+      stream_.expires_after(Chrono(shared_->options.idle_timeout));
+      stream_.async_read_some(buffer_.prepare(4096),
+                              [self = shared_from_this()](beast::error_code ec, size_t n) {
+                                if (ec) return self->Close();
+                                self->buffer_.commit(n);
+                                self->ReadHeader();
+                              });
+      return;
+    }
+    ReadHeader();
+  }
+
+  void ReadHeader() {
+    stream_.expires_after(Chrono(shared_->options.request_read_timeout));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->ReadFailed(ec);
+                              self->ReadBody();
+                            });
+  }
+
+  void ReadBody() {
+    auto& req = parser_->get();
+    if (absl::EqualsIgnoreCase(std::string(req[http::field::expect]), "100-continue")) {
+      // curl waits a second for this before sending a body over 1 KiB.
+      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(stream_, *cont,
+                        [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+                          if (ec) return self->Close();
+                          http::async_read(self->stream_, self->buffer_, *self->parser_,
+                                           [self](beast::error_code ec, size_t) {
+                                             if (ec) return self->ReadFailed(ec);
+                                             self->Dispatch();
+                                           });
+                        });
+      return;
+    }
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->ReadFailed(ec);
+                       self->Dispatch();
+                     });
+  }
+
+  void ReadFailed(beast::error_code ec) {
+    keep_alive_ = false;
+    if (ec == http::error::body_limit) {
+      return WriteError(413, absl::StrCat("the request body exceeds ",
+                                          shared_->options.max_body_bytes, " bytes"));
+    }
+    if (ec == http::error::header_limit) {
+      return WriteError(431, absl::StrCat("the request headers exceed ",
+                                          shared_->options.max_header_bytes, " bytes"));
+    }
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset) {
+      return Close();
+    }
+    WriteError(400, absl::StrCat("malformed HTTP request: ", ec.message()));
+  }
+
+  void WriteError(int status, const std::string& message) {
+    std::string body = R"({"error":{"message":")";
+    for (char c : message) {  // messages here are ours, ASCII; quotes escaped all the same
+      if (c == '"' || c == '\\') body += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) body += c;
+    }
+    body += R"(","type":"invalid_request_error","param":null,"code":null}})";
+    responded_ = true;
+    WriteWhole(status, "application/json", std::move(body));
+  }
+
+  void WriteWhole(int status, const std::string& content_type, std::string body) {
+    auto res =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
+    res->set(http::field::content_type, content_type);
+    res->keep_alive(keep_alive_);
+    res->body() = std::move(body);
+    res->prepare_payload();
+    Enqueue([self = shared_from_this(), res](std::function<void(bool)> done) {
+      http::async_write(self->stream_, *res,
+                        [res, done](beast::error_code ec, size_t) { done(!ec); });
+    });
+    Enqueue([self = shared_from_this()](std::function<void(bool)> done) {
+      self->Complete();
+      done(true);
+    });
+  }
+
+  void Dispatch() {
+    http::request<http::string_body> req = parser_->release();
+    keep_alive_ = req.keep_alive();
+    HttpRequest request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    for (const auto& field : req) {
+      request.headers.emplace_back(absl::AsciiStrToLower(std::string(field.name_string())),
+                                   std::string(field.value()));
+    }
+    request.body = std::move(req.body());
+    stream_.expires_never();
+    WatchForDisconnect();
+    auto exchange = std::make_shared<Exchange>(shared_from_this(), keep_alive_);
+    shared_->handler(std::move(request), std::move(exchange));
+  }
+
+  // While a response is pending, a readable socket with nothing to read means the client hung
+  // up. Bytes (a pipelined request) stay in the socket for the next read.
+  void WatchForDisconnect() {
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+          if (ec || self->complete_ || self->closed_) return;
+          char c;
+          const ssize_t n =
+              ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) self->Close();
+        });
+  }
+
+  void Enqueue(Op op, std::function<void(bool)> after = nullptr) {
+    ops_.push_back({std::move(op), std::move(after)});
+    if (!writing_) Pump();
+  }
+
+  void Pump() {
+    if (ops_.empty()) {
+      writing_ = false;
+      return;
+    }
+    if (closed_) {
+      while (!ops_.empty()) {
+        auto after = std::move(ops_.front().second);
+        ops_.pop_front();
+        if (after) after(false);
+      }
+      writing_ = false;
+      return;
+    }
+    writing_ = true;
+    stream_.expires_after(Chrono(shared_->options.write_timeout));
+    auto op = std::move(ops_.front());
+    ops_.pop_front();
+    op.first([self = shared_from_this(), after = std::move(op.second)](bool ok) {
+      if (!ok) self->Close();
+      if (after) after(ok);
+      self->Pump();
+    });
+  }
+
+  // The response is written: the next request, or close.
+  void Complete() {
+    complete_ = true;
+    if (closed_) return;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);  // the disconnect watch
+    stream_.expires_never();
+    if (!keep_alive_) {
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      return Close();
+    }
+    Post([self = shared_from_this()] { self->ReadRequest(); });
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+    if (!complete_ && gone_) {
+      auto gone = std::move(gone_);
+      gone();
+    }
+    gone_ = nullptr;
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::shared_ptr<Shared> shared_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::deque<std::pair<Op, std::function<void(bool)>>> ops_;
+  std::function<void()> gone_;
+  bool keep_alive_ = true;
+  bool writing_ = false;
+  bool responded_ = false;
+  bool complete_ = false;
+  bool exchange_done_ = false;
+  bool closed_ = false;
+};
+
+Exchange::~Exchange() {
+  if (!finished_.load()) session_->Post([s = session_] { s->Abandoned(); });
+}
+
+void Exchange::Respond(int status, std::string content_type, std::string body) {
+  finished_ = true;
+  session_->Post(
+      [s = session_, status, t = std::move(content_type), b = std::move(body)]() mutable {
+        s->DoRespond(status, std::move(t), std::move(b));
+      });
+}
+
+void Exchange::StartStream(int status, std::string content_type) {
+  session_->Post([s = session_, status, t = std::move(content_type)]() mutable {
+    s->DoStartStream(status, std::move(t));
+  });
+}
+
+void Exchange::Send(std::string piece, std::function<void(bool)> sent) {
+  session_->Post([s = session_, p = std::move(piece), f = std::move(sent)]() mutable {
+    s->DoSend(std::move(p), std::move(f));
+  });
+}
+
+void Exchange::End() {
+  finished_ = true;
+  session_->Post([s = session_] { s->DoEnd(); });
+}
+
+void Exchange::OnClientGone(std::function<void()> gone) {
+  session_->Post(
+      [s = session_, g = std::move(gone)]() mutable { s->DoOnClientGone(std::move(g)); });
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  net::io_context io;
+  tcp::acceptor acceptor{io};
+  std::shared_ptr<Shared> shared = std::make_shared<Shared>();
+  std::vector<std::thread> threads;
+  std::once_flag stopped;
+  int port = 0;
+
+  void Accept() {
+    acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) {
+        auto session = std::make_shared<Session>(std::move(socket), shared);
+        if (shared->connections.load() > shared->options.max_connections) {
+          session->RefuseBusy();
+        } else {
+          session->Run();
+        }
+      }
+      Accept();  // an accept error (e.g. out of descriptors) must not stop the acceptor
+    });
+  }
+};
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
+                                                              const HttpServerOptions& options,
+                                                              HttpHandler handler) {
+  const size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HTTP address \"", listen, "\" is not HOST:PORT"));
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->shared->options = options;
+  impl->shared->handler = std::move(handler);
+  beast::error_code ec;
+  tcp::resolver resolver(impl->io);
+  auto endpoints = resolver.resolve(host.empty() ? "0.0.0.0" : host, std::to_string(port), ec);
+  if (ec || endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HTTP address \"", listen, "\": ", ec ? ec.message() : "no address"));
+  }
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
+  if (!ec) impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for HTTP on ", listen, ": ", ec.message()));
+  }
+  impl->port = impl->acceptor.local_endpoint().port();
+  impl->Accept();
+  for (int i = 0; i < std::max(1, options.threads); ++i) {
+    impl->threads.emplace_back([io = &impl->io] { io->run(); });
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::Stop() {
+  std::call_once(impl_->stopped, [this] {
+    impl_->io.stop();
+    for (std::thread& t : impl_->threads) t.join();
+    beast::error_code ignored;
+    impl_->acceptor.close(ignored);
+  });
+}
+
+}  // namespace yoco

@@ -1,0 +1,363 @@
+// OpenAI request bodies -> GenerateRequest. Strict: an unknown field or a setting we do not
+// implement is refused by name rather than silently ignored, so a client never gets output
+// that ignores what it asked for.
+#include "lib/openai/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "lib/engine/strict_json.h"
+
+namespace yoco {
+namespace {
+
+constexpr char kParamPayload[] = "yoco.openai/param";
+constexpr size_t kMaxMessages = 4096;
+
+using json = nlohmann::json;
+
+bool Present(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it != body.end() && !it->is_null();
+}
+
+absl::Status CheckKnownFields(const json& body, const std::set<std::string>& known) {
+  for (const auto& [key, value] : body.items()) {
+    if (known.count(key) == 0) return ParamError(key, "unknown or unsupported field");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Bool(const json& body, const char* key, bool otherwise) {
+  if (!Present(body, key)) return otherwise;
+  if (!body[key].is_boolean()) return ParamError(key, "must be true or false");
+  return body[key].get<bool>();
+}
+
+// An integer in [lo, hi]; JSON numbers like 3.0 are not integers here.
+absl::StatusOr<std::optional<int64_t>> Integer(const json& body, const char* key, int64_t lo,
+                                               int64_t hi) {
+  if (!Present(body, key)) return std::optional<int64_t>();
+  const json& v = body[key];
+  if (!v.is_number_integer()) return ParamError(key, "must be an integer");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    return ParamError(key, absl::StrCat("must be at most ", hi));
+  }
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) return ParamError(key, absl::StrCat("must be in [", lo, ", ", hi, "]"));
+  return std::optional<int64_t>(x);
+}
+
+absl::StatusOr<std::optional<double>> Number(const json& body, const char* key, double lo,
+                                             double hi) {
+  if (!Present(body, key)) return std::optional<double>();
+  const json& v = body[key];
+  if (!v.is_number()) return ParamError(key, "must be a number");
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi))
+    return ParamError(key, absl::StrCat("must be in [", lo, ", ", hi, "]"));
+  return std::optional<double>(x);
+}
+
+// Fields both endpoints share: sampling, stops, streaming, cache salt, the settings we refuse.
+absl::Status ParseCommon(const json& body, OpenAiGenerate& out, uint64_t seed_if_absent) {
+  if (Present(body, "model")) {
+    if (!body["model"].is_string()) return ParamError("model", "must be a string");
+    out.model = body["model"].get<std::string>();
+  }
+  v1::SamplingParams& s = *out.request.mutable_sampling();
+  auto temperature = Number(body, "temperature", 0, 2);
+  if (!temperature.ok()) return temperature.status();
+  s.set_temperature(temperature->value_or(1.0));
+  auto top_p = Number(body, "top_p", 0, 1);
+  if (!top_p.ok()) return top_p.status();
+  if (top_p->has_value() && **top_p == 0) return ParamError("top_p", "must be above 0");
+  s.set_top_p(top_p->value_or(1.0));
+  auto top_k = Integer(body, "top_k", -1, 1 << 30);  // -1 and 0: off, as vLLM has it
+  if (!top_k.ok()) return top_k.status();
+  s.set_top_k(static_cast<int32_t>(std::max<int64_t>(0, top_k->value_or(0))));
+  auto seed = Integer(body, "seed", 0, INT64_MAX);
+  if (!seed.ok()) return seed.status();
+  s.set_seed(seed->has_value() ? static_cast<uint64_t>(**seed) : seed_if_absent);
+  auto n = Integer(body, "n", 1, 1);
+  if (!n.ok()) return ParamError("n", "only n = 1 is supported (one choice per request)");
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    auto p = Number(body, penalty, -2, 2);
+    if (!p.ok()) return p.status();
+    if (p->value_or(0) != 0) return ParamError(penalty, "is not supported (only 0)");
+  }
+  if (Present(body, "logit_bias") &&
+      (!body["logit_bias"].is_object() || !body["logit_bias"].empty())) {
+    return ParamError("logit_bias", "is not supported");
+  }
+  if (Present(body, "user") && !body["user"].is_string()) {
+    return ParamError("user", "must be a string");
+  }
+  auto ignore_eos = Bool(body, "ignore_eos", false);
+  if (!ignore_eos.ok()) return ignore_eos.status();
+  s.set_stop_at_eos(!*ignore_eos);
+  if (Present(body, "stop")) {
+    const json& stop = body["stop"];
+    if (stop.is_string()) {
+      s.add_stop_strings(stop.get<std::string>());
+    } else if (stop.is_array()) {
+      for (const json& one : stop) {
+        if (!one.is_string()) return ParamError("stop", "must be a string or an array of strings");
+        s.add_stop_strings(one.get<std::string>());
+      }
+    } else {
+      return ParamError("stop", "must be a string or an array of strings");
+    }
+    for (const std::string& one : s.stop_strings()) {
+      if (one.empty()) return ParamError("stop", "a stop string is empty");
+    }
+  }
+  auto stream = Bool(body, "stream", false);
+  if (!stream.ok()) return stream.status();
+  out.stream = *stream;
+  if (Present(body, "stream_options")) {
+    const json& options = body["stream_options"];
+    if (!out.stream) return ParamError("stream_options", "is only allowed with \"stream\": true");
+    if (!options.is_object()) return ParamError("stream_options", "must be an object");
+    for (const auto& [key, value] : options.items()) {
+      if (key != "include_usage") {
+        return ParamError(absl::StrCat("stream_options.", key), "unknown or unsupported field");
+      }
+    }
+    auto usage = Bool(options, "include_usage", false);
+    if (!usage.ok()) return ParamError("stream_options.include_usage", "must be true or false");
+    out.include_usage = *usage;
+  }
+  if (Present(body, "cache_salt")) {
+    if (!body["cache_salt"].is_string() || body["cache_salt"].get<std::string>().empty()) {
+      return ParamError("cache_salt", "must be a non-empty string");
+    }
+    out.request.set_cache_salt(body["cache_salt"].get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetMaxTokens(const json& body, const char* key, uint32_t fallback,
+                          OpenAiGenerate& out) {
+  auto max_tokens = Integer(body, key, 1, 1 << 20);
+  if (!max_tokens.ok()) return max_tokens.status();
+  out.request.mutable_sampling()->set_max_new_tokens(
+      max_tokens->has_value() ? static_cast<uint32_t>(**max_tokens) : fallback);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MessageContent(const json& content, size_t i) {
+  const std::string param = absl::StrCat("messages[", i, "].content");
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_null()) return std::string();
+  if (!content.is_array()) return ParamError(param, "must be a string or an array of text parts");
+  std::string text;
+  for (size_t p = 0; p < content.size(); ++p) {
+    const json& part = content[p];
+    const std::string part_param = absl::StrCat(param, "[", p, "]");
+    if (!part.is_object()) return ParamError(part_param, "must be an object");
+    for (const auto& [key, value] : part.items()) {
+      if (key != "type" && key != "text") {
+        return ParamError(absl::StrCat(part_param, ".", key), "unknown or unsupported field");
+      }
+    }
+    if (!part.contains("type") || part["type"] != "text") {
+      return ParamError(absl::StrCat(part_param, ".type"), "only \"text\" parts are supported");
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      return ParamError(absl::StrCat(part_param, ".text"), "must be a string");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+absl::Status ParamError(absl::string_view param, absl::string_view problem) {
+  absl::Status st = absl::InvalidArgumentError(absl::StrCat(param, ": ", problem));
+  st.SetPayload(kParamPayload, absl::Cord(param));
+  return st;
+}
+
+std::string RequestParam(const absl::Status& status) {
+  auto param = status.GetPayload(kParamPayload);
+  return param.has_value() ? std::string(*param) : std::string();
+}
+
+absl::StatusOr<json> ParseRequestObject(absl::string_view body) {
+  JsonLimits limits;
+  limits.max_depth = 8;
+  limits.max_values = size_t{1} << 22;
+  absl::StatusOr<json> parsed = ParseStrictJson(body, limits);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the body is not valid JSON: ", parsed.status().message()));
+  }
+  if (!parsed->is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
+  return parsed;
+}
+
+absl::StatusOr<OpenAiGenerate> ParseCompletionRequest(absl::string_view text,
+                                                      const OpenAiDefaults& defaults,
+                                                      uint64_t seed_if_absent) {
+  absl::StatusOr<json> parsed = ParseRequestObject(text);
+  if (!parsed.ok()) return parsed.status();
+  const json& body = *parsed;
+  if (absl::Status st = CheckKnownFields(
+          body,
+          {"model",  "prompt",     "max_tokens",       "temperature",       "top_p",      "top_k",
+           "seed",   "stop",       "stream",           "stream_options",    "n",          "best_of",
+           "echo",   "logprobs",   "presence_penalty", "frequency_penalty", "logit_bias", "user",
+           "suffix", "ignore_eos", "cache_salt"});
+      !st.ok()) {
+    return st;
+  }
+  OpenAiGenerate out;
+  if (absl::Status st = ParseCommon(body, out, seed_if_absent); !st.ok()) return st;
+  if (absl::Status st = SetMaxTokens(body, "max_tokens", defaults.completion_max_tokens, out);
+      !st.ok()) {
+    return st;
+  }
+  if (auto best_of = Integer(body, "best_of", 1, 1); !best_of.ok()) {
+    return ParamError("best_of", "only best_of = 1 is supported");
+  }
+  if (auto echo = Bool(body, "echo", false); !echo.ok() || *echo) {
+    return ParamError("echo", "is not supported");
+  }
+  if (Present(body, "logprobs")) return ParamError("logprobs", "is not supported");
+  if (Present(body, "suffix")) return ParamError("suffix", "is not supported");
+  if (!Present(body, "prompt")) return ParamError("prompt", "is required");
+  const json& prompt = body["prompt"];
+  auto set_tokens = [&](const json& ids) -> absl::Status {
+    if (ids.empty()) return ParamError("prompt", "is empty");
+    v1::TokenIds* tokens = out.request.mutable_tokens();
+    for (const json& id : ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        return ParamError("prompt", "token ids must be non-negative integers");
+      }
+      tokens->add_ids(static_cast<int32_t>(id.get<int64_t>()));
+    }
+    return absl::OkStatus();
+  };
+  if (prompt.is_string()) {
+    if (prompt.get<std::string>().empty()) return ParamError("prompt", "is empty");
+    out.request.set_text(prompt.get<std::string>());
+  } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
+    if (absl::Status st = set_tokens(prompt); !st.ok()) return st;
+  } else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) {
+    if (prompt[0].get<std::string>().empty()) return ParamError("prompt", "is empty");
+    out.request.set_text(prompt[0].get<std::string>());
+  } else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_array()) {
+    if (absl::Status st = set_tokens(prompt[0]); !st.ok()) return st;
+  } else if (prompt.is_array() && prompt.size() > 1 &&
+             (prompt[0].is_string() || prompt[0].is_array())) {
+    return ParamError("prompt", "one prompt per request (batches are not supported)");
+  } else {
+    return ParamError("prompt", "must be a string or an array of token ids");
+  }
+  return out;
+}
+
+absl::StatusOr<OpenAiGenerate> ParseChatRequest(absl::string_view text,
+                                                const ChatTemplate* chat_template,
+                                                const Tokenizer& tokenizer,
+                                                const OpenAiDefaults& defaults,
+                                                uint64_t seed_if_absent) {
+  absl::StatusOr<json> parsed = ParseRequestObject(text);
+  if (!parsed.ok()) return parsed.status();
+  const json& body = *parsed;
+  if (absl::Status st = CheckKnownFields(body, {"model",
+                                                "messages",
+                                                "max_tokens",
+                                                "max_completion_tokens",
+                                                "temperature",
+                                                "top_p",
+                                                "top_k",
+                                                "seed",
+                                                "stop",
+                                                "stream",
+                                                "stream_options",
+                                                "n",
+                                                "logprobs",
+                                                "top_logprobs",
+                                                "presence_penalty",
+                                                "frequency_penalty",
+                                                "logit_bias",
+                                                "user",
+                                                "ignore_eos",
+                                                "cache_salt"});
+      !st.ok()) {
+    return st;
+  }
+  OpenAiGenerate out;
+  out.chat = true;
+  if (absl::Status st = ParseCommon(body, out, seed_if_absent); !st.ok()) return st;
+  if (auto logprobs = Bool(body, "logprobs", false); !logprobs.ok() || *logprobs) {
+    return ParamError("logprobs", "is not supported");
+  }
+  if (auto top = Integer(body, "top_logprobs", 0, 0); !top.ok()) {
+    return ParamError("top_logprobs", "is not supported");
+  }
+  if (chat_template == nullptr) {
+    return ParamError("messages",
+                      "this model declares no chat template (chat_template.json in its folder); "
+                      "use /v1/completions");
+  }
+  if (!Present(body, "messages") || !body["messages"].is_array() || body["messages"].empty()) {
+    return ParamError("messages", "must be a non-empty array");
+  }
+  const json& messages = body["messages"];
+  if (messages.size() > kMaxMessages) {
+    return ParamError("messages", absl::StrCat("at most ", kMaxMessages, " messages"));
+  }
+  std::vector<ChatMessage> rendered;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string param = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) return ParamError(param, "must be an object");
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content" && key != "name") {
+        return ParamError(absl::StrCat(param, ".", key), "unknown or unsupported field");
+      }
+    }
+    if (!m.contains("role") || !m["role"].is_string()) {
+      return ParamError(absl::StrCat(param, ".role"), "must be a string");
+    }
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant") {
+      return ParamError(absl::StrCat(param, ".role"),
+                        "must be system, developer, user or assistant");
+    }
+    if (m.contains("name") && !m["name"].is_string()) {
+      return ParamError(absl::StrCat(param, ".name"), "must be a string");
+    }
+    if (!m.contains("content")) return ParamError(absl::StrCat(param, ".content"), "is required");
+    absl::StatusOr<std::string> content = MessageContent(m["content"], i);
+    if (!content.ok()) return content.status();
+    rendered.push_back({role == "developer" ? "system" : role, *std::move(content)});
+  }
+  absl::StatusOr<std::vector<int32_t>> prompt = chat_template->Render(rendered, tokenizer);
+  if (!prompt.ok()) return ParamError("messages", prompt.status().message());
+  out.request.mutable_tokens()->mutable_ids()->Add(prompt->begin(), prompt->end());
+  // Without a limit the answer runs to the end of its message or of the model's context.
+  uint32_t fallback = defaults.chat_max_tokens;
+  if (defaults.max_seq_len > 0 && prompt->size() < static_cast<size_t>(defaults.max_seq_len)) {
+    fallback =
+        std::min<uint32_t>(fallback, static_cast<uint32_t>(defaults.max_seq_len - prompt->size()));
+  }
+  if (Present(body, "max_tokens") && Present(body, "max_completion_tokens")) {
+    return ParamError("max_completion_tokens",
+                      "give max_tokens or max_completion_tokens, not both");
+  }
+  const char* key = Present(body, "max_tokens") ? "max_tokens" : "max_completion_tokens";
+  if (absl::Status st = SetMaxTokens(body, key, fallback, out); !st.ok()) return st;
+  out.request.mutable_sampling()->add_stop_token_ids(chat_template->end_of_message());
+  out.hidden_token_ids.push_back(chat_template->end_of_message());
+  return out;
+}
+
+}  // namespace yoco
