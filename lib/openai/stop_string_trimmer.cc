@@ -9,9 +9,16 @@ namespace yoco {
 std::string StopStringTrimmer::Add(absl::string_view piece) {
   if (stopped_) return "";
   pending_.append(piece.data(), piece.size());
-  size_t cut = std::string::npos;
+  // The stop string completed first ends the text (as it ends the generation); of two that
+  // complete together, the longer, which starts first.
+  size_t cut = std::string::npos, end = std::string::npos;
   for (const std::string& stop : stops_) {
-    if (!stop.empty()) cut = std::min(cut, pending_.find(stop));
+    const size_t at = stop.empty() ? std::string::npos : pending_.find(stop);
+    if (at == std::string::npos) continue;
+    if (at + stop.size() < end || (at + stop.size() == end && at < cut)) {
+      end = at + stop.size();
+      cut = at;
+    }
   }
   if (cut != std::string::npos) {
     stopped_ = true;

@@ -1,7 +1,8 @@
 // StopStringTrimmer: OpenAI's stop strings end the output *before* the stop string, while the
 // router's stream includes the token that completed it. Fed the streamed text piece by piece,
 // this gives out what can be shown now, holding back a tail that might still become a stop
-// string, and nothing from a stop string on.
+// string, and nothing from a stop string on. The stop string completed first wins, as it is the
+// one that ends the generation.
 #ifndef YOCO_LIB_OPENAI_STOP_STRING_TRIMMER_H_
 #define YOCO_LIB_OPENAI_STOP_STRING_TRIMMER_H_
 
