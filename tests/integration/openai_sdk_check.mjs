@@ -1,0 +1,96 @@
+// The official OpenAI SDK against the router's HTTP API. Run by openai_http_test.sh from a
+// folder holding node_modules/openai:
+//   node openai_sdk_check.mjs BASE_URL MODEL WORK_DIR
+// WORK_DIR holds what the gRPC API answered for the same requests (want_*.txt) and the
+// pre-cached document (doc.txt, doc_cached_tokens.txt). Prints ok/FAIL lines; exits 1 on a
+// failure.
+import fs from "node:fs";
+import OpenAI from "openai";
+
+const [baseURL, model, work] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0, timeout: 60000 });
+let failures = 0;
+function check(name, ok, detail) {
+  console.log(`${ok ? "ok  " : "FAIL"} sdk-${name}${ok ? "" : ": " + detail}`);
+  if (!ok) failures++;
+}
+// yoco-cli prints the text and one newline.
+const want = (name) => fs.readFileSync(`${work}/${name}`, "utf8").replace(/\n$/, "");
+
+const prompt = "The quick brown fox";
+const sampling = { temperature: 0.8, top_p: 0.95, seed: 7, max_tokens: 24 };
+
+const whole = await client.completions.create({ model, prompt, ...sampling });
+check("completion-equals-grpc", whole.choices[0].text === want("want_sampled.txt"),
+      JSON.stringify([whole.choices[0].text, want("want_sampled.txt")]));
+check("completion-shape", whole.object === "text_completion" && whole.model === model &&
+      whole.id.startsWith("cmpl-") && ["stop", "length"].includes(whole.choices[0].finish_reason),
+      JSON.stringify(whole));
+check("completion-usage", whole.usage.prompt_tokens === prompt.length + 1 &&
+      whole.usage.total_tokens === whole.usage.prompt_tokens + whole.usage.completion_tokens &&
+      whole.usage.prompt_tokens_details.cached_tokens === 0, JSON.stringify(whole.usage));
+
+let streamed = "", usage = null, finish = null;
+const stream = await client.completions.create({
+  model, prompt, ...sampling, stream: true, stream_options: { include_usage: true } });
+for await (const chunk of stream) {
+  if (chunk.usage) usage = chunk.usage;
+  for (const c of chunk.choices) {
+    streamed += c.text;
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+}
+check("completion-stream-equals-grpc", streamed === want("want_sampled.txt"),
+      JSON.stringify([streamed, want("want_sampled.txt")]));
+check("completion-stream-usage", usage !== null && finish === whole.choices[0].finish_reason &&
+      usage.completion_tokens === whole.usage.completion_tokens, JSON.stringify([usage, finish]));
+
+// Chat: ChatML over the byte tokenizer, counted independently: BOS, then per message
+// <|im_start|> role\ncontent <|im_end|> \n, then <|im_start|> assistant\n.
+const messages = [{ role: "system", content: "Answer briefly." }, { role: "user", content: "Hi!" }];
+const rendered = 1 + messages.reduce((n, m) => n + 1 + (m.role + "\n" + m.content).length + 2, 0) +
+                 1 + "assistant\n".length;
+const chat = await client.chat.completions.create({ model, messages, ...sampling });
+check("chat-shape", chat.object === "chat.completion" && chat.id.startsWith("chatcmpl-") &&
+      chat.choices[0].message.role === "assistant" &&
+      typeof chat.choices[0].message.content === "string", JSON.stringify(chat));
+check("chat-prompt-is-chatml", chat.usage.prompt_tokens === rendered,
+      `${chat.usage.prompt_tokens} != ${rendered}`);
+let chatStreamed = "", role = null;
+const chatStream = await client.chat.completions.create({ model, messages, ...sampling, stream: true });
+for await (const chunk of chatStream) {
+  for (const c of chunk.choices) {
+    if (c.delta.role) role = c.delta.role;
+    chatStreamed += c.delta.content ?? "";
+  }
+}
+check("chat-stream-equals-whole", chatStreamed === chat.choices[0].message.content && role === "assistant",
+      JSON.stringify([chatStreamed, chat.choices[0].message.content]));
+
+// A pre-cached document: the answer's usage shows the tokens it did not prefill.
+const doc = fs.readFileSync(`${work}/doc.txt`, "utf8");
+const cached = Number(fs.readFileSync(`${work}/doc_cached_tokens.txt`, "utf8"));
+const hit = await client.completions.create({ model, prompt: doc + " Q: who?", ...sampling });
+check("cached-tokens", hit.usage.prompt_tokens_details.cached_tokens === cached,
+      `${hit.usage.prompt_tokens_details.cached_tokens} != ${cached}`);
+const miss = await client.completions.create(
+  { model, prompt: doc + " Q: who?", ...sampling, cache_salt: "another-salt" });
+check("hit-equals-miss", miss.usage.prompt_tokens_details.cached_tokens === 0 &&
+      miss.choices[0].text === hit.choices[0].text, JSON.stringify([hit, miss]));
+
+const models = await client.models.list();
+check("models", models.data.length === 1 && models.data[0].id === model, JSON.stringify(models.data));
+
+try {
+  await client.completions.create({ model, prompt, n: 2 });
+  check("n-refused", false, "no error");
+} catch (e) {
+  check("n-refused", e instanceof OpenAI.BadRequestError && e.param === "n", String(e));
+}
+try {
+  await client.completions.create({ model: "no-such-model", prompt });
+  check("unknown-model", false, "no error");
+} catch (e) {
+  check("unknown-model", e instanceof OpenAI.NotFoundError, String(e));
+}
+process.exit(failures ? 1 : 0);
