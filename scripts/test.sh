@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the project needs, builds everything, runs every test, then
 # runs the transport, prefix-cache, routing (the Kubernetes API client too), tenant, worker,
-# parser and serving tests again under AddressSanitizer, LeakSanitizer and UBSan, and every fuzz
+# parser, HTTP and serving tests again under AddressSanitizer, LeakSanitizer and UBSan, and every fuzz
 # target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +15,11 @@ bash scripts/build.sh
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOCO_SANITIZE=ON -DYOCO_CUDA=OFF
 cmake --build build-asan --parallel "$(nproc)" \
   --target ucx_transport_test transport_address_test transfer_peer cache_test routing_test \
-  threading_test workers_test engine_test text_test router_test rpc_test auth_test forged_call yoco \
+  threading_test workers_test engine_test text_test router_test rpc_test auth_test http_test openai_test \
+  forged_call yoco \
   yoco-cli yoco-router yoco-prefill yoco-decode yoco_tiny_model
 (cd build-asan && ctest --output-on-failure --timeout 900 \
-  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|integration.serving')
+  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|HttpServer|OpenAi|ChatTemplate|StopStringTrimmer|integration.serving|integration.openai_http')
 
 # Every fuzz target for a short while from its seed corpus (scripts/fuzz.sh runs them longer).
 bash scripts/fuzz.sh 20
