@@ -5,12 +5,17 @@
 
 #include <utility>
 // Asio needs <utility> ahead of its headers with Boost 1.74 and g++ 12.
+#include <sys/stat.h>
+
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <deque>
+#include <iostream>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -59,7 +64,19 @@ struct Shared {
   std::atomic<size_t> connections{0};
 };
 
-class Session;
+// What an Exchange needs of its connection, plain or TLS. Every Do* runs on the strand.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void Post(std::function<void()> f) = 0;
+  virtual void DoRespond(int status, std::string content_type, std::string body) = 0;
+  virtual void DoStartStream(int status, std::string content_type) = 0;
+  virtual void DoSend(std::string piece, std::function<void(bool)> sent) = 0;
+  virtual void DoEnd() = 0;
+  virtual void DoOnClientGone(std::function<void()> gone) = 0;
+  virtual void Abandoned() = 0;
+};
+using Session = SessionBase;
 
 // The exchange of the request a session is answering. Its methods post to the session's strand.
 class Exchange final : public HttpExchange {
@@ -75,47 +92,52 @@ class Exchange final : public HttpExchange {
   void OnClientGone(std::function<void()> gone) override;
 
  private:
-  friend class Session;
   std::shared_ptr<Session> session_;
   const bool keep_alive_;
   std::atomic<bool> finished_{false};  // Respond or End called
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+// One connection. `Stream` is beast::tcp_stream or beast::ssl_stream<beast::tcp_stream>.
+template <typename Stream>
+class Connection final : public SessionBase,
+                         public std::enable_shared_from_this<Connection<Stream>> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<Shared> shared)
+  // Plain HTTP.
+  Connection(tcp::socket socket, std::shared_ptr<Shared> shared)
       : stream_(std::move(socket)), shared_(std::move(shared)) {
     shared_->connections.fetch_add(1);
   }
-  ~Session() { shared_->connections.fetch_sub(1); }
-
-  void Run() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadRequest(); });
+  // HTTPS: `tls` stays alive as long as the connection.
+  Connection(tcp::socket socket, std::shared_ptr<Shared> shared,
+             std::shared_ptr<net::ssl::context> tls)
+      : stream_(std::move(socket), *tls), shared_(std::move(shared)), tls_(std::move(tls)) {
+    shared_->connections.fetch_add(1);
   }
+  ~Connection() override { shared_->connections.fetch_sub(1); }
 
-  // Too many connections: a short 503, then close.
-  void RefuseBusy() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      self->keep_alive_ = false;
-      self->WriteWhole(503, "application/json",
-                       R"({"error":{"message":"too many connections","type":"server_error",)"
-                       R"("param":null,"code":"unavailable"}})");
+  // Serves requests; `busy`: a short 503 and close instead (too many connections).
+  void Run(bool busy) {
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this(), busy] {
+      self->Handshake([self, busy] {
+        if (!busy) return self->ReadRequest();
+        self->keep_alive_ = false;
+        self->WriteWhole(503, "application/json",
+                         R"({"error":{"message":"too many connections","type":"server_error",)"
+                         R"("param":null,"code":"unavailable"}})");
+      });
     });
   }
 
-  template <typename F>
-  void Post(F&& f) {
-    net::post(stream_.get_executor(), std::forward<F>(f));
-  }
+  void Post(std::function<void()> f) override { net::post(stream_.get_executor(), std::move(f)); }
 
   // --- called on the strand by Exchange ---
-  void DoRespond(int status, std::string content_type, std::string body) {
+  void DoRespond(int status, std::string content_type, std::string body) override {
     if (closed_ || responded_) return;
     responded_ = true;
     WriteWhole(status, content_type, std::move(body));
   }
 
-  void DoStartStream(int status, std::string content_type) {
+  void DoStartStream(int status, std::string content_type) override {
     if (closed_ || responded_) return;
     responded_ = true;
     auto res =
@@ -125,40 +147,40 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive_);
     res->chunked(true);
     auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
-    Enqueue([self = shared_from_this(), res, serializer](std::function<void(bool)> done) {
+    Enqueue([self = this->shared_from_this(), res, serializer](std::function<void(bool)> done) {
       http::async_write_header(
           self->stream_, *serializer,
           [res, serializer, done](beast::error_code ec, size_t) { done(!ec); });
     });
   }
 
-  void DoSend(std::string piece, std::function<void(bool)> sent) {
+  void DoSend(std::string piece, std::function<void(bool)> sent) override {
     if (closed_) {
       if (sent) sent(false);
       return;
     }
     auto data = std::make_shared<std::string>(std::move(piece));
     Enqueue(
-        [self = shared_from_this(), data](std::function<void(bool)> done) {
+        [self = this->shared_from_this(), data](std::function<void(bool)> done) {
           net::async_write(self->stream_, http::make_chunk(net::buffer(*data)),
                            [data, done](beast::error_code ec, size_t) { done(!ec); });
         },
         std::move(sent));
   }
 
-  void DoEnd() {
+  void DoEnd() override {
     if (closed_) return;
-    Enqueue([self = shared_from_this()](std::function<void(bool)> done) {
+    Enqueue([self = this->shared_from_this()](std::function<void(bool)> done) {
       net::async_write(self->stream_, http::make_chunk_last(),
                        [done](beast::error_code ec, size_t) { done(!ec); });
     });
-    Enqueue([self = shared_from_this()](std::function<void(bool)> done) {
+    Enqueue([self = this->shared_from_this()](std::function<void(bool)> done) {
       self->Complete();
       done(true);
     });
   }
 
-  void DoOnClientGone(std::function<void()> gone) {
+  void DoOnClientGone(std::function<void()> gone) override {
     if (closed_) {
       gone();
       return;
@@ -167,12 +189,29 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // The handler dropped its exchange without finishing the response.
-  void Abandoned() {
+  void Abandoned() override {
     if (!closed_ && !complete_) Close();
   }
 
  private:
   using Op = std::function<void(std::function<void(bool)> done)>;
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  template <typename F>
+  void Handshake(F then) {
+    if constexpr (kTls) {
+      Lowest().expires_after(Chrono(shared_->options.request_read_timeout));
+      stream_.async_handshake(net::ssl::stream_base::server,
+                              [self = this->shared_from_this(), then](beast::error_code ec) {
+                                if (ec) return self->Close();
+                                then();
+                              });
+    } else {
+      then();
+    }
+  }
 
   void ReadRequest() {
     exchange_done_ = false;
@@ -183,9 +222,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(shared_->options.max_body_bytes);
     if (buffer_.size() == 0) {
       // Idle until the next request's first byte.
-      stream_.expires_after(Chrono(shared_->options.idle_timeout));
+      Lowest().expires_after(Chrono(shared_->options.idle_timeout));
       stream_.async_read_some(buffer_.prepare(4096),
-                              [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                                 if (ec) return self->Close();
                                 self->buffer_.commit(n);
                                 self->ReadHeader();
@@ -196,9 +235,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadHeader() {
-    stream_.expires_after(Chrono(shared_->options.request_read_timeout));
+    Lowest().expires_after(Chrono(shared_->options.request_read_timeout));
     http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
                               if (ec) return self->ReadFailed(ec);
                               self->ReadBody();
                             });
@@ -210,7 +249,7 @@ class Session : public std::enable_shared_from_this<Session> {
       // curl waits a second for this before sending a body over 1 KiB.
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
       http::async_write(stream_, *cont,
-                        [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+                        [self = this->shared_from_this(), cont](beast::error_code ec, size_t) {
                           if (ec) return self->Close();
                           http::async_read(self->stream_, self->buffer_, *self->parser_,
                                            [self](beast::error_code ec, size_t) {
@@ -221,7 +260,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
                        if (ec) return self->ReadFailed(ec);
                        self->Dispatch();
                      });
@@ -262,11 +301,11 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
-    Enqueue([self = shared_from_this(), res](std::function<void(bool)> done) {
+    Enqueue([self = this->shared_from_this(), res](std::function<void(bool)> done) {
       http::async_write(self->stream_, *res,
                         [res, done](beast::error_code ec, size_t) { done(!ec); });
     });
-    Enqueue([self = shared_from_this()](std::function<void(bool)> done) {
+    Enqueue([self = this->shared_from_this()](std::function<void(bool)> done) {
       self->Complete();
       done(true);
     });
@@ -283,21 +322,21 @@ class Session : public std::enable_shared_from_this<Session> {
                                    std::string(field.value()));
     }
     request.body = std::move(req.body());
-    stream_.expires_never();
+    Lowest().expires_never();
     WatchForDisconnect();
-    auto exchange = std::make_shared<Exchange>(shared_from_this(), keep_alive_);
+    auto exchange = std::make_shared<Exchange>(this->shared_from_this(), keep_alive_);
     shared_->handler(std::move(request), std::move(exchange));
   }
 
   // While a response is pending, a readable socket with nothing to read means the client hung
   // up. Bytes (a pipelined request) stay in the socket for the next read.
   void WatchForDisconnect() {
-    stream_.socket().async_wait(
-        tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+    Lowest().socket().async_wait(
+        tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
           if (ec || self->complete_ || self->closed_) return;
           char c;
           const ssize_t n =
-              ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+              ::recv(self->Lowest().socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
           if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) self->Close();
         });
   }
@@ -322,10 +361,10 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     writing_ = true;
-    stream_.expires_after(Chrono(shared_->options.write_timeout));
+    Lowest().expires_after(Chrono(shared_->options.write_timeout));
     auto op = std::move(ops_.front());
     ops_.pop_front();
-    op.first([self = shared_from_this(), after = std::move(op.second)](bool ok) {
+    op.first([self = this->shared_from_this(), after = std::move(op.second)](bool ok) {
       if (!ok) self->Close();
       if (after) after(ok);
       self->Pump();
@@ -337,21 +376,21 @@ class Session : public std::enable_shared_from_this<Session> {
     complete_ = true;
     if (closed_) return;
     beast::error_code ignored;
-    stream_.socket().cancel(ignored);  // the disconnect watch
-    stream_.expires_never();
+    Lowest().socket().cancel(ignored);  // the disconnect watch
+    Lowest().expires_never();
     if (!keep_alive_) {
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
       return Close();
     }
-    Post([self = shared_from_this()] { self->ReadRequest(); });
+    Post([self = this->shared_from_this()] { self->ReadRequest(); });
   }
 
   void Close() {
     if (closed_) return;
     closed_ = true;
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Lowest().close();
     if (!complete_ && gone_) {
       auto gone = std::move(gone_);
       gone();
@@ -359,9 +398,10 @@ class Session : public std::enable_shared_from_this<Session> {
     gone_ = nullptr;
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::shared_ptr<Shared> shared_;
+  std::shared_ptr<net::ssl::context> tls_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<std::pair<Op, std::function<void(bool)>>> ops_;
   std::function<void()> gone_;
@@ -407,12 +447,89 @@ void Exchange::OnClientGone(std::function<void()> gone) {
       [s = session_, g = std::move(gone)]() mutable { s->DoOnClientGone(std::move(g)); });
 }
 
+// The TLS context new connections get, rebuilt when the files change (checked at most every
+// `reload`, at an accept). A set that fails to load keeps the last good context.
+class TlsContextSource {
+ public:
+  explicit TlsContextSource(HttpTlsFiles files) : files_(std::move(files)) {}
+
+  absl::Status Load() {
+    absl::StatusOr<std::shared_ptr<net::ssl::context>> context = Build();
+    if (!context.ok()) return context.status();
+    current_ = *std::move(context);
+    stamp_ = Stamp();
+    checked_ = absl::Now();
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<net::ssl::context> Current() {
+    if (absl::Now() - checked_ < files_.reload) return current_;
+    checked_ = absl::Now();
+    const std::string stamp = Stamp();
+    if (stamp == stamp_) return current_;
+    absl::StatusOr<std::shared_ptr<net::ssl::context>> context = Build();
+    if (context.ok()) {
+      current_ = *std::move(context);
+      stamp_ = stamp;
+    } else if (stamp != failed_stamp_) {
+      failed_stamp_ = stamp;
+      std::cerr << "HTTP TLS: keeping the last certificate: " << context.status().message()
+                << std::endl;
+    }
+    return current_;
+  }
+
+ private:
+  // Size, inode and times of each file: a rotated Secret changes them.
+  std::string Stamp() const {
+    std::string stamp;
+    for (const std::string* path : {&files_.cert, &files_.key, &files_.ca}) {
+      struct stat st {};
+      if (!path->empty() && ::stat(path->c_str(), &st) == 0) {
+        absl::StrAppend(&stamp, st.st_size, ":", st.st_ino, ":", st.st_mtim.tv_sec, ".",
+                        st.st_mtim.tv_nsec, ":", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, ";");
+      } else {
+        stamp += "-;";
+      }
+    }
+    return stamp;
+  }
+
+  absl::StatusOr<std::shared_ptr<net::ssl::context>> Build() const {
+    if (files_.cert.empty() || files_.key.empty()) {
+      return absl::InvalidArgumentError("HTTPS needs a certificate and its key");
+    }
+    auto context = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
+    beast::error_code ec;
+    context->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                             net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                             net::ssl::context::no_tlsv1_1,
+                         ec);
+    if (!ec) context->use_certificate_chain_file(files_.cert, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat(files_.cert, ": ", ec.message()));
+    context->use_private_key_file(files_.key, net::ssl::context::pem, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat(files_.key, ": ", ec.message()));
+    if (!files_.ca.empty()) {
+      context->load_verify_file(files_.ca, ec);
+      if (ec) return absl::InvalidArgumentError(absl::StrCat(files_.ca, ": ", ec.message()));
+      context->set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
+    }
+    return context;
+  }
+
+  const HttpTlsFiles files_;
+  std::shared_ptr<net::ssl::context> current_;
+  std::string stamp_, failed_stamp_;
+  absl::Time checked_;
+};
+
 }  // namespace
 
 struct HttpServer::Impl {
   net::io_context io;
   tcp::acceptor acceptor{io};
   std::shared_ptr<Shared> shared = std::make_shared<Shared>();
+  std::optional<TlsContextSource> tls;  // accesses are serialised: one accept at a time
   std::vector<std::thread> threads;
   std::once_flag stopped;
   int port = 0;
@@ -421,11 +538,13 @@ struct HttpServer::Impl {
     acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
       if (!ec) {
-        auto session = std::make_shared<Session>(std::move(socket), shared);
-        if (shared->connections.load() > shared->options.max_connections) {
-          session->RefuseBusy();
+        const bool busy = shared->connections.load() >= shared->options.max_connections;
+        if (tls.has_value()) {
+          std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(std::move(socket),
+                                                                             shared, tls->Current())
+              ->Run(busy);
         } else {
-          session->Run();
+          std::make_shared<Connection<beast::tcp_stream>>(std::move(socket), shared)->Run(busy);
         }
       }
       Accept();  // an accept error (e.g. out of descriptors) must not stop the acceptor
@@ -450,6 +569,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   auto impl = std::make_unique<Impl>();
   impl->shared->options = options;
   impl->shared->handler = std::move(handler);
+  if (options.tls.has_value()) {
+    impl->tls.emplace(*options.tls);
+    if (absl::Status st = impl->tls->Load(); !st.ok()) return st;
+  }
   beast::error_code ec;
   tcp::resolver resolver(impl->io);
   auto endpoints = resolver.resolve(host.empty() ? "0.0.0.0" : host, std::to_string(port), ec);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,7 +54,18 @@ class HttpExchange {
 
 using HttpHandler = std::function<void(HttpRequest, std::shared_ptr<HttpExchange>)>;
 
+// HTTPS from PEM files, re-read every `reload` when they change (a rotated certificate is served
+// to new connections without a restart). With a CA, clients must present a certificate it
+// signed.
+struct HttpTlsFiles {
+  std::string cert;
+  std::string key;
+  std::string ca;
+  absl::Duration reload = absl::Seconds(60);
+};
+
 struct HttpServerOptions {
+  std::optional<HttpTlsFiles> tls;  // nullopt: plain HTTP
   int threads = 2;
   size_t max_body_bytes = 8 << 20;     // more: 413
   size_t max_header_bytes = 16 << 10;  // more: 431
@@ -69,7 +81,7 @@ struct HttpServerOptions {
 class HttpServer {
  public:
   // Binds `listen` (HOST:PORT; port 0 picks one) and serves. INVALID_ARGUMENT for a bad
-  // address, UNAVAILABLE when it cannot be bound.
+  // address or TLS files that do not load, UNAVAILABLE when it cannot be bound.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen,
                                                            const HttpServerOptions& options,
                                                            HttpHandler handler);

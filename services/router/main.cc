@@ -67,6 +67,12 @@ ABSL_FLAG(int64_t, http_max_body_bytes, 8 << 20, "largest HTTP request body (mor
 ABSL_FLAG(int, http_read_timeout_seconds, 10,
           "an HTTP request's headers and body must arrive within this (slow clients are dropped)");
 ABSL_FLAG(int, http_idle_timeout_seconds, 60, "a keep-alive connection idle this long is closed");
+ABSL_FLAG(std::string, http_tls_cert, "",
+          "HTTPS certificate of the HTTP API (default: --tls-cert; with it --tls-key and "
+          "--tls-ca, which then requires client certificates)");
+ABSL_FLAG(std::string, http_tls_key, "", "PEM private key of --http-tls-cert");
+ABSL_FLAG(std::string, http_tls_ca, "",
+          "with --http-tls-cert: HTTP clients must present a certificate this CA signed");
 ABSL_FLAG(bool, snapshot_conversations, true,
           "after each request, extend its prefill worker's cache over the generated tokens so a "
           "follow-up turn prefills only what is new");
@@ -200,6 +206,18 @@ int main(int argc, char** argv) {
     http_options.request_read_timeout =
         absl::Seconds(absl::GetFlag(FLAGS_http_read_timeout_seconds));
     http_options.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_idle_timeout_seconds));
+    const yoco::TlsFiles grpc_tls = yoco::TlsFilesFromFlags();
+    if (!absl::GetFlag(FLAGS_http_tls_cert).empty()) {
+      http_options.tls =
+          yoco::HttpTlsFiles{absl::GetFlag(FLAGS_http_tls_cert), absl::GetFlag(FLAGS_http_tls_key),
+                             absl::GetFlag(FLAGS_http_tls_ca), grpc_tls.reload};
+    } else if (!grpc_tls.cert.empty()) {
+      http_options.tls =
+          yoco::HttpTlsFiles{grpc_tls.cert, grpc_tls.key, grpc_tls.ca, grpc_tls.reload};
+    } else if (tenants != nullptr) {
+      std::cerr << "yoco-router: warning: --tenants with a plain-HTTP API: bearer tokens travel "
+                   "in plaintext\n";
+    }
     auto started = yoco::HttpServer::Start(
         absl::GetFlag(FLAGS_http_listen), http_options,
         [front](yoco::HttpRequest request, std::shared_ptr<yoco::HttpExchange> exchange) {
@@ -210,8 +228,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     http = *std::move(started);
-    std::cerr << "yoco-router: HTTP API (model \"" << front_options.model_name << "\") on port "
-              << http->port() << std::endl;
+    std::cerr << "yoco-router: HTTP" << (http_options.tls ? "S" : "") << " API (model \""
+              << front_options.model_name << "\") on port " << http->port() << std::endl;
   }
   yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
                              "yoco-router");

@@ -3,7 +3,8 @@
 # (node; its answers equal the gRPC API's for the same seed, stream or not, and show a pre-cached
 # document's tokens), curl for Server-Sent Events framing byte for byte, a client that hangs up
 # mid-stream (its sequence leaves the decode worker), every kind of malformed request (a 4xx
-# naming the field, the acceptor keeps serving), a slow-loris client, and tenants' bearer tokens.
+# naming the field, the acceptor keeps serving), a slow-loris client, HTTPS (also with client
+# certificates) and tenants' bearer tokens.
 #   openai_http_test.sh BIN_DIR MODEL_DIR [SDK_DIR] (default: $OPENAI_SDK_DIR, a folder with node_modules/openai)
 set -euo pipefail
 BIN=$1
@@ -14,7 +15,7 @@ export UCX_WARN_UNUSED_ENV_VARS=n
 base=$((32200 + (RANDOM % 50) * 10))  # 32200-32699: below the ephemeral ports, apart from the other tests
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE=127.0.0.1:$((base + 2))
 HTTP=127.0.0.1:$((base + 3)) METRICS_ROUTER=127.0.0.1:$((base + 4)) METRICS_DECODE=127.0.0.1:$((base + 5))
-ROUTER2=127.0.0.1:$((base + 6)) HTTP2=127.0.0.1:$((base + 7))
+ROUTER2=127.0.0.1:$((base + 6)) HTTP2=127.0.0.1:$((base + 7)) ROUTER3=127.0.0.1:$((base + 8)) HTTP3=127.0.0.1:$((base + 9))
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
 trap cleanup EXIT
@@ -152,24 +153,43 @@ if curl -s "http://$METRICS_ROUTER/metrics" | grep -q '^yoco_router_http_respons
   pass http-metrics; else fail http-metrics "no yoco_router_http_responses_total"; fi
 if grep -qiE "assert|sanitizer|segmentation|terminate called" "$log/r"; then fail router-log "$(cat "$log/r")"; fi
 
-# --- Tenants: the Authorization header is the bearer token, as on gRPC ---
+# --- HTTPS and tenants: the Authorization header is the bearer token, as on gRPC ---
+source "$HERE/test_certs.sh"
+make_ca ca
+make_cert server ca 2 100
+make_cert client ca 2 200
 token=tenant-a-token-0123456789
 cat > "$log/tenants.json" << JSON
 {"tenants": {"team-a": {"tokens": ["$token"]}}}
 JSON
 "$BIN/yoco-router" --listen "$ROUTER2" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \
-  --probe-interval-ms 200 --http-listen "$HTTP2" --tenants "$log/tenants.json" 2> "$log/r2" &
+  --probe-interval-ms 200 --http-listen "$HTTP2" --tenants "$log/tenants.json" \
+  --http-tls-cert "$log/server.pem" --http-tls-key "$log/server.key" 2> "$log/r2" &
 pids+=($!)
+https=(curl -s --cacert "$log/ca.pem")
 for i in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP2/ready")" = 200 ] && break; sleep 0.2
+  [ "$("${https[@]}" -o /dev/null -w '%{http_code}' "https://$HTTP2/ready")" = 200 ] && break; sleep 0.2
 done
 req='{"prompt": "x", "max_tokens": 2}'
-c1=$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP2/v1/completions" --data-binary "$req")
-c2=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer wrong-token-0123456789" "http://$HTTP2/v1/completions" --data-binary "$req")
-c3=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://$HTTP2/v1/completions" --data-binary "$req")
-c4=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://$HTTP2/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2, "cache_salt": "other"}')
-c5=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://$HTTP2/v1/cache")
-if [ "$c1 $c2 $c3 $c4 $c5" = "401 401 200 400 200" ]; then pass tenants; else fail tenants "$c1 $c2 $c3 $c4 $c5"; fi
+c1=$("${https[@]}" -o /dev/null -w '%{http_code}' "https://$HTTP2/v1/completions" --data-binary "$req")
+c2=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer wrong-token-0123456789" "https://$HTTP2/v1/completions" --data-binary "$req")
+c3=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "https://$HTTP2/v1/completions" --data-binary "$req")
+c4=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "https://$HTTP2/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2, "cache_salt": "other"}')
+c5=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "https://$HTTP2/v1/cache")
+if [ "$c1 $c2 $c3 $c4 $c5" = "401 401 200 400 200" ]; then pass https-tenants; else fail https-tenants "$c1 $c2 $c3 $c4 $c5"; fi
+if curl -s -o /dev/null "http://$HTTP2/health"; then fail https-only "plain HTTP answered"; else pass https-only; fi
+# Mutual TLS on HTTP: a client without a certificate of the CA does not get in.
+"$BIN/yoco-router" --listen "$ROUTER3" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \
+  --http-listen "$HTTP3" --http-tls-cert "$log/server.pem" --http-tls-key "$log/server.key" \
+  --http-tls-ca "$log/ca.pem" 2> "$log/r3" &
+pids+=($!)
+mtls=("${https[@]}" --cert "$log/client.pem" --key "$log/client.key")
+for i in $(seq 1 100); do
+  [ "$("${mtls[@]}" -o /dev/null -w '%{http_code}' "https://$HTTP3/health")" = 200 ] && break; sleep 0.2
+done
+if "${https[@]}" -o /dev/null "https://$HTTP3/health"; then fail https-client-cert "a client without a certificate got in"
+elif [ "$("${mtls[@]}" "https://$HTTP3/health")" = "{}" ]; then pass https-client-cert
+else fail https-client-cert "the client with a certificate was refused"; fi
 
 echo "$failures failures"
 [ "$failures" = 0 ]
