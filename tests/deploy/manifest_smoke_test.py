@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -211,6 +212,30 @@ def scrape(port):
     return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
 
 
+def http_api(rw, router, tokens):
+    """The OpenAI HTTP API on the port the manifest names: the same prompt, 12 tokens, over
+    HTTPS with a client certificate and a tenant's token where the overlay asks for them."""
+    port = rw.port(next(p["containerPort"] for p in router["ports"] if p["name"] == "http"))
+    argv = " ".join(router["command"] + router.get("args", []))
+    context, scheme = None, "http"
+    if "--tls_cert" in argv:
+        scheme = "https"
+        context = ssl.create_default_context(cafile=os.path.join(rw.tmp, "client-ca.crt"))
+        context.check_hostname = False  # the certificate names the Service, not 127.0.0.1
+        context.load_cert_chain(os.path.join(rw.tmp, "client-tls.crt"),
+                                os.path.join(rw.tmp, "client-tls.key"))
+    headers = {"Content-Type": "application/json"}
+    if "--tenants" in argv:
+        headers["Authorization"] = "Bearer " + client_token(rw)
+    body = json.dumps({"prompt": [int(t) for t in tokens.split(",")], "max_tokens": 12,
+                       "temperature": 0, "ignore_eos": True}).encode()
+    request = urllib.request.Request(f"{scheme}://127.0.0.1:{port}/v1/completions", body, headers)
+    answer = json.load(urllib.request.urlopen(request, timeout=30, context=context))
+    usage = answer["usage"]
+    assert usage["prompt_tokens"] == 9 and usage["completion_tokens"] == 12, answer
+    print(f"HTTP API ({scheme}): {usage}")
+
+
 def main():
     repo, build, overlay = sys.argv[1:4]
     objects = render(repo, overlay)
@@ -268,6 +293,7 @@ def main():
                                check=True, capture_output=True, text=True).stdout.strip()
         assert served == local, f"served {served}, in-process {local}"
         print(f"{overlay}: served {served} (= in-process engine)")
+        http_api(rw, roles["router"], tokens)
 
         text = scrape(metrics["router"])
         assert re.search(r'^yoco_router_requests_total\{outcome="ok"\} [1-9]', text, re.M), text
