@@ -13,7 +13,7 @@ PACKAGES=(
   libpcre2-dev         # tiktoken pre-tokenisation (Unicode classes, lookahead)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # gRPC API
   libssl-dev  # SHA-256 for prefix-cache keys; TLS to the Kubernetes API
-  libboost-dev  # Boost.Beast and Boost.Asio (headers): the router's Kubernetes API client
+  libboost-dev  # Boost.Beast and Boost.Asio (headers): the router's HTTP API, its Kubernetes API client
   prometheus-cpp-dev   # /metrics on every service
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format

@@ -195,10 +195,11 @@ int main(int argc, char** argv) {
     front_options.defaults.max_seq_len = config->max_seq_len;
     front_options.request_timeout =
         absl::Seconds(absl::GetFlag(FLAGS_http_request_timeout_seconds));
-    front = new yoco::OpenAiFront((*server)->InProcessChannel(grpc::ChannelArguments()),
-                                  service.tokenizer(), *std::move(chat_template),
-                                  [&service] { return service.CanAdmit(); }, front_options,
-                                  &metrics.http_responses);
+    grpc::ChannelArguments channel_args;
+    channel_args.SetMaxReceiveMessageSize(yoco::kMaxGrpcMessageBytes);  // long cache listings
+    front = new yoco::OpenAiFront(
+        (*server)->InProcessChannel(channel_args), service.tokenizer(), *std::move(chat_template),
+        [&service] { return service.CanAdmit(); }, front_options, &metrics.http_responses);
     yoco::HttpServerOptions http_options;
     http_options.threads = absl::GetFlag(FLAGS_http_threads);
     http_options.max_connections = absl::GetFlag(FLAGS_http_max_connections);
