@@ -1,0 +1,266 @@
+// The load driver: one callback-API reactor per request; arrivals from a scheduler thread (open
+// loop) or from completions (closed loop).
+#include "loadtest/load_driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "yoco/v1/yoco.grpc.pb.h"
+
+namespace yoco {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+const char* FinishName(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    case v1::FINISH_REASON_STOP:
+      return "stop";
+    case v1::FINISH_REASON_EOS:
+      return "eos";
+    case v1::FINISH_REASON_CANCELLED:
+      return "cancelled";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+struct LoadDriver::State {
+  std::unique_ptr<v1::Yoco::Stub> stub;
+  const Workload* workload = nullptr;
+  LoadOptions options;
+
+  std::mutex mu;
+  std::condition_variable changed;
+  Clock::time_point start;
+  Clock::time_point stop_starting;  // no request starts after this
+  uint64_t next = 0;                // the next request index
+  uint64_t in_flight = 0;
+  uint64_t done = 0;
+  uint64_t errors = 0;
+  std::vector<RequestRecord> records;
+
+  void PrepareContext(grpc::ClientContext& context) const {
+    context.set_deadline(std::chrono::system_clock::now() +
+                         absl::ToChronoMilliseconds(options.timeout));
+    if (!options.bearer_token.empty()) {
+      context.AddMetadata("authorization", "Bearer " + options.bearer_token);
+    }
+  }
+
+  // Whether another request may start now; reserves its index. mu held.
+  bool TakeNextLocked(uint64_t* index) {
+    if (options.requests > 0 && next >= options.requests) return false;
+    if (Clock::now() > stop_starting) return false;
+    *index = next++;
+    ++in_flight;
+    return true;
+  }
+
+  void Launch(uint64_t index);
+  void Finished(RequestRecord record);
+};
+
+namespace {
+
+class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  GenerateCall(LoadDriver::State& state, uint64_t index) : state_(state) {
+    PlannedRequest plan = state.workload->Request(index);
+    record_.index = index;
+    record_.document = plan.document;
+    record_.prompt_tokens = static_cast<uint32_t>(plan.prompt.size());
+    record_.max_tokens = plan.max_tokens;
+    request_.mutable_tokens()->mutable_ids()->Add(plan.prompt.begin(), plan.prompt.end());
+    request_.set_request_id(absl::StrCat("loadtest-", index));
+    request_.set_cache_salt(state.options.cache_salt);
+    v1::SamplingParams* s = request_.mutable_sampling();
+    s->set_max_new_tokens(plan.max_tokens);
+    s->set_temperature(state.options.temperature);
+    s->set_seed(state.options.seed + index);
+    // Every request produces exactly max_tokens, as load tools' ignore_eos does.
+    s->set_stop_at_eos(false);
+  }
+
+  void Start() {
+    state_.PrepareContext(context_);
+    sent_ = Clock::now();
+    record_.start_s = std::chrono::duration<double>(sent_ - state_.start).count();
+    state_.stub->async()->Generate(&context_, &request_, this);
+    StartRead(&event_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    const auto now = Clock::now();
+    if (event_.has_token()) {
+      if (record_.output_tokens == 0) {
+        record_.ttft_ms = Ms(now - sent_);
+      } else {
+        record_.itl_ms.push_back(Ms(now - last_token_));
+      }
+      last_token_ = now;
+      ++record_.output_tokens;
+    } else if (event_.has_finish()) {
+      const v1::Finish& f = event_.finish();
+      record_.cached_tokens = f.usage().cached_prompt_tokens();
+      record_.cache_tier = f.cache_tier();
+      record_.finish_reason = FinishName(f.reason());
+    }
+    StartRead(&event_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    record_.e2e_ms = Ms(Clock::now() - sent_);
+    record_.status = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
+    if (!status.ok()) record_.error = status.error_message();
+    state_.Finished(std::move(record_));
+    delete this;
+  }
+
+ private:
+  LoadDriver::State& state_;
+  grpc::ClientContext context_;
+  v1::GenerateRequest request_;
+  v1::GenerateResponse event_;
+  RequestRecord record_;
+  Clock::time_point sent_, last_token_;
+};
+
+}  // namespace
+
+void LoadDriver::State::Launch(uint64_t index) { (new GenerateCall(*this, index))->Start(); }
+
+void LoadDriver::State::Finished(RequestRecord record) {
+  uint64_t next_index = 0;
+  bool launch = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!record.ok()) ++errors;
+    records.push_back(std::move(record));
+    --in_flight;
+    ++done;
+    // Closed loop: a finished request makes room for the next.
+    if (options.concurrency > 0) launch = TakeNextLocked(&next_index);
+    changed.notify_all();
+  }
+  if (launch) Launch(next_index);
+}
+
+LoadDriver::LoadDriver(std::shared_ptr<grpc::Channel> channel, const Workload& workload,
+                       LoadOptions options)
+    : state_(std::make_unique<State>()) {
+  state_->stub = v1::Yoco::NewStub(std::move(channel));
+  state_->workload = &workload;
+  state_->options = std::move(options);
+}
+
+LoadDriver::~LoadDriver() = default;
+
+absl::Status LoadDriver::Precache(bool pin) {
+  const auto& documents = state_->workload->documents();
+  for (size_t k = 0; k < documents.size(); ++k) {
+    grpc::ClientContext context;
+    state_->PrepareContext(context);
+    v1::PrecacheRequest request;
+    request.mutable_tokens()->mutable_ids()->Add(documents[k].begin(), documents[k].end());
+    request.set_pin(pin);
+    request.set_cache_salt(state_->options.cache_salt);
+    v1::PrecacheResponse response;
+    const grpc::Status st = state_->stub->Precache(&context, request, &response);
+    if (!st.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("pre-caching document ", k, ": ", st.error_message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
+  State& s = *state_;
+  s.start = Clock::now();
+  s.stop_starting = s.options.duration == absl::InfiniteDuration()
+                        ? Clock::time_point::max()
+                        : s.start + absl::ToChronoNanoseconds(s.options.duration);
+  bool running = true;
+  std::thread progress([&s, &running] {
+    std::unique_lock<std::mutex> lock(s.mu);
+    while (running) {
+      s.changed.wait_for(lock, std::chrono::seconds(1));
+      if (!running || !s.options.progress) continue;
+      const double t = std::chrono::duration<double>(Clock::now() - s.start).count();
+      std::cerr << absl::StrFormat(
+                       "\r%6.1f s  sent %llu  done %llu  in flight %llu  errors %llu  %.1f req/s ",
+                       t, static_cast<unsigned long long>(s.next),
+                       static_cast<unsigned long long>(s.done),
+                       static_cast<unsigned long long>(s.in_flight),
+                       static_cast<unsigned long long>(s.errors), t > 0 ? s.done / t : 0.0)
+                << std::flush;
+    }
+  });
+  if (s.options.concurrency > 0) {
+    std::vector<uint64_t> first;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      uint64_t index;
+      while (first.size() < static_cast<size_t>(s.options.concurrency) &&
+             s.TakeNextLocked(&index)) {
+        first.push_back(index);
+      }
+    }
+    for (uint64_t index : first) s.Launch(index);
+  } else {
+    // Open loop: arrival times fixed in advance by the seed, whatever the server's pace.
+    SplitMix64 rng(s.options.seed ^ 0xA5A5A5A5A5A5A5A5ull);
+    auto at = s.start;
+    while (true) {
+      uint64_t index;
+      {
+        std::lock_guard<std::mutex> lock(s.mu);
+        if (!s.TakeNextLocked(&index)) break;
+      }
+      s.Launch(index);
+      const double gap = s.options.arrivals == Arrivals::kPoisson
+                             ? -std::log(1.0 - rng.Uniform()) / s.options.rate
+                             : 1.0 / s.options.rate;
+      at += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap));
+      std::this_thread::sleep_until(at);
+    }
+  }
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.changed.wait(lock, [&s] {
+    return s.in_flight == 0 && (s.options.concurrency == 0 ||
+                                (s.options.requests > 0 && s.next >= s.options.requests) ||
+                                Clock::now() > s.stop_starting);
+  });
+  running = false;
+  s.changed.notify_all();
+  lock.unlock();
+  progress.join();
+  if (s.options.progress) std::cerr << "\n";
+  double last_end = 0;
+  for (const RequestRecord& r : s.records)
+    last_end = std::max(last_end, r.start_s + r.e2e_ms / 1e3);
+  *duration_s = last_end;
+  std::vector<RequestRecord> records = std::move(s.records);
+  std::sort(records.begin(), records.end(),
+            [](const RequestRecord& a, const RequestRecord& b) { return a.index < b.index; });
+  return records;
+}
+
+}  // namespace yoco

@@ -1,0 +1,58 @@
+// LoadDriver: sends a workload's requests to the router's Generate API and measures each one.
+// Open loop (arrivals at a rate, Poisson or constant, whatever the server's pace) or closed loop
+// (a fixed number of requests in flight). Every stream is a gRPC callback-API call, so one
+// process holds thousands of them without a thread each.
+#ifndef YOCO_LOADTEST_LOAD_DRIVER_H_
+#define YOCO_LOADTEST_LOAD_DRIVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "loadtest/request_record.h"
+#include "loadtest/workload.h"
+
+namespace yoco {
+
+enum class Arrivals { kPoisson, kConstant };
+
+struct LoadOptions {
+  int concurrency = 0;  // > 0: closed loop with this many requests in flight
+  double rate = 0;      // > 0: open loop, requests per second
+  Arrivals arrivals = Arrivals::kPoisson;
+  uint64_t requests = 100;  // the run's size (0: bounded by `duration` only)
+  absl::Duration duration = absl::InfiniteDuration();  // no request starts after this
+  absl::Duration timeout = absl::Seconds(120);         // each request's deadline
+  std::string cache_salt;
+  std::string bearer_token;  // sent as "authorization: Bearer ..." when set
+  uint64_t seed = 0;         // arrival times and each request's sampling seed
+  float temperature = 0;
+  bool progress = true;  // a line per second on stderr
+};
+
+class LoadDriver {
+ public:
+  LoadDriver(std::shared_ptr<grpc::Channel> channel, const Workload& workload, LoadOptions options);
+  ~LoadDriver();
+
+  // Pre-caches the workload's documents (rag), each under the run's salt.
+  absl::Status Precache(bool pin);
+
+  // Runs the load; returns every request's record in index order and the run's duration (from
+  // the first request sent to the last one finished).
+  std::vector<RequestRecord> Run(double* duration_s);
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LOADTEST_LOAD_DRIVER_H_
