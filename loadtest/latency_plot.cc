@@ -30,6 +30,27 @@ void WriteValues(const std::vector<double>& values, const std::string& path) {
   if (values.empty()) out << "NaN\n";
 }
 
+// Runs `script` with gnuplot, then removes `dir` (its data).
+absl::Status RunGnuplot(const std::string& script, const std::string& dir) {
+  {
+    std::ofstream out(dir + "/plot.gp");
+    out << script;
+  }
+  const std::string command = absl::StrCat("gnuplot '", dir, "/plot.gp' 2> '", dir, "/err'");
+  const int rc = std::system(command.c_str());
+  std::string error;
+  if (rc != 0) {
+    std::ifstream err(dir + "/err");
+    std::getline(err, error);
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat("gnuplot failed (is gnuplot installed?): ", error));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status WriteLatencyPlot(const std::vector<RequestRecord>& records, const std::string& title,
@@ -68,23 +89,43 @@ absl::Status WriteLatencyPlot(const std::vector<RequestRecord>& records, const s
       "/ttft.cdf' with lines lw 2 title 'TTFT', '", dir,
       "/tpot.cdf' with lines lw 2 title 'time per output token', '", dir,
       "/e2e.cdf' with lines lw 2 title 'end to end'\n", "unset multiplot\n");
+  return RunGnuplot(script, dir);
+}
+
+absl::Status WriteSweepPlot(const std::vector<SweepPoint>& points, double slo_ttft_ms,
+                            double slo_tpot_ms, const std::string& title,
+                            const std::string& png_path) {
+  const std::string dir = png_path + ".plot";
+  std::filesystem::create_directories(dir);
   {
-    std::ofstream out(dir + "/plot.gp");
-    out << script;
+    std::ofstream out(dir + "/sweep.dat");
+    for (const SweepPoint& p : points) {
+      out << p.offered_rate << " " << p.requests_per_s << " " << p.goodput_requests_per_s << " "
+          << std::max(p.ttft_p50_ms, 1e-3) << " " << std::max(p.ttft_p99_ms, 1e-3) << " "
+          << std::max(p.tpot_p99_ms, 1e-3) << "\n";
+    }
   }
-  const std::string command = absl::StrCat("gnuplot '", dir, "/plot.gp' 2> '", dir, "/err'");
-  const int rc = std::system(command.c_str());
-  std::string error;
-  if (rc != 0) {
-    std::ifstream err(dir + "/err");
-    std::getline(err, error);
-  }
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-  if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat("gnuplot failed (is gnuplot installed?): ", error));
-  }
-  return absl::OkStatus();
+  std::string limits;
+  if (slo_ttft_ms > 0)
+    absl::StrAppend(&limits, ", ", slo_ttft_ms, " with lines dt 2 title 'TTFT SLO'");
+  if (slo_tpot_ms > 0)
+    absl::StrAppend(&limits, ", ", slo_tpot_ms, " with lines dt 3 title 'TPOT SLO'");
+  const std::string data = dir + "/sweep.dat";
+  const std::string script = absl::StrCat(
+      "set terminal pngcairo size 1400,520 font ',11'\n", "set output '", png_path, "'\n",
+      "set multiplot layout 1,2 title '", absl::StrReplaceAll(title, {{"'", ""}}), "'\n",
+      "set xlabel 'offered load (requests/s)'\nset key top left\n",
+      "set title 'latency against offered load'\nset ylabel 'ms (log scale)'\nset logscale y\n",
+      "plot '", data, "' using 1:4 with linespoints lw 2 title 'TTFT p50', '", data,
+      "' using 1:5 with linespoints lw 2 title 'TTFT p99', '", data,
+      "' using 1:6 with linespoints lw 2 title 'TPOT p99'", limits, "\n",
+      "unset logscale y\nset title 'throughput against offered load'\n",
+      "set ylabel 'requests/s'\n", "plot '", data,
+      "' using 1:2 with linespoints lw 2 title 'completed', '", data,
+      "' using 1:3 with linespoints lw 2 title 'goodput (within the SLO)', x with lines dt 2 "
+      "title 'offered'\n",
+      "unset multiplot\n");
+  return RunGnuplot(script, dir);
 }
 
 }  // namespace yoco

@@ -15,6 +15,17 @@ namespace yoco {
 absl::Status WriteLatencyPlot(const std::vector<RequestRecord>& records, const std::string& title,
                               const std::string& png_path);
 
+// A sweep against offered load (one point per step): TTFT p50/p99 and TPOT p99 on the left,
+// achieved throughput and goodput on the right, the SLO's limits drawn across.
+struct SweepPoint {
+  double offered_rate = 0;
+  double requests_per_s = 0, goodput_requests_per_s = 0;
+  double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p99_ms = 0;
+};
+absl::Status WriteSweepPlot(const std::vector<SweepPoint>& points, double slo_ttft_ms,
+                            double slo_tpot_ms, const std::string& title,
+                            const std::string& png_path);
+
 }  // namespace yoco
 
 #endif  // YOCO_LOADTEST_LATENCY_PLOT_H_

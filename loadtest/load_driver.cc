@@ -48,7 +48,7 @@ struct LoadDriver::State {
   std::condition_variable changed;
   Clock::time_point start;
   Clock::time_point stop_starting;  // no request starts after this
-  uint64_t next = 0;                // the next request index
+  uint64_t next = 0;                // sessions started (a session: turns() requests; else 1)
   uint64_t in_flight = 0;
   uint64_t done = 0;
   uint64_t errors = 0;
@@ -62,34 +62,42 @@ struct LoadDriver::State {
     }
   }
 
-  // Whether another request may start now; reserves its index. mu held.
+  // Whether another session may start now; reserves its first request's index. mu held.
   bool TakeNextLocked(uint64_t* index) {
-    if (options.requests > 0 && next >= options.requests) return false;
+    const uint64_t turns = static_cast<uint64_t>(workload->turns());
+    if (options.requests > 0 && next * turns >= options.requests) return false;
     if (Clock::now() > stop_starting) return false;
-    *index = next++;
+    *index = options.first_index + next++ * turns;
     ++in_flight;
     return true;
   }
 
-  void Launch(uint64_t index);
-  void Finished(RequestRecord record);
+  void Launch(uint64_t index, PlannedRequest plan);
+  // A request ended; `plan` and `answer` continue its session (chat).
+  void Finished(RequestRecord record, const PlannedRequest& plan,
+                const std::vector<int32_t>& answer);
 };
 
 namespace {
 
 class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
-  GenerateCall(LoadDriver::State& state, uint64_t index) : state_(state) {
-    PlannedRequest plan = state.workload->Request(index);
+  GenerateCall(LoadDriver::State& state, uint64_t index, PlannedRequest plan)
+      : state_(state), plan_(std::move(plan)) {
     record_.index = index;
-    record_.document = plan.document;
-    record_.prompt_tokens = static_cast<uint32_t>(plan.prompt.size());
-    record_.max_tokens = plan.max_tokens;
-    request_.mutable_tokens()->mutable_ids()->Add(plan.prompt.begin(), plan.prompt.end());
+    record_.document = plan_.document;
+    record_.prompt_tokens = static_cast<uint32_t>(plan_.prompt.size());
+    record_.max_tokens = plan_.max_tokens;
+    if (plan_.text.empty()) {
+      request_.mutable_tokens()->mutable_ids()->Add(plan_.prompt.begin(), plan_.prompt.end());
+    } else {
+      request_.set_text(plan_.text);
+    }
+    keep_answer_ = state.workload->turns() > 1;
     request_.set_request_id(absl::StrCat("loadtest-", index));
     request_.set_cache_salt(state.options.cache_salt);
     v1::SamplingParams* s = request_.mutable_sampling();
-    s->set_max_new_tokens(plan.max_tokens);
+    s->set_max_new_tokens(plan_.max_tokens);
     s->set_temperature(state.options.temperature);
     s->set_seed(state.options.seed + index);
     // Every request produces exactly max_tokens, as load tools' ignore_eos does.
@@ -116,9 +124,11 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
       }
       last_token_ = now;
       ++record_.output_tokens;
+      if (keep_answer_) answer_.push_back(event_.token().id());
     } else if (event_.has_finish()) {
       const v1::Finish& f = event_.finish();
       record_.cached_tokens = f.usage().cached_prompt_tokens();
+      record_.prompt_tokens = f.usage().prompt_tokens();  // a text prompt's, as tokenised
       record_.cache_tier = f.cache_tier();
       record_.finish_reason = FinishName(f.reason());
     }
@@ -129,12 +139,15 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
     record_.e2e_ms = Ms(Clock::now() - sent_);
     record_.status = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
     if (!status.ok()) record_.error = status.error_message();
-    state_.Finished(std::move(record_));
+    state_.Finished(std::move(record_), plan_, answer_);
     delete this;
   }
 
  private:
   LoadDriver::State& state_;
+  const PlannedRequest plan_;
+  bool keep_answer_ = false;
+  std::vector<int32_t> answer_;  // chat: the tokens the next turn repeats
   grpc::ClientContext context_;
   v1::GenerateRequest request_;
   v1::GenerateResponse event_;
@@ -144,22 +157,32 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
 
 }  // namespace
 
-void LoadDriver::State::Launch(uint64_t index) { (new GenerateCall(*this, index))->Start(); }
+void LoadDriver::State::Launch(uint64_t index, PlannedRequest plan) {
+  (new GenerateCall(*this, index, std::move(plan)))->Start();
+}
 
-void LoadDriver::State::Finished(RequestRecord record) {
+void LoadDriver::State::Finished(RequestRecord record, const PlannedRequest& plan,
+                                 const std::vector<int32_t>& answer) {
+  const uint64_t index = record.index;
+  const uint64_t turns = static_cast<uint64_t>(workload->turns());
+  // A session's next turn follows at once; a failed turn ends its session.
+  const bool next_turn = record.ok() && (index - options.first_index) % turns + 1 < turns;
   uint64_t next_index = 0;
   bool launch = false;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!record.ok()) ++errors;
     records.push_back(std::move(record));
-    --in_flight;
     ++done;
-    // Closed loop: a finished request makes room for the next.
-    if (options.concurrency > 0) launch = TakeNextLocked(&next_index);
+    if (!next_turn) {
+      --in_flight;
+      // Closed loop: a finished session makes room for the next.
+      if (options.concurrency > 0) launch = TakeNextLocked(&next_index);
+    }
     changed.notify_all();
   }
-  if (launch) Launch(next_index);
+  if (next_turn) Launch(index + 1, workload->NextTurn(plan.prompt, answer, index + 1));
+  if (launch) Launch(next_index, workload->Request(next_index));
 }
 
 LoadDriver::LoadDriver(std::shared_ptr<grpc::Channel> channel, const Workload& workload,
@@ -223,9 +246,11 @@ std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
         first.push_back(index);
       }
     }
-    for (uint64_t index : first) s.Launch(index);
+    for (uint64_t index : first) s.Launch(index, s.workload->Request(index));
   } else {
-    // Open loop: arrival times fixed in advance by the seed, whatever the server's pace.
+    // Open loop: arrival times fixed in advance (by the seed, or the replayed file), whatever
+    // the server's pace.
+    const bool replay = s.workload->options().kind == WorkloadKind::kReplay;
     SplitMix64 rng(s.options.seed ^ 0xA5A5A5A5A5A5A5A5ull);
     auto at = s.start;
     while (true) {
@@ -234,7 +259,13 @@ std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
         std::lock_guard<std::mutex> lock(s.mu);
         if (!s.TakeNextLocked(&index)) break;
       }
-      s.Launch(index);
+      if (replay) {  // the file's arrival times
+        std::this_thread::sleep_until(
+            s.start + std::chrono::duration_cast<Clock::duration>(
+                          std::chrono::duration<double>(s.workload->ArrivalSeconds(index))));
+      }
+      s.Launch(index, s.workload->Request(index));
+      if (replay) continue;
       const double gap = s.options.arrivals == Arrivals::kPoisson
                              ? -std::log(1.0 - rng.Uniform()) / s.options.rate
                              : 1.0 / s.options.rate;
@@ -244,9 +275,10 @@ std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
   }
   std::unique_lock<std::mutex> lock(s.mu);
   s.changed.wait(lock, [&s] {
-    return s.in_flight == 0 && (s.options.concurrency == 0 ||
-                                (s.options.requests > 0 && s.next >= s.options.requests) ||
-                                Clock::now() > s.stop_starting);
+    return s.in_flight == 0 &&
+           (s.options.concurrency == 0 ||
+            (s.options.requests > 0 && s.next * s.workload->turns() >= s.options.requests) ||
+            Clock::now() > s.stop_starting);
   });
   running = false;
   s.changed.notify_all();

@@ -22,10 +22,13 @@ namespace yoco {
 enum class Arrivals { kPoisson, kConstant };
 
 struct LoadOptions {
-  int concurrency = 0;  // > 0: closed loop with this many requests in flight
-  double rate = 0;      // > 0: open loop, requests per second
+  // > 0: closed loop with this many requests (chat: sessions) in flight. Otherwise open loop:
+  // `rate` requests (chat: sessions) per second, or a replayed file's own arrival times.
+  int concurrency = 0;
+  double rate = 0;
   Arrivals arrivals = Arrivals::kPoisson;
-  uint64_t requests = 100;  // the run's size (0: bounded by `duration` only)
+  uint64_t requests = 100;   // the run's size (0: bounded by `duration` only)
+  uint64_t first_index = 0;  // the workload's request indices start here (sweep steps differ)
   absl::Duration duration = absl::InfiniteDuration();  // no request starts after this
   absl::Duration timeout = absl::Seconds(120);         // each request's deadline
   std::string cache_salt;

@@ -73,12 +73,18 @@ LoadSummary SummarizeRun(const std::vector<RequestRecord>& records, double durat
     s.output_tokens_per_s = static_cast<double>(output_tokens) / duration_s;
     s.goodput_requests_per_s = static_cast<double>(good) / duration_s;
   }
+  if (s.requests > 0)
+    s.slo_attainment = static_cast<double>(good) / static_cast<double>(s.requests);
   if (s.ok > 0) s.cache_hit_rate = static_cast<double>(hits) / static_cast<double>(s.ok);
   if (prompt_tokens > 0) {
     s.cached_token_fraction =
         static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens);
   }
   return s;
+}
+
+bool HoldsSlo(const LoadSummary& step, double attainment) {
+  return step.requests > 0 && step.errors.empty() && step.slo_attainment >= attainment;
 }
 
 namespace {
@@ -104,6 +110,7 @@ nlohmann::json ToJson(const LoadSummary& s) {
           {"requests_per_s", s.requests_per_s},
           {"output_tokens_per_s", s.output_tokens_per_s},
           {"goodput_requests_per_s", s.goodput_requests_per_s},
+          {"slo_attainment", s.slo_attainment},
           {"cache_hit_rate", s.cache_hit_rate},
           {"cached_token_fraction", s.cached_token_fraction},
           {"ttft_hit_ms", ToJson(s.ttft_hit_ms)},

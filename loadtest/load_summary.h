@@ -40,6 +40,7 @@ struct LoadSummary {
   double requests_per_s = 0;
   double output_tokens_per_s = 0;
   double goodput_requests_per_s = 0;  // successful requests that met the SLO
+  double slo_attainment = 0;          // the fraction of all requests that met it
   double cache_hit_rate = 0;          // successful requests with cached prompt tokens
   double cached_token_fraction = 0;   // cached / prompt tokens of successful requests
   Percentiles ttft_hit_ms, ttft_miss_ms;
@@ -47,6 +48,9 @@ struct LoadSummary {
 
 LoadSummary SummarizeRun(const std::vector<RequestRecord>& records, double duration_s,
                          const Slo& slo);
+
+// A sweep step holds the SLO when no request failed and at least `attainment` of them met it.
+bool HoldsSlo(const LoadSummary& step, double attainment);
 nlohmann::json ToJson(const LoadSummary& summary);
 
 }  // namespace yoco

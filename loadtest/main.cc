@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "lib/files/key_file.h"
 #include "lib/rpc/service_flags.h"
@@ -18,7 +19,7 @@
 #include "yoco/v1/yoco.grpc.pb.h"
 
 ABSL_FLAG(std::string, router, "127.0.0.1:50051", "the router's gRPC address HOST:PORT");
-ABSL_FLAG(std::string, workload, "rag", "rag, shared-prefix or random");
+ABSL_FLAG(std::string, workload, "rag", "rag, shared-prefix, chat, random or replay");
 ABSL_FLAG(uint64_t, requests, 100, "requests in the run (0: bounded by --duration-seconds)");
 ABSL_FLAG(double, duration_seconds, 0, "no request starts after this (0: no bound)");
 ABSL_FLAG(int, concurrency, 0, "closed loop: requests in flight");
@@ -38,6 +39,12 @@ ABSL_FLAG(int, prefix_tokens, 512, "shared-prefix: tokens of the shared prefix")
 ABSL_FLAG(int, suffix_tokens, 64, "shared-prefix: tokens after it");
 ABSL_FLAG(int, input_tokens, 256, "random: mean prompt tokens");
 ABSL_FLAG(int, input_spread, 0, "random: prompt tokens uniform in mean +- spread");
+ABSL_FLAG(int, turns, 4, "chat: requests per session");
+ABSL_FLAG(int, system_tokens, 128, "chat: tokens of the shared system prompt");
+ABSL_FLAG(int, user_tokens, 32, "chat: tokens of each user message");
+ABSL_FLAG(std::string, replay, "",
+          "replay: a JSONL file, one request per line: {\"timestamp_ms\": T, \"prompt_tokens\": "
+          "[ids] or \"prompt\": TEXT, \"max_tokens\": N}, sent at its timestamp");
 ABSL_FLAG(std::string, cache_salt, "", "every request's cache salt");
 ABSL_FLAG(std::string, token_file, "", "a tenant's bearer token");
 ABSL_FLAG(double, timeout_seconds, 120, "each request's deadline");
@@ -49,6 +56,13 @@ ABSL_FLAG(std::string, scrape, "",
           "http://HOST:PORT/metrics[,...]: the series each server changed during the run go "
           "into the summary");
 ABSL_FLAG(bool, quiet, false, "no progress line");
+ABSL_FLAG(bool, sweep, false,
+          "open-loop runs of --requests each at rising rates from --rate (x --sweep-factor) until "
+          "the --slo breaks; reports the maximum sustainable rate");
+ABSL_FLAG(double, sweep_factor, 1.5, "--sweep: each rate is the last times this");
+ABSL_FLAG(int, sweep_steps, 8, "--sweep: at most this many rates");
+ABSL_FLAG(double, sweep_attainment, 0.9,
+          "--sweep: a rate holds the SLO when no request fails and this fraction meets it");
 
 namespace {
 
@@ -76,15 +90,84 @@ absl::StatusOr<yoco::Slo> ParseSlo(const std::string& text) {
   return slo;
 }
 
+bool WriteText(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  return static_cast<bool>(f);
+}
+
+// --sweep: open-loop steps at rising rates; each step's requests are new indices of the workload.
+int Sweep(std::shared_ptr<grpc::Channel> channel, const yoco::Workload& workload,
+          yoco::LoadOptions load, const yoco::Slo& slo) {
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<yoco::SweepPoint> points;
+  std::string jsonl;
+  double rate = load.rate, best = 0;
+  for (int step = 0; step < absl::GetFlag(FLAGS_sweep_steps); ++step) {
+    yoco::LoadOptions options = load;
+    options.rate = rate;
+    options.first_index = static_cast<uint64_t>(step) * load.requests;
+    yoco::LoadDriver driver(channel, workload, options);
+    double duration_s = 0;
+    std::vector<yoco::RequestRecord> records = driver.Run(&duration_s);
+    const yoco::LoadSummary summary = yoco::SummarizeRun(records, duration_s, slo);
+    nlohmann::json j = yoco::ToJson(summary);
+    j["offered_rate"] = rate;
+    steps.push_back(j);
+    points.push_back({rate, summary.requests_per_s, summary.goodput_requests_per_s,
+                      summary.ttft_ms.p50, summary.ttft_ms.p99, summary.tpot_ms.p99});
+    for (const yoco::RequestRecord& r : records) {
+      nlohmann::json line = r.ToJson();
+      line["offered_rate"] = rate;
+      jsonl += line.dump() + "\n";
+    }
+    const bool holds = yoco::HoldsSlo(summary, absl::GetFlag(FLAGS_sweep_attainment));
+    std::cerr << absl::StrFormat(
+        "rate %.2f/s: completed %.2f/s, TTFT p99 %.0f ms, TPOT p99 %.1f ms, SLO met by %.0f%%, "
+        "%d errors: %s\n",
+        rate, summary.requests_per_s, summary.ttft_ms.p99, summary.tpot_ms.p99,
+        100 * summary.slo_attainment, static_cast<int>(summary.requests - summary.ok),
+        holds ? "holds" : "breaks");
+    if (!holds) break;
+    best = rate;
+    rate *= absl::GetFlag(FLAGS_sweep_factor);
+  }
+  nlohmann::json out = {{"workload", yoco::WorkloadKindName(workload.options().kind)},
+                        {"seed", load.seed},
+                        {"slo", {{"ttft_ms", slo.ttft_ms}, {"tpot_ms", slo.tpot_ms}}},
+                        {"sweep_attainment", absl::GetFlag(FLAGS_sweep_attainment)},
+                        {"max_sustainable_rate", best},
+                        {"steps", steps}};
+  std::cout << out.dump(2) << "\n";
+  if (!absl::GetFlag(FLAGS_json).empty() &&
+      !WriteText(absl::GetFlag(FLAGS_json), out.dump(2) + "\n")) {
+    return Fail("cannot write " + absl::GetFlag(FLAGS_json));
+  }
+  if (!absl::GetFlag(FLAGS_jsonl).empty() && !WriteText(absl::GetFlag(FLAGS_jsonl), jsonl)) {
+    return Fail("cannot write " + absl::GetFlag(FLAGS_jsonl));
+  }
+  if (!absl::GetFlag(FLAGS_plot).empty()) {
+    const std::string title =
+        absl::StrFormat("%s sweep: max sustainable rate %.2f/s",
+                        yoco::WorkloadKindName(workload.options().kind), best);
+    if (absl::Status st = yoco::WriteSweepPlot(points, slo.ttft_ms, slo.tpot_ms, title,
+                                               absl::GetFlag(FLAGS_plot));
+        !st.ok()) {
+      return Fail(std::string(st.message()));
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   yoco::ParseServiceFlags(
       argc, argv,
       "a seeded load against the router, with an SLO report.\nusage: yoco-loadtest --router "
-      "HOST:PORT --workload rag|shared-prefix|random [workload flags] --requests N "
+      "HOST:PORT --workload rag|shared-prefix|chat|random|replay [workload flags] --requests N "
       "(--concurrency C | --rate R) --seed S --json OUT.json [--jsonl OUT.jsonl] [--plot OUT.png] "
-      "[--slo ttft=MS,tpot=MS]");
+      "[--slo ttft=MS,tpot=MS] [--sweep]");
   auto kind = yoco::ParseWorkloadKind(absl::GetFlag(FLAGS_workload));
   if (!kind.ok()) return Fail(std::string(kind.status().message()));
   auto slo = ParseSlo(absl::GetFlag(FLAGS_slo));
@@ -92,8 +175,19 @@ int main(int argc, char** argv) {
   yoco::LoadOptions load;
   load.concurrency = absl::GetFlag(FLAGS_concurrency);
   load.rate = absl::GetFlag(FLAGS_rate);
-  if ((load.concurrency > 0) == (load.rate > 0)) {
+  const bool replay = *kind == yoco::WorkloadKind::kReplay;
+  if (replay && (load.concurrency > 0 || load.rate > 0 || absl::GetFlag(FLAGS_sweep))) {
+    return Fail(
+        "--workload replay sends at the file's timestamps: no --concurrency, --rate or "
+        "--sweep");
+  }
+  if (!replay && (load.concurrency > 0) == (load.rate > 0)) {
     return Fail("give one of --concurrency C (closed loop) and --rate R (open loop)");
+  }
+  if (absl::GetFlag(FLAGS_sweep)) {
+    if (load.rate <= 0) return Fail("--sweep starts from --rate R (open loop)");
+    if (slo->ttft_ms <= 0 && slo->tpot_ms <= 0) return Fail("--sweep needs --slo");
+    if (!(absl::GetFlag(FLAGS_sweep_factor) > 1)) return Fail("--sweep-factor must be above 1");
   }
   if (absl::GetFlag(FLAGS_arrivals) == "constant") {
     load.arrivals = yoco::Arrivals::kConstant;
@@ -146,8 +240,17 @@ int main(int argc, char** argv) {
   w.suffix_tokens = absl::GetFlag(FLAGS_suffix_tokens);
   w.input_tokens = absl::GetFlag(FLAGS_input_tokens);
   w.input_spread = absl::GetFlag(FLAGS_input_spread);
+  w.turns = absl::GetFlag(FLAGS_turns);
+  w.system_tokens = absl::GetFlag(FLAGS_system_tokens);
+  w.user_tokens = absl::GetFlag(FLAGS_user_tokens);
+  w.replay_path = absl::GetFlag(FLAGS_replay);
+  if (replay && w.replay_path.empty()) return Fail("--workload replay needs --replay FILE");
   auto workload = yoco::Workload::Make(w);
   if (!workload.ok()) return Fail(std::string(workload.status().message()));
+  if (replay) {  // the file's requests, at most --requests of them
+    const uint64_t in_file = workload->replay_size();
+    load.requests = load.requests == 0 ? in_file : std::min<uint64_t>(load.requests, in_file);
+  }
 
   std::vector<std::string> scrape_urls =
       absl::StrSplit(absl::GetFlag(FLAGS_scrape), ',', absl::SkipEmpty());
@@ -164,6 +267,7 @@ int main(int argc, char** argv) {
       return Fail(std::string(st.message()));
     }
   }
+  if (absl::GetFlag(FLAGS_sweep)) return Sweep(channel, *workload, load, *slo);
   double duration_s = 0;
   std::vector<yoco::RequestRecord> records = driver.Run(&duration_s);
   yoco::LoadSummary summary = yoco::SummarizeRun(records, duration_s, *slo);
@@ -171,9 +275,10 @@ int main(int argc, char** argv) {
   nlohmann::json out = yoco::ToJson(summary);
   out["workload"] = yoco::WorkloadKindName(w.kind);
   out["seed"] = load.seed;
-  out["load"] = load.concurrency > 0 ? nlohmann::json{{"concurrency", load.concurrency}}
-                                     : nlohmann::json{{"rate", load.rate},
-                                                      {"arrivals", absl::GetFlag(FLAGS_arrivals)}};
+  out["load"] =
+      load.concurrency > 0 ? nlohmann::json{{"concurrency", load.concurrency}}
+      : replay             ? nlohmann::json{{"replay", w.replay_path}}
+               : nlohmann::json{{"rate", load.rate}, {"arrivals", absl::GetFlag(FLAGS_arrivals)}};
   out["slo"] = {{"ttft_ms", slo->ttft_ms}, {"tpot_ms", slo->tpot_ms}};
   out["tpot_definition"] = "(e2e - ttft) / (output_tokens - 1), the first token excluded";
   nlohmann::json servers = nlohmann::json::object();
@@ -199,6 +304,7 @@ int main(int argc, char** argv) {
     const std::string title =
         std::string(yoco::WorkloadKindName(w.kind)) + ", " +
         (load.concurrency > 0 ? "concurrency " + std::to_string(load.concurrency)
+         : replay             ? std::string("replay")
                               : "rate " + std::to_string(load.rate) + "/s");
     if (absl::Status st = yoco::WriteLatencyPlot(records, title, absl::GetFlag(FLAGS_plot));
         !st.ok()) {

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "lib/engine/strict_json.h"
 
 namespace yoco {
 namespace {
@@ -43,8 +45,10 @@ absl::StatusOr<WorkloadKind> ParseWorkloadKind(const std::string& name) {
   if (name == "rag") return WorkloadKind::kRag;
   if (name == "shared-prefix") return WorkloadKind::kSharedPrefix;
   if (name == "random") return WorkloadKind::kRandom;
+  if (name == "chat") return WorkloadKind::kChat;
+  if (name == "replay") return WorkloadKind::kReplay;
   return absl::InvalidArgumentError(
-      absl::StrCat("--workload: \"", name, "\" is not rag, shared-prefix or random"));
+      absl::StrCat("--workload: \"", name, "\" is not rag, shared-prefix, chat, random or replay"));
 }
 
 const char* WorkloadKindName(WorkloadKind kind) {
@@ -55,6 +59,10 @@ const char* WorkloadKindName(WorkloadKind kind) {
       return "shared-prefix";
     case WorkloadKind::kRandom:
       return "random";
+    case WorkloadKind::kChat:
+      return "chat";
+    case WorkloadKind::kReplay:
+      return "replay";
   }
   return "?";
 }
@@ -104,6 +112,22 @@ absl::StatusOr<Workload> Workload::Make(const WorkloadOptions& options) {
         return bad("input-spread", "must be in [0, input-tokens)");
       }
       break;
+    case WorkloadKind::kChat: {
+      if (options.turns < 1) return bad("turns", "must be at least 1");
+      if (options.system_tokens < 1) return bad("system-tokens", "must be at least 1");
+      if (options.user_tokens < 1) return bad("user-tokens", "must be at least 1");
+      SplitMix64 rng(StreamSeed(options.seed, 4, 0));
+      w.shared_prefix_ = {0};
+      std::vector<int32_t> body = RandomTokens(rng, options.system_tokens - 1, options.vocab_size);
+      w.shared_prefix_.insert(w.shared_prefix_.end(), body.begin(), body.end());
+      break;
+    }
+    case WorkloadKind::kReplay: {
+      absl::StatusOr<std::vector<Replayed>> replay = ReadReplay(options);
+      if (!replay.ok()) return replay.status();
+      w.replay_ = *std::move(replay);
+      break;
+    }
   }
   return w;
 }
@@ -139,6 +163,14 @@ PlannedRequest Workload::Request(uint64_t index) const {
       r.prompt.insert(r.prompt.end(), suffix.begin(), suffix.end());
       break;
     }
+    case WorkloadKind::kChat: {
+      r.prompt = shared_prefix_;
+      std::vector<int32_t> user = RandomTokens(rng, options_.user_tokens, options_.vocab_size);
+      r.prompt.insert(r.prompt.end(), user.begin(), user.end());
+      break;
+    }
+    case WorkloadKind::kReplay:
+      return replay_[index % replay_.size()].request;
     case WorkloadKind::kRandom: {
       const int length = options_.input_tokens - options_.input_spread +
                          static_cast<int>(rng.Below(2 * options_.input_spread + 1));
@@ -149,6 +181,72 @@ PlannedRequest Workload::Request(uint64_t index) const {
     }
   }
   return r;
+}
+
+PlannedRequest Workload::NextTurn(const std::vector<int32_t>& previous,
+                                  const std::vector<int32_t>& answer, uint64_t index) const {
+  SplitMix64 rng(StreamSeed(options_.seed, 3, index));
+  PlannedRequest r;
+  r.max_tokens = static_cast<uint32_t>(options_.output_tokens);
+  r.prompt = previous;
+  r.prompt.insert(r.prompt.end(), answer.begin(), answer.end());
+  std::vector<int32_t> user = RandomTokens(rng, options_.user_tokens, options_.vocab_size);
+  r.prompt.insert(r.prompt.end(), user.begin(), user.end());
+  return r;
+}
+
+absl::StatusOr<std::vector<Workload::Replayed>> Workload::ReadReplay(
+    const WorkloadOptions& options) {
+  auto bad = [&](size_t line, const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replay ", options.replay_path, " line ", line, ": ", why));
+  };
+  std::ifstream in(options.replay_path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--replay: cannot read ", options.replay_path));
+  std::vector<Replayed> out;
+  std::string text;
+  for (size_t line = 1; std::getline(in, text); ++line) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    absl::StatusOr<nlohmann::json> parsed = ParseStrictJson(text, JsonLimits{});
+    if (!parsed.ok()) return bad(line, std::string(parsed.status().message()));
+    const nlohmann::json& j = *parsed;
+    if (!j.is_object()) return bad(line, "not a JSON object");
+    Replayed r;
+    const nlohmann::json at = j.value("timestamp_ms", nlohmann::json(0));
+    if (!at.is_number() || at.get<double>() < 0) return bad(line, "timestamp_ms must be >= 0");
+    r.at_s = at.get<double>() / 1000;
+    const nlohmann::json max_tokens = j.value("max_tokens", nlohmann::json(options.output_tokens));
+    if (!max_tokens.is_number_integer() || max_tokens.get<int64_t>() < 1 ||
+        max_tokens.get<int64_t>() > (1 << 20)) {
+      return bad(line, "max_tokens must be an integer in [1, 1048576]");
+    }
+    r.request.max_tokens = static_cast<uint32_t>(max_tokens.get<int64_t>());
+    if (j.contains("prompt_tokens") == j.contains("prompt")) {
+      return bad(line, "give prompt_tokens (ids) or prompt (text)");
+    }
+    if (j.contains("prompt")) {
+      if (!j["prompt"].is_string() || j["prompt"].get<std::string>().empty()) {
+        return bad(line, "prompt must be a non-empty string");
+      }
+      r.request.text = j["prompt"].get<std::string>();
+    } else {
+      if (!j["prompt_tokens"].is_array() || j["prompt_tokens"].empty()) {
+        return bad(line, "prompt_tokens must be a non-empty array of ids");
+      }
+      for (const nlohmann::json& id : j["prompt_tokens"]) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+            id.get<int64_t>() >= options.vocab_size) {
+          return bad(line, "prompt_tokens: ids must be in the vocabulary");
+        }
+        r.request.prompt.push_back(static_cast<int32_t>(id.get<int64_t>()));
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) return bad(0, "no requests");
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Replayed& a, const Replayed& b) { return a.at_s < b.at_s; });
+  return out;
 }
 
 }  // namespace yoco

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # yoco-loadtest end to end, bounded to seconds: a closed-loop rag run against the local stack
 # with its documents pre-cached (every request a hit), writing the JSON summary, the JSONL and
-# the plot, with the router's own counters scraped; then an open-loop random run. The numbers
-# the tool reports are checked against what the router counted.
+# the plot, with the router's own counters scraped; then an open-loop random run and a short
+# rate sweep, chat sessions and a replayed file. The numbers the tool reports are checked
+# against what the router counted.
 #   loadtest_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -81,10 +82,65 @@ if "$BIN/yoco-loadtest" --router "$ROUTER" --workload random --input-tokens 40 -
 else
   fail open-loop "$(cat "$log/random.err")"
 fi
+# A sweep: two rates that hold a generous SLO (the second 1.5 times the first), then one that
+# cannot hold an impossible one.
+if "$BIN/yoco-loadtest" --router "$ROUTER" --workload random --input-tokens 40 --output-tokens 4 \
+    --requests 4 --rate 4 --sweep --sweep-steps 2 --slo ttft=60000 --seed 3 --json "$log/sweep.json" \
+    --jsonl "$log/sweep.jsonl" "${plot[@]/rag.png/sweep.png}" --quiet > /dev/null 2> "$log/sweep.err" &&
+   "$BIN/yoco-loadtest" --router "$ROUTER" --workload random --input-tokens 40 --output-tokens 4 \
+    --requests 4 --rate 4 --sweep --slo ttft=0.001 --seed 4 --json "$log/broken.json" --quiet \
+    > /dev/null 2>> "$log/sweep.err"; then
+  swept=$(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+lines = [json.loads(l) for l in open(sys.argv[3])]
+ok = ([x["offered_rate"] for x in s["steps"]] == [4, 6] and s["max_sustainable_rate"] == 6 and
+      len(lines) == 8 and sorted(l["index"] for l in lines) == list(range(8)) and
+      len(b["steps"]) == 1 and b["max_sustainable_rate"] == 0)
+print("ok" if ok else (s["max_sustainable_rate"], b["max_sustainable_rate"], len(lines)))' \
+    "$log/sweep.json" "$log/broken.json" "$log/sweep.jsonl")
+  if [ "$swept" = ok ]; then pass sweep; else fail sweep "$swept"; fi
+  if [ ${#plot[@]} -gt 0 ]; then
+    if [ "$(head -c 4 "$log/sweep.png" | tail -c 3)" = PNG ]; then pass sweep-plot; else fail sweep-plot "no PNG"; fi
+  fi
+else
+  fail sweep "$(cat "$log/sweep.err")"
+fi
+# Chat sessions: each turn repeats the last one's prompt and answer, and hits its snapshot.
+if "$BIN/yoco-loadtest" --router "$ROUTER" --workload chat --turns 3 --system-tokens 128 \
+    --user-tokens 32 --output-tokens 8 --requests 6 --concurrency 2 --seed 5 \
+    --jsonl "$log/chat.jsonl" --quiet > /dev/null 2> "$log/chat.err"; then
+  chat=$(python3 -c '
+import json, sys
+l = {x["index"]: x for x in map(json.loads, open(sys.argv[1]))}
+ok = sorted(l) == list(range(6)) and all(
+    l[i]["prompt_tokens"] == 160 + (i % 3) * 40 and (i % 3 == 0 or l[i]["cached_tokens"] >= 128)
+    for i in l)
+print("ok" if ok else [(i, l[i]["prompt_tokens"], l[i]["cached_tokens"]) for i in sorted(l)])' "$log/chat.jsonl")
+  if [ "$chat" = ok ]; then pass chat-sessions; else fail chat-sessions "$chat"; fi
+else
+  fail chat-sessions "$(cat "$log/chat.err")"
+fi
+# Replay: requests at the file's timestamps, a text prompt tokenised by the router.
+printf '%s\n' '{"timestamp_ms": 0, "prompt_tokens": [0, 9, 10, 11], "max_tokens": 3}' \
+  '{"timestamp_ms": 300, "prompt": "hello there", "max_tokens": 2}' > "$log/replay.jsonl"
+if "$BIN/yoco-loadtest" --router "$ROUTER" --workload replay --replay "$log/replay.jsonl" \
+    --jsonl "$log/replayed.jsonl" --quiet > /dev/null 2> "$log/replay.err"; then
+  replayed=$(python3 -c '
+import json, sys
+l = sorted(map(json.loads, open(sys.argv[1])), key=lambda x: x["index"])
+ok = (len(l) == 2 and l[0]["prompt_tokens"] == 4 and l[0]["output_tokens"] == 3 and
+      l[1]["prompt_tokens"] == 12 and l[1]["output_tokens"] == 2 and
+      0.25 < l[1]["start_s"] - l[0]["start_s"] < 0.45)
+print("ok" if ok else l)' "$log/replayed.jsonl")
+  if [ "$replayed" = ok ]; then pass replay; else fail replay "$replayed"; fi
+else
+  fail replay "$(cat "$log/replay.err")"
+fi
 # Bad flags are refused with a message.
 if "$BIN/yoco-loadtest" --router "$ROUTER" --workload chaos --requests 1 --concurrency 1 2> "$log/bad"; then
   fail bad-workload "accepted"
-elif grep -q "not rag, shared-prefix or random" "$log/bad"; then pass bad-workload; else fail bad-workload "$(cat "$log/bad")"; fi
+elif grep -q "not rag, shared-prefix, chat, random or replay" "$log/bad"; then pass bad-workload; else fail bad-workload "$(cat "$log/bad")"; fi
 
 echo "$failures failures"
 [ "$failures" = 0 ]

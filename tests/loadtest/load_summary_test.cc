@@ -73,6 +73,20 @@ TEST(LoadSummaryTest, ThroughputGoodputErrorsAndCache) {
   for (const char* key : {"p50", "p90", "p99", "max"}) EXPECT_TRUE(j["ttft_ms"].contains(key));
 }
 
+TEST(LoadSummaryTest, ASweepStepHoldsTheSloOnlyWithoutErrorsAndEnoughAttainment) {
+  Slo slo;
+  slo.ttft_ms = 200;
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 10; ++i) records.push_back(Record(i < 9 ? 100 : 300, 500, 5, 10, 0));
+  LoadSummary s = SummarizeRun(records, 1.0, slo);
+  EXPECT_DOUBLE_EQ(s.slo_attainment, 0.9);
+  EXPECT_TRUE(HoldsSlo(s, 0.9));
+  EXPECT_FALSE(HoldsSlo(s, 0.95));
+  records.back().status = "UNAVAILABLE";  // a failure breaks it whatever the attainment
+  EXPECT_FALSE(HoldsSlo(SummarizeRun(records, 1.0, slo), 0.5));
+  EXPECT_FALSE(HoldsSlo(SummarizeRun({}, 1.0, slo), 0.5));
+}
+
 TEST(LoadSummaryTest, RecordTpotExcludesTheFirstToken) {
   EXPECT_DOUBLE_EQ(Record(100, 1000, 10, 1, 0).tpot_ms(), 100);
   EXPECT_EQ(Record(100, 100, 1, 1, 0).tpot_ms(), -1);

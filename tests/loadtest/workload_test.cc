@@ -125,6 +125,67 @@ TEST(WorkloadTest, SharedPrefixAndRandomLengths) {
   EXPECT_EQ(longest, 60u);
 }
 
+TEST(WorkloadTest, ChatTurnsRepeatTheConversationAndItsAnswers) {
+  WorkloadOptions o;
+  o.kind = WorkloadKind::kChat;
+  o.vocab_size = 300;
+  o.turns = 3;
+  o.system_tokens = 50;
+  o.user_tokens = 10;
+  auto w = Workload::Make(o);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->turns(), 3);
+  const PlannedRequest first = w->Request(0), other = w->Request(3);  // two sessions
+  ASSERT_EQ(first.prompt.size(), 60u);
+  EXPECT_TRUE(std::equal(first.prompt.begin(), first.prompt.begin() + 50, other.prompt.begin()));
+  EXPECT_NE(first.prompt, other.prompt);
+  const std::vector<int32_t> answer = {7, 8, 9};
+  const PlannedRequest second = w->NextTurn(first.prompt, answer, 1);
+  ASSERT_EQ(second.prompt.size(), 73u);
+  EXPECT_TRUE(std::equal(first.prompt.begin(), first.prompt.end(), second.prompt.begin()));
+  EXPECT_TRUE(std::equal(answer.begin(), answer.end(), second.prompt.begin() + 60));
+  EXPECT_EQ(w->NextTurn(first.prompt, answer, 1).prompt, second.prompt);  // reproducible
+}
+
+TEST(WorkloadTest, ReplayReadsRequestsInArrivalOrderAndNamesBadLines) {
+  const std::string path = ::testing::TempDir() + "/replay.jsonl";
+  auto write = [&](const std::string& text) {
+    FILE* f = fopen(path.c_str(), "w");
+    fputs(text.c_str(), f);
+    fclose(f);
+  };
+  write(
+      "{\"timestamp_ms\": 200, \"prompt\": \"hello\", \"max_tokens\": 5}\n\n"
+      "{\"timestamp_ms\": 0, \"prompt_tokens\": [0, 9, 10]}\n");
+  WorkloadOptions o;
+  o.kind = WorkloadKind::kReplay;
+  o.vocab_size = 300;
+  o.output_tokens = 7;
+  o.replay_path = path;
+  auto w = Workload::Make(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->replay_size(), 2u);
+  EXPECT_DOUBLE_EQ(w->ArrivalSeconds(0), 0);
+  EXPECT_EQ(w->Request(0).prompt, (std::vector<int32_t>{0, 9, 10}));
+  EXPECT_EQ(w->Request(0).max_tokens, 7u);  // the default
+  EXPECT_DOUBLE_EQ(w->ArrivalSeconds(1), 0.2);
+  EXPECT_EQ(w->Request(1).text, "hello");
+  EXPECT_EQ(w->Request(1).max_tokens, 5u);
+  for (const std::string& bad :
+       {std::string("{\"prompt\": \"x\"}\n{\"prompt_tokens\": [0, 300]}\n"),
+        std::string("{\"prompt\": \"x\"}\nnot json\n"),
+        std::string("{\"prompt\": \"x\"}\n{\"prompt\": \"x\", \"prompt_tokens\": [1]}\n"),
+        std::string("{\"prompt\": \"x\"}\n{\"prompt\": \"x\", \"timestamp_ms\": -1}\n"),
+        std::string("{\"prompt\": \"x\"}\n{\"prompt\": \"x\", \"max_tokens\": 0}\n")}) {
+    write(bad);
+    auto r = Workload::Make(o);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("line 2"), std::string::npos) << r.status();
+  }
+  o.replay_path = ::testing::TempDir() + "/no-such.jsonl";
+  EXPECT_FALSE(Workload::Make(o).ok());
+}
+
 TEST(WorkloadTest, NonsenseSizesAreRefusedByName) {
   WorkloadOptions o = Rag();
   o.documents = 0;
