@@ -147,9 +147,9 @@ class Connection final : public SessionBase,
     res->keep_alive(keep_alive_);
     res->chunked(true);
     auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
-    Enqueue([self = this->shared_from_this(), res, serializer](std::function<void(bool)> done) {
+    Enqueue([this, res, serializer](std::function<void(bool)> done) {
       http::async_write_header(
-          self->stream_, *serializer,
+          stream_, *serializer,
           [res, serializer, done](beast::error_code ec, size_t) { done(!ec); });
     });
   }
@@ -161,8 +161,8 @@ class Connection final : public SessionBase,
     }
     auto data = std::make_shared<std::string>(std::move(piece));
     Enqueue(
-        [self = this->shared_from_this(), data](std::function<void(bool)> done) {
-          net::async_write(self->stream_, http::make_chunk(net::buffer(*data)),
+        [this, data](std::function<void(bool)> done) {
+          net::async_write(stream_, http::make_chunk(net::buffer(*data)),
                            [data, done](beast::error_code ec, size_t) { done(!ec); });
         },
         std::move(sent));
@@ -170,12 +170,12 @@ class Connection final : public SessionBase,
 
   void DoEnd() override {
     if (closed_) return;
-    Enqueue([self = this->shared_from_this()](std::function<void(bool)> done) {
-      net::async_write(self->stream_, http::make_chunk_last(),
+    Enqueue([this](std::function<void(bool)> done) {
+      net::async_write(stream_, http::make_chunk_last(),
                        [done](beast::error_code ec, size_t) { done(!ec); });
     });
-    Enqueue([self = this->shared_from_this()](std::function<void(bool)> done) {
-      self->Complete();
+    Enqueue([this](std::function<void(bool)> done) {
+      Complete();
       done(true);
     });
   }
@@ -301,12 +301,11 @@ class Connection final : public SessionBase,
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
-    Enqueue([self = this->shared_from_this(), res](std::function<void(bool)> done) {
-      http::async_write(self->stream_, *res,
-                        [res, done](beast::error_code ec, size_t) { done(!ec); });
+    Enqueue([this, res](std::function<void(bool)> done) {
+      http::async_write(stream_, *res, [res, done](beast::error_code ec, size_t) { done(!ec); });
     });
-    Enqueue([self = this->shared_from_this()](std::function<void(bool)> done) {
-      self->Complete();
+    Enqueue([this](std::function<void(bool)> done) {
+      Complete();
       done(true);
     });
   }
@@ -341,6 +340,9 @@ class Connection final : public SessionBase,
         });
   }
 
+  // Ops wait in ops_, a member: they capture `this`, never a shared_ptr to it, or a connection
+  // whose server stops mid-write would own itself. `done`, which an op hands to its I/O,
+  // holds the connection for as long as that I/O runs.
   void Enqueue(Op op, std::function<void(bool)> after = nullptr) {
     ops_.push_back({std::move(op), std::move(after)});
     if (!writing_) Pump();

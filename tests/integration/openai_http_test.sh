@@ -149,7 +149,9 @@ PY
 if [ "$slow" = closed ]; then pass slow-loris-dropped; else fail slow-loris-dropped "$slow"; fi
 # After all that the front still serves, and its responses are counted.
 if [ "$(curl -s "http://$HTTP/health")" = "{}" ]; then pass still-serving; else fail still-serving "no"; fi
-if curl -s "http://$METRICS_ROUTER/metrics" | grep -q '^yoco_router_http_responses_total{status="400"}'; then
+# (Read whole first: `grep -q` quitting early would make curl fail the pipeline under pipefail.)
+router_metrics=$(curl -s "http://$METRICS_ROUTER/metrics")
+if grep -q '^yoco_router_http_responses_total{status="400"}' <<< "$router_metrics"; then
   pass http-metrics; else fail http-metrics "no yoco_router_http_responses_total"; fi
 if grep -qiE "assert|sanitizer|segmentation|terminate called" "$log/r"; then fail router-log "$(cat "$log/r")"; fi
 
