@@ -188,6 +188,17 @@ std::string RequestParam(const absl::Status& status) {
   return param.has_value() ? std::string(*param) : std::string();
 }
 
+absl::Status AppendTokenIds(const json& ids, absl::string_view param, v1::TokenIds* out) {
+  if (!ids.is_array()) return ParamError(param, "must be an array of token ids");
+  for (const json& id : ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+      return ParamError(param, "token ids must be non-negative integers");
+    }
+    out->add_ids(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<json> ParseRequestObject(absl::string_view body) {
   JsonLimits limits;
   limits.max_depth = 8;
@@ -234,14 +245,7 @@ absl::StatusOr<OpenAiGenerate> ParseCompletionRequest(absl::string_view text,
   const json& prompt = body["prompt"];
   auto set_tokens = [&](const json& ids) -> absl::Status {
     if (ids.empty()) return ParamError("prompt", "is empty");
-    v1::TokenIds* tokens = out.request.mutable_tokens();
-    for (const json& id : ids) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return ParamError("prompt", "token ids must be non-negative integers");
-      }
-      tokens->add_ids(static_cast<int32_t>(id.get<int64_t>()));
-    }
-    return absl::OkStatus();
+    return AppendTokenIds(ids, "prompt", out.request.mutable_tokens());
   };
   if (prompt.is_string()) {
     if (prompt.get<std::string>().empty()) return ParamError("prompt", "is empty");

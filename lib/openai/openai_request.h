@@ -48,6 +48,9 @@ absl::StatusOr<OpenAiGenerate> ParseChatRequest(absl::string_view body,
                                                 const OpenAiDefaults& defaults,
                                                 uint64_t seed_if_absent);
 
+// Appends the JSON array `ids` (token ids in [0, 2^31)) to `out`; a refusal naming `param`.
+absl::Status AppendTokenIds(const nlohmann::json& ids, absl::string_view param, v1::TokenIds* out);
+
 // Any other JSON body: an object, within the same nesting and size limits.
 absl::StatusOr<nlohmann::json> ParseRequestObject(absl::string_view body);
 

@@ -407,16 +407,12 @@ void OpenAiFront::Detokenize(const HttpRequest& request, std::shared_ptr<HttpExc
       return Fail(*exchange, ParamError(key, "unknown or unsupported field"));
     }
   }
-  if (!body->contains("tokens") || !(*body)["tokens"].is_array()) {
-    return Fail(*exchange, ParamError("tokens", "must be an array of token ids"));
+  v1::TokenIds ids;
+  if (absl::Status st = AppendTokenIds(body->value("tokens", json()), "tokens", &ids); !st.ok()) {
+    return Fail(*exchange, st);
   }
   v1::DetokenizeRequest detokenize;
-  for (const json& id : (*body)["tokens"]) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      return Fail(*exchange, ParamError("tokens", "token ids must be non-negative integers"));
-    }
-    detokenize.add_ids(static_cast<int32_t>(id.get<int64_t>()));
-  }
+  *detokenize.mutable_ids() = std::move(*ids.mutable_ids());
   RunUnary<v1::DetokenizeRequest, v1::DetokenizeResponse>(
       *this, request, std::move(exchange), std::move(detokenize),
       [this](auto* c, auto* q, auto* r, auto done) {
@@ -438,12 +434,8 @@ void OpenAiFront::Precache(const HttpRequest& request, std::shared_ptr<HttpExcha
       if (!value.is_string()) return Fail(*exchange, ParamError(key, "must be a string"));
       precache.set_text(value.get<std::string>());
     } else if (key == "tokens") {
-      if (!value.is_array()) return Fail(*exchange, ParamError(key, "must be an array"));
-      for (const json& id : value) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-          return Fail(*exchange, ParamError(key, "token ids must be non-negative integers"));
-        }
-        precache.mutable_tokens()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
+      if (absl::Status st = AppendTokenIds(value, key, precache.mutable_tokens()); !st.ok()) {
+        return Fail(*exchange, st);
       }
     } else if (key == "pin") {
       if (!value.is_boolean()) return Fail(*exchange, ParamError(key, "must be true or false"));

@@ -107,6 +107,16 @@ TEST(OpenAiRequestTest, RefusalsNameTheField) {
   }
 }
 
+TEST(OpenAiRequestTest, TokenIdArraysAreCheckedAndNamed) {
+  v1::TokenIds ids;
+  ASSERT_TRUE(AppendTokenIds(nlohmann::json::parse("[0, 5, 2147483647]"), "tokens", &ids).ok());
+  EXPECT_EQ(ids.ids_size(), 3);
+  for (const char* bad : {"null", "7", "[1, -1]", "[1, 2147483648]", "[1.5]", "[\"3\"]"}) {
+    absl::Status st = AppendTokenIds(nlohmann::json::parse(bad), "tokens", &ids);
+    EXPECT_EQ(RequestParam(st), "tokens") << bad;
+  }
+}
+
 TEST(OpenAiRequestTest, BodiesThatAreNotJsonObjectsAreRefused) {
   const std::string bad[] = {
       "",
