@@ -2,13 +2,11 @@
 #include "loadtest/latency_plot.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "lib/plot/gnuplot.h"
 
 namespace yoco {
 namespace {
@@ -30,27 +28,6 @@ void WriteValues(const std::vector<double>& values, const std::string& path) {
   if (values.empty()) out << "NaN\n";
 }
 
-// Runs `script` with gnuplot, then removes `dir` (its data).
-absl::Status RunGnuplot(const std::string& script, const std::string& dir) {
-  {
-    std::ofstream out(dir + "/plot.gp");
-    out << script;
-  }
-  const std::string command = absl::StrCat("gnuplot '", dir, "/plot.gp' 2> '", dir, "/err'");
-  const int rc = std::system(command.c_str());
-  std::string error;
-  if (rc != 0) {
-    std::ifstream err(dir + "/err");
-    std::getline(err, error);
-  }
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-  if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat("gnuplot failed (is gnuplot installed?): ", error));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status WriteLatencyPlot(const std::vector<RequestRecord>& records, const std::string& title,
@@ -66,8 +43,7 @@ absl::Status WriteLatencyPlot(const std::vector<RequestRecord>& records, const s
   double longest = 1;
   for (double v : ttft) longest = std::max(longest, v);
   const double bin = longest / 40;
-  const std::string dir = png_path + ".plot";
-  std::filesystem::create_directories(dir);
+  const std::string dir = PlotDataDir(png_path);
   WriteValues(hit, dir + "/hit.dat");
   WriteValues(miss, dir + "/miss.dat");
   WriteCdf(ttft, dir + "/ttft.cdf");
@@ -95,8 +71,7 @@ absl::Status WriteLatencyPlot(const std::vector<RequestRecord>& records, const s
 absl::Status WriteSweepPlot(const std::vector<SweepPoint>& points, double slo_ttft_ms,
                             double slo_tpot_ms, const std::string& title,
                             const std::string& png_path) {
-  const std::string dir = png_path + ".plot";
-  std::filesystem::create_directories(dir);
+  const std::string dir = PlotDataDir(png_path);
   {
     std::ofstream out(dir + "/sweep.dat");
     for (const SweepPoint& p : points) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/random/split_mix64.h"
 
 namespace yoco {
 
@@ -92,17 +93,6 @@ class Workload {
     PlannedRequest request;
   };
   std::vector<Replayed> replay_;  // by arrival time
-};
-
-// SplitMix64: a small, portable generator (std's distributions differ between libraries).
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next();
-  double Uniform();            // [0, 1)
-  uint64_t Below(uint64_t n);  // [0, n)
- private:
-  uint64_t state_;
 };
 
 }  // namespace yoco

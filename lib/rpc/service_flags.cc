@@ -1,5 +1,5 @@
 // absl's --help shows only flags defined in a file named after the program; ours live in
-// services/*/main.cc.
+// services/*/main.cc and the tools' main.cc.
 #include "lib/rpc/service_flags.h"
 
 #include "absl/flags/parse.h"
@@ -10,16 +10,17 @@
 
 namespace yoco {
 
-void ParseServiceFlags(int argc, char** argv, const char* usage) {
+std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage) {
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "services/") || absl::StrContains(file, "lib/rpc/tls_flags");
+    return absl::StrContains(file, "services/") || absl::StrContains(file, "loadtest/") ||
+           absl::StrContains(file, "tools/") || absl::StrContains(file, "lib/rpc/tls_flags");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   UnderscoreFlagNames(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  return absl::ParseCommandLine(argc, argv);
 }
 
 }  // namespace yoco

@@ -4,11 +4,13 @@
 #ifndef YOCO_LIB_RPC_SERVICE_FLAGS_H_
 #define YOCO_LIB_RPC_SERVICE_FLAGS_H_
 
+#include <vector>
+
 namespace yoco {
 
 // Parses argv into the ABSL_FLAGs; `usage` is the first line --help prints. Exits on --help,
-// --version or an unknown flag, as absl does.
-void ParseServiceFlags(int argc, char** argv, const char* usage);
+// --version or an unknown flag, as absl does. Returns the positional arguments, argv[0] first.
+std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage);
 
 }  // namespace yoco
 
