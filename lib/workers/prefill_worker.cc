@@ -110,7 +110,11 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   const absl::Status st =
       SendAndWait(call.decode_address, bytes, call.transfer_timeout, &result.transfer_id);
   result.transfer_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    absl::Status blamed = st;
+    blamed.SetPayload(kDecodePeerFailedPayload, absl::Cord());
+    return blamed;
+  }
   result.shipped = true;
   return result;
 }

@@ -54,6 +54,10 @@ struct PrefillCall {
   bool stop_at_eos = false;
 };
 
+// The payload of a Prefill error whose cause is the decode worker: the state bundle could not
+// reach it (unreachable, or it did not take the bundle in time).
+inline constexpr char kDecodePeerFailedPayload[] = "type.yoco.dev/decode-peer-failed";
+
 struct PrefillResult {
   int32_t first_token = -1;
   bool shipped = false;      // false: the first token ended the request; nothing was sent

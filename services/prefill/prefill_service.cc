@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 
@@ -73,6 +74,9 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   auto result = worker_.Prefill(call);
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kCancelled) ++cancelled_;
+    if (result.status().GetPayload(kDecodePeerFailedPayload).has_value()) {
+      context->AddTrailingMetadata(kFailedPeerMetadata, kFailedPeerDecode);
+    }
     return ToGrpcStatus(result.status());
   }
   response->set_first_token(result->first_token);

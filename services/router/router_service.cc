@@ -13,6 +13,7 @@
 #include "lib/auth/caller_tenant.h"
 #include "lib/engine/sampler.h"
 #include "lib/routing/dns_lookup.h"
+#include "lib/rpc/failed_peer.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
@@ -363,12 +364,17 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     pre.set_stop_at_eos(stop_at_eos);
     v1::PrefillResponse pre_out;
     grpc::Status pre_st;
+    bool decode_blamed = false;
     {
       WorkerRegistry::InFlight prefill_in_flight(*prefill_workers_, prefill_index);
       // Propagates the client's deadline and cancellation to the prefill worker.
       std::unique_ptr<grpc::ClientContext> pre_ctx =
           grpc::ClientContext::FromServerContext(*context);
       pre_st = prefill_stubs_[prefill_index]->Prefill(pre_ctx.get(), pre, &pre_out);
+      const auto& trailers = pre_ctx->GetServerTrailingMetadata();
+      const auto blamed = trailers.find(kFailedPeerMetadata);
+      decode_blamed =
+          !pre_st.ok() && blamed != trailers.end() && blamed->second == kFailedPeerDecode;
     }
     if (!pre_st.ok()) {
       // The client's own deadline or cancellation says nothing about the worker.
@@ -383,6 +389,14 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       }
       if (!Retryable(pre_st)) return pre_st;
       last_error = pre_st;
+      if (decode_blamed) {
+        // The prompt was prefilled but its state could not reach the decode worker (dead before
+        // the probes noticed): that worker failed; the same prefill worker may serve the retry.
+        decode_workers_->MarkFailed(decode_index);
+        if (metrics_) metrics_->decode_worker_failures.Increment();
+        bad_decode.push_back(decode_index);
+        continue;
+      }
       prefill_workers_->MarkFailed(prefill_index);
       if (metrics_) metrics_->prefill_worker_failures.Increment();
       bad_prefill.push_back(prefill_index);
