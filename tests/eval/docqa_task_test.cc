@@ -77,6 +77,29 @@ TEST(DocQaTaskTest, NoOtherSentenceStatesTheNeedlesRelationForItsName) {
   }
 }
 
+TEST(DocQaTaskTest, EveryFactReportedIsStatedInTheDocumentOnce) {
+  const DocQaTask task = DocQaTask::Default();
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    SplitMix64 rng(seed);
+    const DocQaFact needle = task.RandomFact(rng);
+    std::vector<DocQaFact> facts;
+    const std::string doc = task.Document(rng, 700, needle, 0.5, &facts);
+    ASSERT_GE(facts.size(), 2u);
+    int records = 0;
+    for (const std::string& s : Sentences(doc)) {
+      int stating = 0;
+      for (const DocQaFact& f : facts) {
+        stating += absl::StrContains(s, f.name) && absl::StrContains(s, f.value);
+      }
+      EXPECT_LE(stating, 1) << s;
+      records += stating;
+    }
+    // Each fact in its own sentence (a value may recur inside another, e.g. age 48 in code
+    // 4821, so count sentences stating some fact rather than matching facts one to one).
+    EXPECT_EQ(records, static_cast<int>(facts.size())) << doc;
+  }
+}
+
 TEST(DocQaTaskTest, TheSameSeedGivesTheSameDocument) {
   const DocQaTask task = DocQaTask::Default();
   SplitMix64 a(42), b(42), c(43);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -149,14 +150,15 @@ std::string DocQaTask::Fact(SplitMix64& rng, const DocQaFact& fact) const {
                              {{"{name}", fact.name}, {"{value}", fact.value}});
 }
 
-std::string DocQaTask::Document(SplitMix64& rng, int length, const DocQaFact& needle,
-                                double depth) const {
+std::string DocQaTask::Document(SplitMix64& rng, int length, const DocQaFact& needle, double depth,
+                                std::vector<DocQaFact>* facts) const {
   const std::string needle_text = Fact(rng, needle);
   const int budget = length - static_cast<int>(needle_text.size()) - 1;
   std::set<std::pair<std::string, std::string>> stated = {{needle.relation, needle.name}};
   std::vector<std::string> sentences;
   int used = 0;
   std::string person;
+  std::optional<DocQaFact> drawn;  // the fact the sentence states, if any
   for (;;) {
     std::string s;
     if (rng.Uniform() < 0.6) {
@@ -168,11 +170,14 @@ std::string DocQaTask::Document(SplitMix64& rng, int length, const DocQaFact& ne
       if (!stated.insert({f.relation, f.name}).second) continue;
       f.value = Value(rng, f.relation);
       s = Fact(rng, f);
+      drawn = std::move(f);
     } else {
       s = Filler(rng);
+      drawn.reset();
     }
     const int extra = static_cast<int>(s.size()) + (sentences.empty() ? 0 : 1);
     if (used + extra > budget) break;
+    if (drawn.has_value() && facts != nullptr) facts->push_back(*drawn);
     sentences.push_back(std::move(s));
     used += extra;
   }
@@ -180,6 +185,7 @@ std::string DocQaTask::Document(SplitMix64& rng, int length, const DocQaFact& ne
       std::min(sentences.size(),
                static_cast<size_t>(std::lround(depth * static_cast<double>(sentences.size()))));
   sentences.insert(sentences.begin() + static_cast<std::ptrdiff_t>(at), needle_text);
+  if (facts != nullptr) facts->push_back(needle);
   std::string out;
   for (const std::string& s : sentences) absl::StrAppend(&out, out.empty() ? "" : " ", s);
   return out;

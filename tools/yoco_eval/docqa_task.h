@@ -33,8 +33,10 @@ class DocQaTask {
   DocQaFact RandomFact(SplitMix64& rng) const;
   // A document of at most `length` bytes (sentences joined by spaces): facts about other people
   // and filler sentences, with `needle` stated once at `depth` (0: first sentence, 1: last).
-  // No other sentence states the needle's relation for its name.
-  std::string Document(SplitMix64& rng, int length, const DocQaFact& needle, double depth) const;
+  // No other sentence states the needle's relation for its name. With `facts`, every fact the
+  // document states (the needle's among them) is added there: each is asked about unambiguously.
+  std::string Document(SplitMix64& rng, int length, const DocQaFact& needle, double depth,
+                       std::vector<DocQaFact>* facts = nullptr) const;
   // "\nQ: <question>\nA:": what follows the document in a prompt.
   std::string Question(const DocQaFact& fact) const;
 

@@ -2,6 +2,7 @@
 //   yoco-eval niah --router HOST:PORT --seed S [--lengths ..] [--depths ..] [--questions N]
 //                  [--precache] --json OUT.json [--heatmap OUT.png]
 //   yoco-eval compare A.json B.json     (exit 0 when every answer is the same)
+//   yoco-eval document --seed S [--length N] [--questions K]
 // Flags, wiring, run; the task and the evaluation live beside it.
 #include <unistd.h>
 
@@ -25,7 +26,8 @@ ABSL_FLAG(std::string, router, "127.0.0.1:50051", "the router's gRPC address HOS
 ABSL_FLAG(uint64_t, seed, 0, "draws every document, needle and question");
 ABSL_FLAG(std::string, lengths, "256,1024,4096", "document lengths in bytes");
 ABSL_FLAG(std::string, depths, "0,25,50,75,100", "needle depths, percent of the document");
-ABSL_FLAG(int, questions, 10, "questions per (length, depth) cell");
+ABSL_FLAG(int, questions, 10, "niah: questions per (length, depth) cell; document: questions");
+ABSL_FLAG(int, length, 600, "document: its length in bytes");
 ABSL_FLAG(bool, precache, false, "pre-cache each document before asking about it");
 ABSL_FLAG(int, concurrency, 4, "questions in flight");
 ABSL_FLAG(std::string, task, "",
@@ -125,6 +127,34 @@ int Niah() {
   return report["errors"].get<int>() > 0 ? 3 : 0;
 }
 
+// A document and questions about it, as JSON: what scripts/run.sh's demo pre-caches and asks.
+int Document() {
+  const std::string task_path = absl::GetFlag(FLAGS_task);
+  auto task = task_path.empty() ? yoco::DocQaTask::Default() : yoco::DocQaTask::Load(task_path);
+  const int length = absl::GetFlag(FLAGS_length);
+  if (!task.ok() || length < 64 || absl::GetFlag(FLAGS_questions) < 1) {
+    std::cerr << "yoco-eval: "
+              << (task.ok() ? "--length must be >= 64 and --questions >= 1"
+                            : std::string(task.status().message()))
+              << "\n";
+    return 2;
+  }
+  yoco::SplitMix64 rng(absl::GetFlag(FLAGS_seed));
+  const yoco::DocQaFact needle = task->RandomFact(rng);
+  std::vector<yoco::DocQaFact> facts;
+  nlohmann::json out;
+  out["document"] = task->Document(rng, length, needle, rng.Uniform(), &facts);
+  out["questions"] = nlohmann::json::array();
+  for (int i = 0; i < absl::GetFlag(FLAGS_questions) && !facts.empty(); ++i) {
+    const size_t pick = rng.Below(facts.size());
+    const yoco::DocQaFact& f = facts[pick];
+    out["questions"].push_back({{"prompt_suffix", task->Question(f)}, {"answer", f.value}});
+    facts.erase(facts.begin() + static_cast<std::ptrdiff_t>(pick));
+  }
+  std::cout << out.dump(1) << "\n";
+  return 0;
+}
+
 int Compare(const std::string& a_path, const std::string& b_path) {
   nlohmann::json reports[2];
   const std::string paths[2] = {a_path, b_path};
@@ -158,8 +188,11 @@ int main(int argc, char** argv) {
       argc, argv,
       "evaluations of a served model.\nusage: yoco-eval niah --router HOST:PORT --seed S "
       "[--lengths 256,1024,4096] [--depths 0,25,50,75,100] [--questions N] [--precache] "
-      "--json OUT.json [--heatmap OUT.png]\n       yoco-eval compare A.json B.json");
+      "--json OUT.json [--heatmap OUT.png]\n       yoco-eval compare A.json B.json\n"
+      "       yoco-eval document --seed S [--length N] [--questions K]   (a document and "
+      "questions about it, JSON)");
   if (args.size() == 2 && std::string(args[1]) == "niah") return Niah();
+  if (args.size() == 2 && std::string(args[1]) == "document") return Document();
   if (args.size() == 4 && std::string(args[1]) == "compare") return Compare(args[2], args[3]);
   std::cerr << "usage: " << absl::ProgramUsageMessage() << "\n";
   return 2;
