@@ -6,6 +6,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "lib/rpc/flag_names.h"
 
 namespace yoco {
@@ -17,6 +18,9 @@ std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage) {
            absl::StrContains(file, "tools/") || absl::StrContains(file, "lib/rpc/tls_flags");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
+  const absl::string_view path = argc > 0 ? argv[0] : "yoco";
+  const std::string name(path.substr(path.rfind('/') + 1));  // npos + 1 == 0: no folder
+  config.version_string = [name] { return absl::StrCat(name, " ", YOCO_VERSION, "\n"); };
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   UnderscoreFlagNames(argc, argv);
