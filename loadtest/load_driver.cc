@@ -53,6 +53,7 @@ struct LoadDriver::State {
   uint64_t done = 0;
   uint64_t errors = 0;
   std::vector<RequestRecord> records;
+  std::unique_ptr<HttpCompletionClient> http;  // HTTP mode
 
   void PrepareContext(grpc::ClientContext& context) const {
     context.set_deadline(std::chrono::system_clock::now() +
@@ -158,7 +159,25 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
 }  // namespace
 
 void LoadDriver::State::Launch(uint64_t index, PlannedRequest plan) {
-  (new GenerateCall(*this, index, std::move(plan)))->Start();
+  if (http == nullptr) {
+    (new GenerateCall(*this, index, std::move(plan)))->Start();
+    return;
+  }
+  RequestRecord record;
+  record.index = index;
+  record.document = plan.document;
+  record.prompt_tokens = static_cast<uint32_t>(plan.prompt.size());
+  record.max_tokens = plan.max_tokens;
+  record.start_s = std::chrono::duration<double>(Clock::now() - start).count();
+  CompletionParams params;
+  params.temperature = options.temperature;
+  params.seed = options.seed + index;
+  params.cache_salt = options.cache_salt;
+  std::string body = CompletionBody(plan, options.http->model, params);
+  http->Start(
+      std::move(body), options.timeout,
+      [this, plan = std::move(plan)](RequestRecord r) { Finished(std::move(r), plan, {}); },
+      std::move(record));
 }
 
 void LoadDriver::State::Finished(RequestRecord record, const PlannedRequest& plan,
@@ -191,6 +210,11 @@ LoadDriver::LoadDriver(std::shared_ptr<grpc::Channel> channel, const Workload& w
   state_->stub = v1::Yoco::NewStub(std::move(channel));
   state_->workload = &workload;
   state_->options = std::move(options);
+  if (state_->options.http.has_value()) {
+    HttpEndpoint endpoint = *state_->options.http;
+    endpoint.bearer_token = state_->options.bearer_token;
+    state_->http = std::make_unique<HttpCompletionClient>(std::move(endpoint), 2);
+  }
 }
 
 LoadDriver::~LoadDriver() = default;

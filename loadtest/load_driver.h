@@ -1,7 +1,8 @@
 // LoadDriver: sends a workload's requests to the router's Generate API and measures each one.
 // Open loop (arrivals at a rate, Poisson or constant, whatever the server's pace) or closed loop
-// (a fixed number of requests in flight). Every stream is a gRPC callback-API call, so one
-// process holds thousands of them without a thread each.
+// (a fixed number of requests in flight). Every stream is a gRPC callback-API call (or, against
+// an HTTP endpoint, an asynchronous HTTP stream), so one process holds thousands of them without
+// a thread each.
 #ifndef YOCO_LOADTEST_LOAD_DRIVER_H_
 #define YOCO_LOADTEST_LOAD_DRIVER_H_
 
@@ -9,11 +10,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "loadtest/http_completion.h"
 #include "loadtest/request_record.h"
 #include "loadtest/workload.h"
 
@@ -36,6 +39,9 @@ struct LoadOptions {
   uint64_t seed = 0;         // arrival times and each request's sampling seed
   float temperature = 0;
   bool progress = true;  // a line per second on stderr
+  // Set: the requests go to this OpenAI-compatible server's streamed /v1/completions instead
+  // of the router's gRPC API (pre-caching and chat sessions need the gRPC API).
+  std::optional<HttpEndpoint> http;
 };
 
 class LoadDriver {

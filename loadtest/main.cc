@@ -56,6 +56,12 @@ ABSL_FLAG(std::string, scrape, "",
           "http://HOST:PORT/metrics[,...]: the series each server changed during the run go "
           "into the summary");
 ABSL_FLAG(bool, quiet, false, "no progress line");
+ABSL_FLAG(std::string, http, "",
+          "http://HOST:PORT: send the requests to this OpenAI-compatible server's streamed "
+          "/v1/completions instead of --router's gRPC API (the same workload, measured alike)");
+ABSL_FLAG(std::string, http_model, "",
+          "--http: the requests' model (default: the first of GET /v1/models)");
+ABSL_FLAG(int, vocab_size, 0, "--http: the model's vocabulary size (bounds the random token ids)");
 ABSL_FLAG(bool, sweep, false,
           "open-loop runs of --requests each at rising rates from --rate (x --sweep-factor) until "
           "the --slo breaks; reports the maximum sustainable rate");
@@ -69,6 +75,20 @@ namespace {
 int Fail(const std::string& message) {
   std::cerr << "yoco-loadtest: " << message << "\n";
   return 1;
+}
+
+// The first model an OpenAI-compatible server lists (GET /v1/models).
+absl::StatusOr<std::string> FirstModel(const yoco::HttpEndpoint& endpoint) {
+  const std::string url = "http://" + endpoint.host + ":" + endpoint.port + "/v1/models";
+  auto text = yoco::HttpGet(url);
+  if (!text.ok()) return text.status();
+  const nlohmann::json models = nlohmann::json::parse(*text, nullptr, false);
+  if (!models.is_object() || !models.contains("data") || !models["data"].is_array() ||
+      models["data"].empty() || !models["data"][0].contains("id") ||
+      !models["data"][0]["id"].is_string()) {
+    return absl::UnavailableError(url + " lists no model; give --http-model");
+  }
+  return models["data"][0]["id"].get<std::string>();
 }
 
 absl::StatusOr<yoco::Slo> ParseSlo(const std::string& text) {
@@ -216,7 +236,21 @@ int main(int argc, char** argv) {
 
   // The model's vocabulary bounds the random token ids.
   yoco::v1::ModelInfo info;
-  {
+  if (!absl::GetFlag(FLAGS_http).empty()) {
+    auto endpoint = yoco::ParseHttpEndpoint(absl::GetFlag(FLAGS_http));
+    if (!endpoint.ok()) return Fail(std::string(endpoint.status().message()));
+    if (*kind == yoco::WorkloadKind::kChat) return Fail("--workload chat needs the gRPC API");
+    if (absl::GetFlag(FLAGS_precache)) return Fail("--precache needs the gRPC API (--router)");
+    if (absl::GetFlag(FLAGS_vocab_size) < 5) return Fail("--http needs --vocab-size N");
+    info.set_vocab_size(absl::GetFlag(FLAGS_vocab_size));
+    endpoint->model = absl::GetFlag(FLAGS_http_model);
+    if (endpoint->model.empty()) {
+      auto model = FirstModel(*endpoint);
+      if (!model.ok()) return Fail(std::string(model.status().message()));
+      endpoint->model = *model;
+    }
+    load.http = *std::move(endpoint);
+  } else {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     if (!load.bearer_token.empty()) {

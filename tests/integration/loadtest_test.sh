@@ -11,7 +11,7 @@ MODEL=$2
 export UCX_WARN_UNUSED_ENV_VARS=n
 base=$((32700 + (RANDOM % 6) * 10))  # 32700-32759: below the ephemeral ports, apart from the other tests
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE=127.0.0.1:$((base + 2))
-METRICS=127.0.0.1:$((base + 3))
+METRICS=127.0.0.1:$((base + 3)) HTTP=127.0.0.1:$((base + 4))
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
 trap cleanup EXIT
@@ -22,7 +22,8 @@ pids+=($!)
 "$BIN/yoco-prefill" --listen "$PREFILL" "${WORKER_FLAGS[@]}" 2> "$log/p" &
 pids+=($!)
 "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \
-  --probe-interval-ms 200 --metrics-listen "$METRICS" --snapshot-conversations=false 2> "$log/r" &
+  --probe-interval-ms 200 --metrics-listen "$METRICS" --snapshot-conversations=false \
+  --http-listen "$HTTP" 2> "$log/r" &
 pids+=($!)
 for i in $(seq 1 100); do
   if "$BIN/yoco-cli" --router "$ROUTER" generate --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1; then break; fi
@@ -136,6 +137,32 @@ print("ok" if ok else l)' "$log/replayed.jsonl")
   if [ "$replayed" = ok ]; then pass replay; else fail replay "$replayed"; fi
 else
   fail replay "$(cat "$log/replay.err")"
+fi
+# The same workload through the router's OpenAI HTTP API (--http): the same prompts, arrivals
+# measured from the SSE chunks (this random model's ids past the bytes have no text, so a chunk
+# may carry more than one token: at most 5 gaps for 6 tokens), the model found in /v1/models.
+if "$BIN/yoco-loadtest" --http "http://$HTTP" --vocab-size 512 --workload random \
+    --input-tokens 40 --input-spread 8 --output-tokens 6 --requests 8 --concurrency 3 --seed 6 \
+    --jsonl "$log/http.jsonl" --quiet > "$log/http.json" 2> "$log/http.err" &&
+   "$BIN/yoco-loadtest" --router "$ROUTER" --workload random --input-tokens 40 --input-spread 8 \
+    --output-tokens 6 --requests 8 --concurrency 3 --seed 6 --jsonl "$log/grpc.jsonl" --quiet \
+    > /dev/null 2>> "$log/http.err"; then
+  over_http=$(python3 -c '
+import json, sys
+h = sorted(map(json.loads, open(sys.argv[1])), key=lambda x: x["index"])
+g = sorted(map(json.loads, open(sys.argv[2])), key=lambda x: x["index"])
+ok = (len(h) == len(g) == 8 and all(x["status"] == "OK" and x["output_tokens"] == 6 and
+      1 <= len(x["itl_ms"]) <= 5 and x["ttft_ms"] > 0 and x["finish_reason"] == "length" for x in h) and
+      [x["prompt_tokens"] for x in h] == [x["prompt_tokens"] for x in g])
+print("ok" if ok else [(x["status"], x["output_tokens"], x["prompt_tokens"], x.get("error")) for x in h])' \
+    "$log/http.jsonl" "$log/grpc.jsonl")
+  if [ "$over_http" = ok ]; then pass http-endpoint; else fail http-endpoint "$over_http"; fi
+else
+  fail http-endpoint "$(cat "$log/http.err")"
+fi
+if out=$("$BIN/yoco-loadtest" --http "http://$HTTP" --vocab-size 512 --workload chat --requests 2 \
+    --concurrency 1 2>&1); then fail http-chat-refused "accepted"; else
+  if [[ "$out" == *"needs the gRPC API"* ]]; then pass http-chat-refused; else fail http-chat-refused "$out"; fi
 fi
 # Bad flags are refused with a message.
 if "$BIN/yoco-loadtest" --router "$ROUTER" --workload chaos --requests 1 --concurrency 1 2> "$log/bad"; then
