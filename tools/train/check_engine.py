@@ -4,7 +4,10 @@ scores the same tokens, and every logit must agree within 1e-4 x max |logit|. Al
 module against the golden sets the official code produced, so both implementations are tied
 to the reference.
 
-usage: check_engine.py --yoco build/bin/yoco --golden tests/data/golden [--work DIR]
+usage: check_engine.py --yoco build/bin/yoco --golden tests/data/golden [--models models]
+                       [--work DIR]
+With --models, every trained model there (a folder with model.safetensors) is checked too, on a
+document-QA prompt: real weights, bf16.
 """
 
 import argparse
@@ -69,6 +72,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--yoco", required=True)
     ap.add_argument("--golden", required=True)
+    ap.add_argument("--models")
     ap.add_argument("--work")
     args = ap.parse_args()
     torch.set_num_threads(2)
@@ -109,6 +113,20 @@ def main():
                 got = model(torch.tensor([tokens]))[0].double().numpy()
             ok &= compare(f"PyTorch vs official code, {name}", got,
                           np.load(os.path.join(d, "logits_full.npy")))
+        for name in sorted(os.listdir(args.models)) if args.models else []:
+            d = os.path.join(args.models, name)
+            if not os.path.exists(os.path.join(d, "model.safetensors")):
+                continue
+            with open(os.path.join(d, "params.json")) as f:
+                model = yoco_model.YOCO(json.load(f))
+            model.load_state_dict(safetensors_io.load(os.path.join(d, "model.safetensors")))
+            text = ("Tara Vogel lives in Lima. The code of Bruno Costa is 4821. Olga Weber is a "
+                    "baker by trade.\nQ: What is the code of Bruno Costa?\nA:")
+            tokens = [0] + [b + 4 for b in text.encode()]
+            with torch.no_grad():
+                want = model(torch.tensor([tokens]))[0].double().numpy()
+            got = engine_logits(args.yoco, d, tokens, work)
+            ok &= compare(f"engine vs PyTorch, trained {name}", got, want)
     print("all agree" if ok else "MISMATCH")
     return 0 if ok else 1
 
