@@ -103,6 +103,17 @@ def chunk_retention(q, k, v, log_decay, chunk):
     return (inner + cross).view(b, h, n * chunk, d)[:, :, :t]
 
 
+def rotated_qkv(mixer, x, positions):
+    """The self mixers' q, k (RoPE at `positions`) and v as [B, H, T, d]."""
+    b, t, _ = x.shape
+    cos, sin = rope_tables(mixer.head_dim, positions, mixer.theta)
+    shape = (b, t, mixer.heads, mixer.head_dim)
+    q = apply_rope(mixer.q_proj(x).view(shape), cos, sin).transpose(1, 2)
+    k = apply_rope(mixer.k_proj(x).view(shape), cos, sin).transpose(1, 2)
+    v = mixer.v_proj(x).view(shape).transpose(1, 2)
+    return q, k, v
+
+
 class GateRetention(nn.Module):
     def __init__(self, dim, heads, eps, theta):
         super().__init__()
@@ -117,12 +128,8 @@ class GateRetention(nn.Module):
 
     def forward(self, x, positions):
         b, t, d = x.shape
-        cos, sin = rope_tables(self.head_dim, positions, self.theta)
-        shape = (b, t, self.heads, self.head_dim)
-        q = apply_rope(self.q_proj(x).view(shape), cos, sin).transpose(1, 2)
-        k = apply_rope(self.k_proj(x).view(shape), cos, sin).transpose(1, 2)
+        q, k, v = rotated_qkv(self, x, positions)
         k = k * self.head_dim ** -0.5
-        v = self.v_proj(x).view(shape).transpose(1, 2)
         log_decay = F.logsigmoid(self.gt_proj(x).float()).transpose(1, 2) / 16.0  # [B, H, T]
         o = chunk_retention(q, k, v, log_decay, RETENTION_CHUNK)
         o = self.subln(o).transpose(1, 2).reshape(b, t, d)
@@ -153,11 +160,7 @@ class SlidingWindowAttention(nn.Module):
 
     def forward(self, x, positions):
         b, t, d = x.shape
-        cos, sin = rope_tables(self.head_dim, positions, self.theta)
-        shape = (b, t, self.heads, self.head_dim)
-        q = apply_rope(self.q_proj(x).view(shape), cos, sin).transpose(1, 2)
-        k = apply_rope(self.k_proj(x).view(shape), cos, sin).transpose(1, 2)
-        v = self.v_proj(x).view(shape).transpose(1, 2)
+        q, k, v = rotated_qkv(self, x, positions)
         o = causal_attention(q, k, v, self.window).transpose(1, 2).reshape(b, t, d)
         return self.out_proj(o)
 
