@@ -6,14 +6,23 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "lib/cache/cached_prefill.h"
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
 
 absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
-    std::unique_ptr<Backend> backend, const DecodeWorkerOptions& options) {
+    std::unique_ptr<Backend> backend, const DecodeWorkerOptions& options,
+    std::unique_ptr<Backend> prefill_backend) {
+  if (prefill_backend != nullptr &&
+      prefill_backend->model().fingerprint() != backend->model().fingerprint()) {
+    return absl::InvalidArgumentError("the prefill backend runs another model");
+  }
   std::unique_ptr<DecodeWorker> w(new DecodeWorker());
   w->backend_ = std::move(backend);
+  w->prefill_backend_ = std::move(prefill_backend);
+  w->prefill_turns_ = std::make_unique<TurnQueue>(
+      static_cast<size_t>(std::max(options.max_local_prefills_waiting, 0)));
   w->unclaimed_ttl_ = options.unclaimed_bundle_ttl;
   w->sweep_interval_ = options.unclaimed_sweep_interval;
   w->memory_budget_bytes_ = options.batcher.memory_budget_bytes;
@@ -144,6 +153,59 @@ absl::StatusOr<uint64_t> DecodeWorker::Decode(uint64_t sender, uint64_t transfer
   absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
   if (!gen.ok()) return gen.status();
   return batcher_->Admit({std::move(*gen), max_new_tokens, stop_at_eos, std::move(on_event)});
+}
+
+absl::StatusOr<uint64_t> DecodeWorker::PrefillAndDecode(
+    const LocalPrefillCall& call, std::function<void(const DecodeEvent&)> on_event,
+    const std::function<bool()>& cancelled) {
+  if (prefill_backend_ == nullptr) {
+    return absl::FailedPreconditionError("this decode worker does not prefill");
+  }
+  if (call.max_new_tokens < 1) return absl::InvalidArgumentError("max_new_tokens must be >= 1");
+  if (absl::Status st = CheckPrompt(prefill_backend_->model().config(), call.prompt); !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<CachedPrefillResult> prefill;
+  {
+    TurnQueue::Turn turn = prefill_turns_->Acquire(cancelled);
+    if (!turn.ok()) return turn.status();
+    // A prefill worker's path without a cache: the same segments on the cache's block grid, so
+    // the same bits as a prefill there (floating-point sums depend on where segments start).
+    CachedPrefillRequest request;
+    request.prompt = call.prompt;
+    request.sampling = call.sampling;
+    request.cancelled = cancelled;
+    prefill = CachedPrefill(*prefill_backend_, nullptr, request);
+  }
+  if (!prefill.ok()) return prefill.status();
+  local_prefills_.fetch_add(1);
+  const int32_t first = prefill->first_token;
+  DecodeEvent event;
+  event.token = first;
+  event.generated = 1;
+  on_event(event);
+  // The same ends as a prefill worker's first token (PrefillWorker: EndsOnFirstToken).
+  const std::vector<int32_t>& stops = call.sampling.stop_token_ids;
+  DecodeEvent finish;
+  finish.finished = true;
+  finish.generated = 1;
+  if (std::find(stops.begin(), stops.end(), first) != stops.end()) {
+    finish.reason = DecodeFinish::kStop;
+  } else if (call.stop_at_eos && first == kEosId) {
+    finish.reason = DecodeFinish::kEos;
+  } else if (call.max_new_tokens == 1) {
+    finish.reason = DecodeFinish::kLength;
+  } else {
+    // The batch counts the tokens it produces; the caller's count includes the first.
+    auto counted = [on_event = std::move(on_event)](DecodeEvent e) {
+      e.generated += 1;
+      on_event(e);
+    };
+    return batcher_->Admit({std::move(prefill->generation), call.max_new_tokens - 1,
+                            call.stop_at_eos, std::move(counted)});
+  }
+  on_event(finish);
+  return 0;
 }
 
 }  // namespace yoco

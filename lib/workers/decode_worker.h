@@ -3,10 +3,13 @@
 // sequences in a continuously batched loop when their Decode call arrives. Bundles waiting for
 // their call count against the state-memory budget and are dropped on a timer when nobody
 // claims them; Decode calls wait a bounded time for their bundle, and end at once when the
-// caller cancels.
+// caller cancels. With a second backend it also prefills short prompts itself (conditional
+// disaggregation: shipping a short uncached prompt's state costs more than computing it here);
+// such a sequence then joins the same batch.
 #ifndef YOCO_LIB_WORKERS_DECODE_WORKER_H_
 #define YOCO_LIB_WORKERS_DECODE_WORKER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -14,12 +17,15 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "lib/batching/decode_batcher.h"
 #include "lib/engine/backend.h"
+#include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
+#include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
 
 namespace yoco {
@@ -29,12 +35,25 @@ struct DecodeWorkerOptions {
   UcxTransportOptions transport;
   absl::Duration unclaimed_bundle_ttl = absl::Seconds(60);
   absl::Duration unclaimed_sweep_interval = absl::Seconds(1);
+  // Local prefills waiting for the prefill backend beyond the one running; one more is refused
+  // with RESOURCE_EXHAUSTED.
+  int max_local_prefills_waiting = 4;
+};
+
+struct LocalPrefillCall {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int max_new_tokens = 0;  // the first token included
+  bool stop_at_eos = false;
 };
 
 class DecodeWorker {
  public:
-  static absl::StatusOr<std::unique_ptr<DecodeWorker>> Create(std::unique_ptr<Backend> backend,
-                                                              const DecodeWorkerOptions& options);
+  // `prefill_backend` (another instance over the same model; may be null) runs local prefills,
+  // one at a time, beside the batch.
+  static absl::StatusOr<std::unique_ptr<DecodeWorker>> Create(
+      std::unique_ptr<Backend> backend, const DecodeWorkerOptions& options,
+      std::unique_ptr<Backend> prefill_backend = nullptr);
   ~DecodeWorker();
 
   // Where prefill workers send bundles.
@@ -49,6 +68,17 @@ class DecodeWorker {
                                   bool stop_at_eos, absl::Duration wait,
                                   std::function<void(const DecodeEvent&)> on_event,
                                   const std::function<bool()>& cancelled = nullptr);
+  // Prefills `call.prompt` here, sends its first token to `on_event` (on the calling thread),
+  // then decodes the rest in the batch as Decode does; the events' `generated` count the first
+  // token. Returns the sequence id for Cancel, or 0 when the first token ended the request
+  // (its finish event sent). FAILED_PRECONDITION without a prefill backend, INVALID_ARGUMENT
+  // for a bad prompt or sampling, RESOURCE_EXHAUSTED when too many wait, CANCELLED.
+  absl::StatusOr<uint64_t> PrefillAndDecode(const LocalPrefillCall& call,
+                                            std::function<void(const DecodeEvent&)> on_event,
+                                            const std::function<bool()>& cancelled = nullptr);
+  bool local_prefill() const { return prefill_backend_ != nullptr; }
+  uint64_t local_prefills() const { return local_prefills_.load(); }
+
   void Cancel(uint64_t sequence_id) { batcher_->Cancel(sequence_id); }
 
   DecodeBatcherStats stats() const { return batcher_->stats(); }
@@ -73,6 +103,9 @@ class DecodeWorker {
   void SweepLoop();
 
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> prefill_backend_;  // null: no local prefill
+  std::unique_ptr<TurnQueue> prefill_turns_;  // one local prefill at a time
+  std::atomic<uint64_t> local_prefills_{0};
   absl::Duration unclaimed_ttl_;
   absl::Duration sweep_interval_;
   int64_t memory_budget_bytes_ = 0;

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 
 #include "lib/rpc/grpc_status.h"
+#include "lib/rpc/proto_convert.h"
 
 namespace yoco {
 namespace {
@@ -42,18 +44,29 @@ grpc::Status DecodeService::Decode(grpc::ServerContext* context, const v1::Decod
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens must be >= 1");
   }
   auto queue = std::make_shared<EventQueue>();
-  const absl::Duration wait = request->wait_for_bundle_ms() > 0
-                                  ? absl::Milliseconds(request->wait_for_bundle_ms())
-                                  : absl::Seconds(30);
-  auto id = worker_.Decode(
-      request->sender_transport(), request->transfer_id(),
-      static_cast<int>(request->max_new_tokens()), request->stop_at_eos(), wait,
-      [queue](const DecodeEvent& e) {
-        std::lock_guard<std::mutex> lock(queue->mu);
-        queue->events.push_back(e);
-        queue->cv.notify_all();
-      },
-      [context] { return context->IsCancelled(); });
+  auto on_event = [queue](const DecodeEvent& e) {
+    std::lock_guard<std::mutex> lock(queue->mu);
+    queue->events.push_back(e);
+    queue->cv.notify_all();
+  };
+  auto cancelled = [context] { return context->IsCancelled(); };
+  const int max_new_tokens = static_cast<int>(
+      std::min<uint32_t>(request->max_new_tokens(), std::numeric_limits<int>::max()));
+  absl::StatusOr<uint64_t> id;
+  if (request->prompt_size() > 0) {
+    LocalPrefillCall call;
+    call.prompt.assign(request->prompt().begin(), request->prompt().end());
+    call.sampling = FromProto(request->sampling());
+    call.max_new_tokens = max_new_tokens;
+    call.stop_at_eos = request->stop_at_eos();
+    id = worker_.PrefillAndDecode(call, on_event, cancelled);
+  } else {
+    const absl::Duration wait = request->wait_for_bundle_ms() > 0
+                                    ? absl::Milliseconds(request->wait_for_bundle_ms())
+                                    : absl::Seconds(30);
+    id = worker_.Decode(request->sender_transport(), request->transfer_id(), max_new_tokens,
+                        request->stop_at_eos(), wait, on_event, cancelled);
+  }
   if (!id.ok()) return ToGrpcStatus(id.status());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -80,7 +93,7 @@ grpc::Status DecodeService::Decode(grpc::ServerContext* context, const v1::Decod
       std::unique_lock<std::mutex> lock(queue->mu);
       while (queue->events.empty()) {
         if (context->IsCancelled()) {
-          worker_.Cancel(*id);
+          if (*id != 0) worker_.Cancel(*id);
           return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
         }
         queue->cv.wait_for(lock, std::chrono::milliseconds(50));
@@ -99,7 +112,7 @@ grpc::Status DecodeService::Decode(grpc::ServerContext* context, const v1::Decod
     out.mutable_token()->set_id(e.token);
     out.mutable_token()->set_index(index++);
     if (!writer->Write(out)) {  // the client is gone
-      worker_.Cancel(*id);
+      if (*id != 0) worker_.Cancel(*id);
       return grpc::Status(grpc::StatusCode::CANCELLED, "the stream was closed");
     }
   }
@@ -119,6 +132,7 @@ grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWor
   const DecodeBatcherStats stats = worker_.stats();
   response->set_worker_id(worker_id_);
   response->set_backend(backend_);
+  response->set_local_prefill(worker_.local_prefill());
   response->set_ucx_address(worker_.address());
   response->set_model_fingerprint(worker_.fingerprint());
   response->set_active_requests(stats.active);

@@ -34,6 +34,9 @@ ABSL_FLAG(int, device, 0, "CUDA device index (with --backend cuda)");
 ABSL_FLAG(int, max_batch, 32, "sequences per decode step");
 ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active sequences, MiB");
 ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAUSTED");
+ABSL_FLAG(bool, local_prefill, true,
+          "prefill short uncached prompts here when the router asks (a second engine instance "
+          "over the same weights; the router's --local-prefill-max-tokens decides)");
 ABSL_FLAG(bool, vllm_metric_names, false,
           "also export the load gauges under vLLM's names (vllm:num_requests_waiting, ...)");
 
@@ -74,7 +77,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string backend_description = yoco::DescribeBackend(**backend);
-  auto worker = yoco::DecodeWorker::Create(std::move(*backend), options);
+  std::unique_ptr<yoco::Backend> prefill_backend;
+  if (absl::GetFlag(FLAGS_local_prefill)) {
+    yoco::BackendChoice prefill_choice = choice;
+    prefill_choice.lazy_host_states = false;  // its states go to the batch's backend
+    auto made = yoco::MakeBackend(*model, prefill_choice);
+    if (!made.ok()) {
+      std::cerr << "yoco-decode: " << made.status().message() << "\n";
+      return 1;
+    }
+    prefill_backend = std::move(*made);
+  }
+  auto worker =
+      yoco::DecodeWorker::Create(std::move(*backend), options, std::move(prefill_backend));
   if (!worker.ok()) {
     std::cerr << "yoco-decode: " << worker.status().message() << "\n";
     return 1;
@@ -100,6 +115,9 @@ int main(int argc, char** argv) {
                  [w] { return static_cast<double>(w->waiting_bundle_bytes()); });
   callbacks->Add("yoco_decode_steps_total", "Batched decode steps", Type::kCounter,
                  [w] { return static_cast<double>(w->stats().steps); });
+  callbacks->Add("yoco_decode_local_prefills_total",
+                 "Prompts prefilled on this decode worker instead of a prefill worker",
+                 Type::kCounter, [w] { return static_cast<double>(w->local_prefills()); });
   callbacks->Add("yoco_decode_waiting_bundles",
                  "Bundles received but not yet claimed by a Decode call", Type::kGauge,
                  [w] { return static_cast<double>(w->waiting_bundles()); });

@@ -49,6 +49,14 @@ ABSL_FLAG(int64_t, cache_load_penalty_tokens, 1024,
 ABSL_FLAG(int, wait_for_workers_ms, 10000,
           "a request that finds no healthy prefill and decode worker waits this long (within its "
           "deadline) for one before UNAVAILABLE");
+ABSL_FLAG(uint32_t, local_prefill_max_tokens, 128,
+          "conditional disaggregation: a prompt of at most this many tokens with no cached prefix "
+          "is prefilled on its decode worker (when the worker offers it) instead of being "
+          "shipped from a prefill worker; 0: never. Default: one cache block (shorter prompts "
+          "can never hit the prefix cache), where local prefill halves TTFT (README)");
+ABSL_FLAG(uint32_t, local_prefill_max_load, 8,
+          "... only on a decode worker with fewer requests than this (a local prefill delays its "
+          "batch)");
 ABSL_FLAG(std::string, tenants, "",
           "a JSON file of tenants, their bearer tokens and client-certificate identities: every "
           "call must then come from a tenant, whose name is its cache salt (see the README)");
@@ -122,6 +130,8 @@ int main(int argc, char** argv) {
   options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
   options.snapshot_conversations = absl::GetFlag(FLAGS_snapshot_conversations);
   options.wait_for_workers = absl::Milliseconds(absl::GetFlag(FLAGS_wait_for_workers_ms));
+  options.local_prefill_max_tokens = absl::GetFlag(FLAGS_local_prefill_max_tokens);
+  options.local_prefill_max_load = absl::GetFlag(FLAGS_local_prefill_max_load);
   std::unique_ptr<yoco::TenantDirectory> tenants;
   if (!absl::GetFlag(FLAGS_tenants).empty()) {
     auto opened = yoco::TenantDirectory::Open(

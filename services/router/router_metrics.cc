@@ -32,6 +32,12 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                   .Help("Requests continued on another worker pair after a failure")
                   .Register(registry)
                   .Add({})),
+      local_prefills(prometheus::BuildCounter()
+                         .Name("yoco_router_local_prefills_total")
+                         .Help("Request attempts prefilled on their decode worker (short, "
+                               "uncached prompts)")
+                         .Register(registry)
+                         .Add({})),
       worker_failures(prometheus::BuildCounter()
                           .Name("yoco_router_worker_failures_total")
                           .Help("Workers marked failed after a call to them failed")

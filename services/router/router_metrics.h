@@ -21,7 +21,8 @@ struct RouterMetrics {
   prometheus::Histogram& time_to_first_token;         // seconds
   prometheus::Histogram& inter_token;                 // seconds between streamed tokens
   prometheus::Counter& generated_tokens;
-  prometheus::Counter& retries;  // worker pairs retried after a failure
+  prometheus::Counter& retries;         // worker pairs retried after a failure
+  prometheus::Counter& local_prefills;  // attempts prefilled on the decode worker
   // Workers marked failed after a call to them failed (never for the client's own deadline or
   // cancellation, nor for a refusal for load), by role.
   prometheus::Family<prometheus::Counter>& worker_failures;

@@ -314,6 +314,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
   v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
   bool cache_reported = false;
   std::optional<size_t> last_prefill;  // the worker that prefilled last
+  bool force_remote = false;           // a decode worker refused to prefill: no more tries
   for (int attempt = 0; attempt < options_.attempts && reason == v1::FINISH_REASON_UNSPECIFIED;
        ++attempt) {
     if (attempt > 0 && metrics_) metrics_->retries.Increment();
@@ -326,12 +327,14 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     const auto wait_until =
         std::min(context->deadline(), std::chrono::system_clock::now() +
                                           absl::ToChronoMilliseconds(options_.wait_for_workers));
+    bool local = false;
     while (true) {
       decode_choice = decode_workers_->Choose(bad_decode, {}, 0, 1);
       prefill_choice =
           prefill_workers_->Choose(bad_prefill, keys, static_cast<int64_t>(input.size()),
                                    options_.cache_load_penalty_tokens, kDiskPenaltyTokens);
-      if (decode_choice.has_value() && prefill_choice.has_value()) break;
+      local = !force_remote && PrefillOnDecodeWorker(decode_choice, prefill_choice, input.size());
+      if (decode_choice.has_value() && (prefill_choice.has_value() || local)) break;
       // Only a request that has not yet lost a worker of its own waits: the others retry on
       // what is healthy or fail.
       if (!bad_decode.empty() || !bad_prefill.empty() || context->IsCancelled() ||
@@ -340,7 +343,7 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    if (!decode_choice.has_value() || !prefill_choice.has_value()) {
+    if (!decode_choice.has_value() || (!prefill_choice.has_value() && !local)) {
       // A worker's own refusal (RESOURCE_EXHAUSTED: all full) says more than this.
       if (last_error.ok()) {
         last_error =
@@ -348,9 +351,47 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
       }
       break;
     }
-    const size_t decode_index = decode_choice->index, prefill_index = prefill_choice->index;
-    if (prefill_choice->better_holder.has_value()) CopySnapshotLater(*prefill_choice, keys);
+    const size_t decode_index = decode_choice->index;
     WorkerRegistry::InFlight decode_in_flight(*decode_workers_, decode_index);
+    if (local) {
+      if (!cache_reported) {
+        cache_reported = true;
+        finish.set_cache_tier("none");
+        finish.set_cache_miss_reason("none");
+      }
+      finish.set_local_prefill(true);
+      if (metrics_) metrics_->local_prefills.Increment();
+      v1::DecodeRequest dec;
+      dec.set_request_id(request->request_id());
+      dec.mutable_prompt()->Add(input.begin(), input.end());
+      ToProto(sampling, dec.mutable_sampling());
+      dec.set_max_new_tokens(max_new - static_cast<uint32_t>(generated.size()));
+      dec.set_stop_at_eos(stop_at_eos);
+      const DecodeOutcome out =
+          RunDecode(*context, decode_index, dec, /*local=*/true, finish, emit, stop_string_hit);
+      if (out.reason != v1::FINISH_REASON_UNSPECIFIED) {
+        reason = out.reason;
+        break;
+      }
+      if (out.client_gone) return out.status;
+      if (out.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+          out.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        // It does not prefill (any more), or its prefill queue is full: a prefill worker's turn.
+        last_error = out.status;
+        force_remote = true;
+        continue;
+      }
+      if (!out.status.ok() && !Retryable(out.status)) return out.status;
+      last_error = out.status.ok()
+                       ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early")
+                       : out.status;
+      decode_workers_->MarkFailed(decode_index);
+      if (metrics_) metrics_->decode_worker_failures.Increment();
+      bad_decode.push_back(decode_index);
+      continue;
+    }
+    const size_t prefill_index = prefill_choice->index;
+    if (prefill_choice->better_holder.has_value()) CopySnapshotLater(*prefill_choice, keys);
     const v1::WorkerInfo& decode_info = decode_choice->info;
     // Phase 1: prefill the prompt plus whatever was already sent; it returns the next token.
     v1::PrefillRequest pre;
@@ -442,7 +483,6 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
                           "the prefill worker shipped no state for a request that continues");
     }
     // Phase 2: the decode worker streams the rest.
-    const auto decode_start = std::chrono::steady_clock::now();
     v1::DecodeRequest dec;
     dec.set_request_id(request->request_id());
     dec.set_sender_transport(pre_out.sender_transport());
@@ -450,37 +490,17 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     dec.set_max_new_tokens(max_new - static_cast<uint32_t>(generated.size()));
     dec.set_wait_for_bundle_ms(options_.transfer_timeout_ms);
     dec.set_stop_at_eos(stop_at_eos);
-    grpc::ClientContext dec_ctx;
-    dec_ctx.set_deadline(context->deadline());
-    auto stream = decode_stubs_[decode_index]->Decode(&dec_ctx, dec);
-    v1::DecodeEvent event;
-    while (stream->Read(&event)) {
-      if (context->IsCancelled()) {
-        dec_ctx.TryCancel();
-        return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-      }
-      if (event.has_token()) {
-        if (!emit(event.token().id())) {
-          dec_ctx.TryCancel();
-          return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-        }
-        if (stop_string_hit) {  // the decode worker's sequence ends with the call
-          reason = v1::FINISH_REASON_STOP;
-          dec_ctx.TryCancel();
-          break;
-        }
-      } else if (event.has_finish()) {
-        reason = event.finish().reason();
-      }
+    const DecodeOutcome out =
+        RunDecode(*context, decode_index, dec, /*local=*/false, finish, emit, stop_string_hit);
+    if (out.reason != v1::FINISH_REASON_UNSPECIFIED) {
+      reason = out.reason;
+      break;
     }
-    const grpc::Status dec_st = stream->Finish();
-    finish.mutable_timings()->set_decode_ms(finish.timings().decode_ms() + MsSince(decode_start));
-    if (reason != v1::FINISH_REASON_UNSPECIFIED) break;
-    if (!dec_st.ok() && ClientGone(*context)) return ClientGoneStatus(*context, dec_st);
-    if (!dec_st.ok() && !Retryable(dec_st)) return dec_st;
-    last_error = dec_st.ok()
+    if (out.client_gone) return out.status;
+    if (!out.status.ok() && !Retryable(out.status)) return out.status;
+    last_error = out.status.ok()
                      ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early")
-                     : dec_st;
+                     : out.status;
     // Continue on another pair with the tokens sent so far.
     decode_workers_->MarkFailed(decode_index);
     if (metrics_) metrics_->decode_worker_failures.Increment();
@@ -500,6 +520,67 @@ grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
     SnapshotConversation(*last_prefill, prompt.size(), std::move(conversation), scope.salt);
   }
   return grpc::Status::OK;
+}
+
+bool RouterService::PrefillOnDecodeWorker(const std::optional<WorkerChoice>& decode,
+                                          const std::optional<WorkerChoice>& prefill,
+                                          size_t input_tokens) const {
+  if (!decode.has_value() || !decode->info.local_prefill() ||
+      input_tokens > options_.local_prefill_max_tokens) {
+    return false;
+  }
+  // A cached prefix makes the prefill worker's part cheap, whatever the length.
+  if (prefill.has_value() && prefill->cached_tokens > 0) return false;
+  // A local prefill delays the decode worker's batch: only while it is lightly loaded.
+  const uint32_t load = decode->info.active_requests() + decode->info.queued_requests();
+  return load < options_.local_prefill_max_load;
+}
+
+RouterService::DecodeOutcome RouterService::RunDecode(
+    grpc::ServerContext& context, size_t decode_index, const v1::DecodeRequest& dec, bool local,
+    v1::Finish& finish, const std::function<bool(int32_t)>& emit, const bool& stop_string_hit) {
+  DecodeOutcome out;
+  const auto decode_start = std::chrono::steady_clock::now();
+  grpc::ClientContext dec_ctx;
+  dec_ctx.set_deadline(context.deadline());
+  auto stream = decode_stubs_[decode_index]->Decode(&dec_ctx, dec);
+  v1::DecodeEvent event;
+  bool first = true;
+  while (stream->Read(&event)) {
+    if (context.IsCancelled()) {
+      dec_ctx.TryCancel();
+      out.client_gone = true;
+      out.status = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+      return out;
+    }
+    if (event.has_token()) {
+      if (local && first) {  // the decode worker's prefill ends with its first token
+        finish.mutable_timings()->set_prefill_ms(finish.timings().prefill_ms() +
+                                                 MsSince(decode_start));
+      }
+      first = false;
+      if (!emit(event.token().id())) {
+        dec_ctx.TryCancel();
+        out.client_gone = true;
+        out.status = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+        return out;
+      }
+      if (stop_string_hit) {  // the decode worker's sequence ends with the call
+        out.reason = v1::FINISH_REASON_STOP;
+        dec_ctx.TryCancel();
+        break;
+      }
+    } else if (event.has_finish()) {
+      out.reason = event.finish().reason();
+    }
+  }
+  out.status = stream->Finish();
+  finish.mutable_timings()->set_decode_ms(finish.timings().decode_ms() + MsSince(decode_start));
+  if (out.reason == v1::FINISH_REASON_UNSPECIFIED && !out.status.ok() && ClientGone(context)) {
+    out.client_gone = true;
+    out.status = ClientGoneStatus(context, out.status);
+  }
+  return out;
 }
 
 bool RouterService::CanAdmit() const {

@@ -5,8 +5,10 @@
 #ifndef YOCO_SERVICES_ROUTER_ROUTER_SERVICE_H_
 #define YOCO_SERVICES_ROUTER_ROUTER_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,6 +51,12 @@ struct RouterOptions {
   // After a request, extend its prefill worker's snapshot over the generated tokens (in the
   // background), so a follow-up turn that repeats the conversation prefills only what is new.
   bool snapshot_conversations = true;
+  // Conditional disaggregation: a prompt (plus tokens already streamed, on a retry) of at most
+  // this many tokens with no cached prefix is prefilled on its decode worker, when that worker
+  // offers it (WorkerInfo.local_prefill) and has fewer than `local_prefill_max_load` requests:
+  // shipping a short prompt's state costs more than computing it there. 0: never.
+  uint32_t local_prefill_max_tokens = 0;  // yoco-router's flag defaults to 128
+  uint32_t local_prefill_max_load = 8;
   // Calls to workers: plaintext, TLS (ca) or mutual TLS (ca, cert, key); MakeChannelCredentials.
   TlsFiles worker_tls;
   // --tenants: every public call must come from a tenant, whose name is its cache salt; null:
@@ -105,6 +113,20 @@ class RouterService final : public v1::Yoco::Service {
                                   const std::string& request_salt);
   grpc::Status DoGenerate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                           const CallScope& scope, grpc::ServerWriter<v1::GenerateResponse>* writer);
+  // Whether this attempt prefills on the decode worker (RouterOptions::local_prefill_max_tokens).
+  bool PrefillOnDecodeWorker(const std::optional<WorkerChoice>& decode,
+                             const std::optional<WorkerChoice>& prefill, size_t input_tokens) const;
+  // One Decode call: its tokens go to `emit` (false: the client is gone), its timings to
+  // `finish`. `reason` is set when the stream ended the request; otherwise `status` says why
+  // not, and `client_gone` whether that was the client's doing.
+  struct DecodeOutcome {
+    v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
+    grpc::Status status;
+    bool client_gone = false;
+  };
+  DecodeOutcome RunDecode(grpc::ServerContext& context, size_t decode_index,
+                          const v1::DecodeRequest& dec, bool local, v1::Finish& finish,
+                          const std::function<bool(int32_t)>& emit, const bool& stop_string_hit);
   // The block keys of `tokens` a prefill can resume from (all but the last token's block).
   std::vector<BlockKey> UsableKeys(const std::string& salt,
                                    const std::vector<int32_t>& tokens) const;

@@ -19,10 +19,12 @@ struct DecodeEventCollector {
   std::vector<int32_t> tokens;
   bool finished = false;
   DecodeFinish reason = DecodeFinish::kLength;
+  std::vector<int> generated;  // each event's count
 
   std::function<void(const DecodeEvent&)> Callback() {
     return [this](const DecodeEvent& e) {
       std::lock_guard<std::mutex> lock(mu);
+      generated.push_back(e.generated);
       if (e.finished) {
         finished = true;
         reason = e.reason;

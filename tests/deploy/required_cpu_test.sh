@@ -14,6 +14,13 @@ if [[ " $required " != *" avx2 "* ]]; then
   echo "this build does not require AVX2 (YOCO_ARCH), nothing to check" >&2
   exit 0
 fi
+# QEMU's emulation has AVX2 but no AVX-512: a build for an AVX-512 machine (YOCO_ARCH=native
+# there) can only be checked for its refusal.
+positive=1
+if [[ " $required " == *" avx512"* ]]; then
+  echo "this build needs AVX-512, which QEMU does not emulate: only the refusal is checked"
+  positive=0
+fi
 fail=0
 for b in yoco-router yoco-prefill yoco-decode yoco-cli yoco; do
   out=$(qemu-x86_64 -cpu Nehalem "$bin/$b" --help 2>&1)
@@ -24,6 +31,7 @@ for b in yoco-router yoco-prefill yoco-decode yoco-cli yoco; do
   else
     echo "ok   $b on Nehalem: $out"
   fi
+  [ "$positive" = 1 ] || continue
   out=$(qemu-x86_64 -cpu Haswell "$bin/$b" --help 2>&1)
   if [[ "$out" == *"this CPU lacks"* ]]; then
     echo "FAIL $b on Haswell refused: $out" >&2

@@ -6,9 +6,14 @@
 //   forged_call PREFILL_HOST:PORT HANDLE [CA CERT KEY]
 // HANDLE: a snapshot that worker holds. With CA, CERT and KEY the calls come over mutual TLS
 // with a certificate the cluster's CA signed: an insider's, which the envelope must still stop.
+//   forged_call local-prefill DECODE_HOST:PORT (yes|no)
+// Decode calls that ask a decode worker to prefill prompts no router would send: each must be
+// refused with INVALID_ARGUMENT (yes: the worker prefills) or FAILED_PRECONDITION (no).
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,9 +31,52 @@ std::string RandomBytes(size_t n, uint32_t seed) {
   return out;
 }
 
+int ForgedLocalPrefills(const std::string& address, bool prefills) {
+  auto stub = yoco::v1::DecodeWorker::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  struct Case {
+    std::string name;
+    std::vector<int32_t> prompt;
+    uint32_t max_new_tokens = 8;
+    float temperature = 0;
+  };
+  const std::vector<Case> cases = {
+      {"token-beyond-the-vocabulary", {0, 1 << 30}},
+      {"negative-token", {0, -7}},
+      {"longer-than-max-seq-len", std::vector<int32_t>(100000, 5)},
+      {"negative-temperature", {0, 5}, 8, -1.0f},
+      {"nan-temperature", {0, 5}, 8, std::numeric_limits<float>::quiet_NaN()},
+  };
+  int failures = 0;
+  for (const Case& c : cases) {
+    yoco::v1::DecodeRequest request;
+    request.set_request_id("forged");
+    for (int32_t t : c.prompt) request.add_prompt(t);
+    request.set_max_new_tokens(c.max_new_tokens);
+    request.mutable_sampling()->set_temperature(c.temperature);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto stream = stub->Decode(&context, request);
+    yoco::v1::DecodeEvent event;
+    int events = 0;
+    while (stream->Read(&event)) ++events;
+    const grpc::Status st = stream->Finish();
+    const grpc::StatusCode want =
+        prefills ? grpc::StatusCode::INVALID_ARGUMENT : grpc::StatusCode::FAILED_PRECONDITION;
+    const bool refused = st.error_code() == want && events == 0;
+    std::cout << (refused ? "refused " : "ACCEPTED ") << c.name << ": " << st.error_code() << " "
+              << st.error_message() << " (" << events << " events)\n";
+    if (!refused) ++failures;
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "local-prefill") {
+    return ForgedLocalPrefills(argv[2], std::string(argv[3]) == "yes");
+  }
   if (argc != 3 && argc != 6) {
     std::cerr << "usage: forged_call PREFILL_HOST:PORT HANDLE [CA CERT KEY]\n";
     return 2;

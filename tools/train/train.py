@@ -115,6 +115,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--checkpoint-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--eval-lengths", default="256,512",
+                    help="document lengths (bytes) of the held-out accuracy")
     ap.add_argument("--export", help="write the bf16 model here and stop")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -157,7 +159,8 @@ def main():
         if step % args.eval_every == 0 or step == args.steps:
             model.eval()
             record["answer_accuracy"] = {
-                str(n): answer_accuracy(model, task, args.seed, n, 40) for n in (256, 1024)}
+                n: answer_accuracy(model, task, args.seed, int(n), 40)
+                for n in args.eval_lengths.split(",")}
             model.train()
         log.write(json.dumps(record) + "\n")
         log.flush()

@@ -315,12 +315,13 @@ int Generate(const std::string& router, const std::vector<std::string>& args) {
         << absl::StrFormat(
                R"({"prompt_tokens": %d, "cached_prompt_tokens": %d, "generated_tokens": %d, "ttft_ms": %.3f, )"
                R"("prefill_ms": %.3f, "transfer_ms": %.3f, "decode_ms": %.3f, "transfer_bytes": %d, "finish_reason": "%s", )"
-               R"("cache_tier": "%s", "cache_miss_reason": "%s"})",
+               R"("cache_tier": "%s", "cache_miss_reason": "%s", "local_prefill": %s})",
                finish.usage().prompt_tokens(), finish.usage().cached_prompt_tokens(),
                finish.usage().generated_tokens(), finish.timings().ttft_ms(),
                finish.timings().prefill_ms(), finish.timings().transfer_ms(),
                finish.timings().decode_ms(), finish.transfer_bytes(), ReasonName(finish.reason()),
-               finish.cache_tier(), finish.cache_miss_reason())
+               finish.cache_tier(), finish.cache_miss_reason(),
+               finish.local_prefill() ? "true" : "false")
         << "\n";
   }
   return 0;
