@@ -4,6 +4,7 @@
 # router's and decode worker's threads and resident memory every 0.2 s (peaks reported) and
 # prints a Markdown table with yoco-loadtest's throughput, TTFT p99 and errors.
 #   loadtest/stream_scaling.sh [OUT_DIR]
+# ROUTER_BIN (default build/bin/yoco-router) and ROUTER_FLAGS compare router builds and settings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/loadtest}
@@ -20,8 +21,9 @@ decode_pid=$!; pids+=($!)
 build/bin/yoco-prefill --listen "$prefill" --model "$model" --tls tcp --net-devices lo \
   --max-queue 4096 2> "$out/scaling-prefill.log" &
 pids+=($!)
-build/bin/yoco-router --listen "$router" --model "$model" --prefill "$prefill" --decode "$decode" \
-  --snapshot-conversations=false 2> "$out/scaling-router.log" &
+# shellcheck disable=SC2086
+"${ROUTER_BIN:-build/bin/yoco-router}" --listen "$router" --model "$model" --prefill "$prefill" \
+  --decode "$decode" --snapshot-conversations=false ${ROUTER_FLAGS:-} 2> "$out/scaling-router.log" &
 router_pid=$!; pids+=($!)
 for i in $(seq 1 100); do
   build/bin/yoco-cli --router "$router" generate --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1 && break

@@ -22,7 +22,7 @@ absl::StatusOr<std::string> BearerToken(absl::string_view authorization) {
 }
 
 absl::StatusOr<std::string> CallerTenant(TenantDirectory& tenants,
-                                         const grpc::ServerContext& context) {
+                                         const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   auto [begin, end] = metadata.equal_range("authorization");
   if (begin != end) {

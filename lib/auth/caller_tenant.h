@@ -17,7 +17,7 @@ namespace yoco {
 // UNAUTHENTICATED when the call sends a malformed or unknown token, or no token and no
 // certificate the directory names.
 absl::StatusOr<std::string> CallerTenant(TenantDirectory& tenants,
-                                         const grpc::ServerContext& context);
+                                         const grpc::ServerContextBase& context);
 
 // The token of an "authorization" value "Bearer TOKEN" (scheme case-insensitive, as HTTP's);
 // INVALID_ARGUMENT for anything else.

@@ -1,5 +1,5 @@
-// The router's request flow: prefill (first token) -> decode stream; on a worker failure,
-// prefill again with the tokens already sent and continue.
+// The router's service: worker membership and probes, the public RPCs besides Generate's flow
+// (GenerateStream), and the local-prefill choice.
 #include "services/router/router_service.h"
 
 #include <grpcpp/grpcpp.h>
@@ -18,15 +18,11 @@
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/text/utf8_stream.h"
+#include "services/router/generate_stream.h"
 #include "services/router/request_checks.h"
 
 namespace yoco {
 namespace {
-
-// Routing: what loading a snapshot from a worker's disk costs, in prompt tokens prefilled.
-// Reading and checking ~20 MB (an 8K-token snapshot of the 12-layer benchmark shape) takes
-// about as long as prefilling a few dozen tokens; memory wins ties.
-constexpr int64_t kDiskPenaltyTokens = 64;
 
 // How long a probe may take before the worker counts as unhealthy.
 constexpr auto kProbeTimeout = std::chrono::seconds(2);
@@ -40,32 +36,6 @@ absl::StatusOr<v1::WorkerInfo> ProbeWorkerInfo(Stub& stub) {
   const grpc::Status st = stub.GetWorkerInfo(&ctx, {}, &info);
   if (!st.ok()) return absl::UnavailableError(st.error_message());
   return info;
-}
-
-bool Retryable(const grpc::Status& st) {
-  return st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         st.error_code() == grpc::StatusCode::ABORTED ||
-         st.error_code() == grpc::StatusCode::INTERNAL ||
-         st.error_code() == grpc::StatusCode::UNKNOWN;
-}
-
-// Whether the client cancelled or its deadline passed: then a worker's failing status is the
-// client's doing and must not mark the worker failed.
-bool ClientGone(const grpc::ServerContext& context) {
-  return context.IsCancelled() || std::chrono::system_clock::now() >= context.deadline();
-}
-
-grpc::Status ClientGoneStatus(const grpc::ServerContext& context, const grpc::Status& worker) {
-  if (std::chrono::system_clock::now() >= context.deadline()) {
-    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                        "the request's deadline passed (" + worker.error_message() + ")");
-  }
-  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-}
-
-double MsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
 }  // namespace
@@ -210,23 +180,13 @@ std::vector<BlockKey> RouterService::UsableKeys(const std::string& salt,
                          absl::MakeConstSpan(tokens).subspan(0, tokens.size() - 1));
 }
 
-grpc::Status RouterService::Generate(grpc::ServerContext* context,
-                                     const v1::GenerateRequest* request,
-                                     grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  absl::StatusOr<CallScope> scope =
-      Scope(*context, !request->cache_salt().empty(), request->cache_salt());
-  if (metrics_ && scope.ok() && !scope->tenant.empty()) {
-    metrics_->tenant_requests.Add({{"tenant", scope->tenant}}).Increment();
-  }
-  const grpc::Status status =
-      scope.ok() ? DoGenerate(context, request, *scope, writer) : ToGrpcStatus(scope.status());
-  if (metrics_) metrics_->Outcome(status.error_code()).Increment();
-  return status;
+grpc::ServerWriteReactor<v1::GenerateResponse>* RouterService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  return new GenerateStream(*this, context, request);
 }
 
-absl::StatusOr<RouterService::CallScope> RouterService::Scope(const grpc::ServerContext& context,
-                                                              bool has_salt,
-                                                              const std::string& request_salt) {
+absl::StatusOr<RouterService::CallScope> RouterService::Scope(
+    const grpc::ServerContextBase& context, bool has_salt, const std::string& request_salt) {
   CallScope scope;
   if (options_.tenants == nullptr) {
     scope.salt = request_salt;
@@ -250,278 +210,6 @@ absl::StatusOr<RouterService::CallScope> RouterService::Scope(const grpc::Server
   return scope;
 }
 
-grpc::Status RouterService::DoGenerate(grpc::ServerContext* context,
-                                       const v1::GenerateRequest* request, const CallScope& scope,
-                                       grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<GenerateCall> call =
-      CheckGenerateRequest(*request, config_, *tokenizer_, options_.default_max_new_tokens);
-  if (!call.ok()) return ToGrpcStatus(call.status());
-  const std::vector<int32_t>& prompt = call->prompt;
-  const SamplingParams& sampling = call->sampling;
-  const uint32_t max_new = call->max_new_tokens;
-  const bool stop_at_eos = call->stop_at_eos;
-
-  std::vector<int32_t> generated;
-  std::string output_bytes;  // the generated tokens' bytes so far
-  size_t text_pos = 0;       // how many of them are already sent as text
-  auto last_token_time = start;
-  const std::vector<std::string>& stop_strings = call->stop_strings;
-  std::string sent_text;
-  bool stop_string_hit = false;
-  v1::Finish finish;
-  auto emit = [&](int32_t id) -> bool {
-    generated.push_back(id);
-    v1::GenerateResponse out;
-    out.mutable_token()->set_id(id);
-    out.mutable_token()->set_index(static_cast<uint32_t>(generated.size() - 1));
-    // Each token's bytes are appended once; a token the tokenizer cannot spell (a model
-    // vocabulary larger than the tokenizer's) shows as U+FFFD.
-    auto bytes = tokenizer_->Decode({&id, 1});
-    output_bytes += bytes.ok() ? *bytes : std::string("\xEF\xBF\xBD");
-    std::string text;
-    AppendValidUtf8(output_bytes, &text_pos, &text);
-    out.mutable_token()->set_text(text);
-    // Stop strings end the stream after the token that completes one.
-    const size_t before = sent_text.size();
-    sent_text += text;
-    for (const std::string& stop : stop_strings) {
-      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
-      if (!stop.empty() && sent_text.find(stop, from) != std::string::npos) stop_string_hit = true;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (generated.size() == 1) {
-      finish.mutable_timings()->set_ttft_ms(MsSince(start));
-      if (metrics_)
-        metrics_->time_to_first_token.Observe(std::chrono::duration<double>(now - start).count());
-    } else if (metrics_) {
-      metrics_->inter_token.Observe(std::chrono::duration<double>(now - last_token_time).count());
-    }
-    last_token_time = now;
-    if (metrics_) metrics_->generated_tokens.Increment();
-    if (scope.generated_tokens != nullptr) scope.generated_tokens->Increment();
-    return writer->Write(out);
-  };
-  auto stops = [&](int32_t id) {
-    const auto& ids = sampling.stop_token_ids;
-    if (std::find(ids.begin(), ids.end(), id) != ids.end()) return v1::FINISH_REASON_STOP;
-    if (stop_at_eos && id == kEosId) return v1::FINISH_REASON_EOS;
-    return v1::FINISH_REASON_UNSPECIFIED;
-  };
-
-  grpc::Status last_error(grpc::StatusCode::UNAVAILABLE, "no worker answered");
-  std::vector<size_t> bad_prefill, bad_decode;
-  v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
-  bool cache_reported = false;
-  std::optional<size_t> last_prefill;  // the worker that prefilled last
-  bool force_remote = false;           // a decode worker refused to prefill: no more tries
-  for (int attempt = 0; attempt < options_.attempts && reason == v1::FINISH_REASON_UNSPECIFIED;
-       ++attempt) {
-    if (attempt > 0 && metrics_) metrics_->retries.Increment();
-    if (context->IsCancelled())
-      return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-    std::vector<int32_t> input = prompt;  // the prompt plus whatever was already sent
-    input.insert(input.end(), generated.begin(), generated.end());
-    const std::vector<BlockKey> keys = UsableKeys(scope.salt, input);
-    std::optional<WorkerChoice> decode_choice, prefill_choice;
-    const auto wait_until =
-        std::min(context->deadline(), std::chrono::system_clock::now() +
-                                          absl::ToChronoMilliseconds(options_.wait_for_workers));
-    bool local = false;
-    while (true) {
-      decode_choice = decode_workers_->Choose(bad_decode, {}, 0, 1);
-      prefill_choice =
-          prefill_workers_->Choose(bad_prefill, keys, static_cast<int64_t>(input.size()),
-                                   options_.cache_load_penalty_tokens, kDiskPenaltyTokens);
-      local = !force_remote && PrefillOnDecodeWorker(decode_choice, prefill_choice, input.size());
-      if (decode_choice.has_value() && (prefill_choice.has_value() || local)) break;
-      // Only a request that has not yet lost a worker of its own waits: the others retry on
-      // what is healthy or fail.
-      if (!bad_decode.empty() || !bad_prefill.empty() || context->IsCancelled() ||
-          std::chrono::system_clock::now() >= wait_until) {
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (!decode_choice.has_value() || (!prefill_choice.has_value() && !local)) {
-      // A worker's own refusal (RESOURCE_EXHAUSTED: all full) says more than this.
-      if (last_error.ok()) {
-        last_error =
-            grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker");
-      }
-      break;
-    }
-    const size_t decode_index = decode_choice->index;
-    WorkerRegistry::InFlight decode_in_flight(*decode_workers_, decode_index);
-    if (local) {
-      if (!cache_reported) {
-        cache_reported = true;
-        finish.set_cache_tier("none");
-        finish.set_cache_miss_reason("none");
-      }
-      finish.set_local_prefill(true);
-      if (metrics_) metrics_->local_prefills.Increment();
-      v1::DecodeRequest dec;
-      dec.set_request_id(request->request_id());
-      dec.mutable_prompt()->Add(input.begin(), input.end());
-      ToProto(sampling, dec.mutable_sampling());
-      dec.set_max_new_tokens(max_new - static_cast<uint32_t>(generated.size()));
-      dec.set_stop_at_eos(stop_at_eos);
-      const DecodeOutcome out =
-          RunDecode(*context, decode_index, dec, /*local=*/true, finish, emit, stop_string_hit);
-      if (out.reason != v1::FINISH_REASON_UNSPECIFIED) {
-        reason = out.reason;
-        break;
-      }
-      if (out.client_gone) return out.status;
-      if (out.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
-          out.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-        // It does not prefill (any more), or its prefill queue is full: a prefill worker's turn.
-        last_error = out.status;
-        force_remote = true;
-        continue;
-      }
-      if (!out.status.ok() && !Retryable(out.status)) return out.status;
-      last_error = out.status.ok()
-                       ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early")
-                       : out.status;
-      decode_workers_->MarkFailed(decode_index);
-      if (metrics_) metrics_->decode_worker_failures.Increment();
-      bad_decode.push_back(decode_index);
-      continue;
-    }
-    const size_t prefill_index = prefill_choice->index;
-    if (prefill_choice->better_holder.has_value()) CopySnapshotLater(*prefill_choice, keys);
-    const v1::WorkerInfo& decode_info = decode_choice->info;
-    // Phase 1: prefill the prompt plus whatever was already sent; it returns the next token.
-    v1::PrefillRequest pre;
-    pre.set_request_id(request->request_id());
-    pre.mutable_prompt()->Add(input.begin(), input.end());
-    pre.set_cache_salt(scope.salt);
-    ToProto(sampling, pre.mutable_sampling());
-    pre.set_decode_ucx_address(decode_info.ucx_address());
-    pre.set_transfer_timeout_ms(options_.transfer_timeout_ms);
-    pre.set_max_new_tokens(max_new - static_cast<uint32_t>(generated.size()));
-    pre.set_stop_at_eos(stop_at_eos);
-    v1::PrefillResponse pre_out;
-    grpc::Status pre_st;
-    bool decode_blamed = false;
-    {
-      WorkerRegistry::InFlight prefill_in_flight(*prefill_workers_, prefill_index);
-      // Propagates the client's deadline and cancellation to the prefill worker.
-      std::unique_ptr<grpc::ClientContext> pre_ctx =
-          grpc::ClientContext::FromServerContext(*context);
-      pre_st = prefill_stubs_[prefill_index]->Prefill(pre_ctx.get(), pre, &pre_out);
-      const auto& trailers = pre_ctx->GetServerTrailingMetadata();
-      const auto blamed = trailers.find(kFailedPeerMetadata);
-      decode_blamed =
-          !pre_st.ok() && blamed != trailers.end() && blamed->second == kFailedPeerDecode;
-    }
-    if (!pre_st.ok()) {
-      // The client's own deadline or cancellation says nothing about the worker.
-      if (ClientGone(*context)) return ClientGoneStatus(*context, pre_st);
-      if (pre_st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-        // A full queue (the prefill worker's, or the decode worker's refusing the bundle) is
-        // load, not failure: another pair for this request, both stay healthy.
-        last_error = pre_st;
-        bad_prefill.push_back(prefill_index);
-        bad_decode.push_back(decode_index);
-        continue;
-      }
-      if (!Retryable(pre_st)) return pre_st;
-      last_error = pre_st;
-      if (decode_blamed) {
-        // The prompt was prefilled but its state could not reach the decode worker (dead before
-        // the probes noticed): that worker failed; the same prefill worker may serve the retry.
-        decode_workers_->MarkFailed(decode_index);
-        if (metrics_) metrics_->decode_worker_failures.Increment();
-        bad_decode.push_back(decode_index);
-        continue;
-      }
-      prefill_workers_->MarkFailed(prefill_index);
-      if (metrics_) metrics_->prefill_worker_failures.Increment();
-      bad_prefill.push_back(prefill_index);
-      continue;
-    }
-    last_prefill = prefill_index;
-    if (!cache_reported) {  // the first prefill is the one that saw the client's prompt
-      cache_reported = true;
-      finish.mutable_usage()->set_cached_prompt_tokens(
-          std::min<uint32_t>(pre_out.cached_tokens(), static_cast<uint32_t>(prompt.size())));
-      finish.set_cache_tier(pre_out.cache_tier());
-      finish.set_cache_miss_reason(pre_out.cache_miss_reason());
-      // A worker that never held the prompt's snapshot says "none"; the index may know better.
-      if (pre_out.cache_miss_reason() == "none") {
-        if (std::optional<ForgottenReason> why = prefill_workers_->WhyForgotten(keys)) {
-          finish.set_cache_miss_reason(*why == ForgottenReason::kExpired ? "expired" : "evicted");
-        }
-      }
-      if (metrics_ && pre_out.cached_tokens() > 0) {
-        metrics_->cache_hits.Increment();
-        metrics_->cached_prompt_tokens.Increment(pre_out.cached_tokens());
-      }
-    }
-    finish.mutable_timings()->set_prefill_ms(finish.timings().prefill_ms() + pre_out.prefill_ms());
-    finish.mutable_timings()->set_transfer_ms(finish.timings().transfer_ms() +
-                                              pre_out.transfer_ms());
-    finish.set_transfer_bytes(finish.transfer_bytes() + pre_out.bundle_bytes());
-    if (!emit(pre_out.first_token()))
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-    if ((reason = stops(pre_out.first_token())) != v1::FINISH_REASON_UNSPECIFIED) break;
-    if (stop_string_hit) {
-      reason = v1::FINISH_REASON_STOP;
-      break;
-    }
-    if (generated.size() >= max_new) {
-      reason = v1::FINISH_REASON_LENGTH;
-      break;
-    }
-    // Transfer ids start at 1: an id of 0 means nothing was shipped (a worker from before
-    // bundle_shipped existed always ships).
-    if (!pre_out.bundle_shipped() && pre_out.transfer_id() == 0) {
-      return grpc::Status(grpc::StatusCode::INTERNAL,
-                          "the prefill worker shipped no state for a request that continues");
-    }
-    // Phase 2: the decode worker streams the rest.
-    v1::DecodeRequest dec;
-    dec.set_request_id(request->request_id());
-    dec.set_sender_transport(pre_out.sender_transport());
-    dec.set_transfer_id(pre_out.transfer_id());
-    dec.set_max_new_tokens(max_new - static_cast<uint32_t>(generated.size()));
-    dec.set_wait_for_bundle_ms(options_.transfer_timeout_ms);
-    dec.set_stop_at_eos(stop_at_eos);
-    const DecodeOutcome out =
-        RunDecode(*context, decode_index, dec, /*local=*/false, finish, emit, stop_string_hit);
-    if (out.reason != v1::FINISH_REASON_UNSPECIFIED) {
-      reason = out.reason;
-      break;
-    }
-    if (out.client_gone) return out.status;
-    if (!out.status.ok() && !Retryable(out.status)) return out.status;
-    last_error = out.status.ok()
-                     ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early")
-                     : out.status;
-    // Continue on another pair with the tokens sent so far.
-    decode_workers_->MarkFailed(decode_index);
-    if (metrics_) metrics_->decode_worker_failures.Increment();
-    bad_decode.push_back(decode_index);
-  }
-  if (reason == v1::FINISH_REASON_UNSPECIFIED) return last_error;
-  finish.set_reason(reason);
-  finish.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(prompt.size()));
-  finish.mutable_usage()->set_generated_tokens(static_cast<uint32_t>(generated.size()));
-  if (scope.prompt_tokens != nullptr) scope.prompt_tokens->Increment(prompt.size());
-  v1::GenerateResponse out;
-  *out.mutable_finish() = finish;
-  writer->Write(out);
-  if (options_.snapshot_conversations && last_prefill.has_value()) {
-    std::vector<int32_t> conversation = prompt;
-    conversation.insert(conversation.end(), generated.begin(), generated.end());
-    SnapshotConversation(*last_prefill, prompt.size(), std::move(conversation), scope.salt);
-  }
-  return grpc::Status::OK;
-}
-
 bool RouterService::PrefillOnDecodeWorker(const std::optional<WorkerChoice>& decode,
                                           const std::optional<WorkerChoice>& prefill,
                                           size_t input_tokens) const {
@@ -536,51 +224,17 @@ bool RouterService::PrefillOnDecodeWorker(const std::optional<WorkerChoice>& dec
   return load < options_.local_prefill_max_load;
 }
 
-RouterService::DecodeOutcome RouterService::RunDecode(
-    grpc::ServerContext& context, size_t decode_index, const v1::DecodeRequest& dec, bool local,
-    v1::Finish& finish, const std::function<bool(int32_t)>& emit, const bool& stop_string_hit) {
-  DecodeOutcome out;
-  const auto decode_start = std::chrono::steady_clock::now();
-  grpc::ClientContext dec_ctx;
-  dec_ctx.set_deadline(context.deadline());
-  auto stream = decode_stubs_[decode_index]->Decode(&dec_ctx, dec);
-  v1::DecodeEvent event;
-  bool first = true;
-  while (stream->Read(&event)) {
-    if (context.IsCancelled()) {
-      dec_ctx.TryCancel();
-      out.client_gone = true;
-      out.status = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-      return out;
-    }
-    if (event.has_token()) {
-      if (local && first) {  // the decode worker's prefill ends with its first token
-        finish.mutable_timings()->set_prefill_ms(finish.timings().prefill_ms() +
-                                                 MsSince(decode_start));
-      }
-      first = false;
-      if (!emit(event.token().id())) {
-        dec_ctx.TryCancel();
-        out.client_gone = true;
-        out.status = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-        return out;
-      }
-      if (stop_string_hit) {  // the decode worker's sequence ends with the call
-        out.reason = v1::FINISH_REASON_STOP;
-        dec_ctx.TryCancel();
-        break;
-      }
-    } else if (event.has_finish()) {
-      out.reason = event.finish().reason();
-    }
+bool RouterService::ClientGone(const grpc::ServerContextBase& context) {
+  return context.IsCancelled() || std::chrono::system_clock::now() >= context.deadline();
+}
+
+grpc::Status RouterService::ClientGoneStatus(const grpc::ServerContextBase& context,
+                                             const grpc::Status& worker) {
+  if (std::chrono::system_clock::now() >= context.deadline()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the request's deadline passed (" + worker.error_message() + ")");
   }
-  out.status = stream->Finish();
-  finish.mutable_timings()->set_decode_ms(finish.timings().decode_ms() + MsSince(decode_start));
-  if (out.reason == v1::FINISH_REASON_UNSPECIFIED && !out.status.ok() && ClientGone(context)) {
-    out.client_gone = true;
-    out.status = ClientGoneStatus(context, out.status);
-  }
-  return out;
+  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
 }
 
 bool RouterService::CanAdmit() const {

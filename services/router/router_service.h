@@ -64,7 +64,9 @@ struct RouterOptions {
   TenantDirectory* tenants = nullptr;
 };
 
-class RouterService final : public v1::Yoco::Service {
+// Generate is on gRPC's callback API (GenerateStream: an open stream holds no thread); the
+// other methods are synchronous.
+class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoco::Service> {
  public:
   // `metrics` may be null.
   RouterService(ModelConfig config, std::unique_ptr<Tokenizer> tokenizer,
@@ -74,8 +76,8 @@ class RouterService final : public v1::Yoco::Service {
   // before serving.
   absl::Status Start();
 
-  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
-                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
   grpc::Status Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* request,
                         v1::TokenizeResponse* response) override;
   grpc::Status Detokenize(grpc::ServerContext* context, const v1::DetokenizeRequest* request,
@@ -109,24 +111,21 @@ class RouterService final : public v1::Yoco::Service {
   // Without --tenants: the request's own salt. With them: the caller's tenant's salt;
   // UNAUTHENTICATED for a caller who is no tenant, INVALID_ARGUMENT for a request that names a
   // salt itself (it could otherwise reach another tenant's snapshots).
-  absl::StatusOr<CallScope> Scope(const grpc::ServerContext& context, bool has_salt,
+  friend class GenerateStream;
+  absl::StatusOr<CallScope> Scope(const grpc::ServerContextBase& context, bool has_salt,
                                   const std::string& request_salt);
-  grpc::Status DoGenerate(grpc::ServerContext* context, const v1::GenerateRequest* request,
-                          const CallScope& scope, grpc::ServerWriter<v1::GenerateResponse>* writer);
   // Whether this attempt prefills on the decode worker (RouterOptions::local_prefill_max_tokens).
   bool PrefillOnDecodeWorker(const std::optional<WorkerChoice>& decode,
                              const std::optional<WorkerChoice>& prefill, size_t input_tokens) const;
-  // One Decode call: its tokens go to `emit` (false: the client is gone), its timings to
-  // `finish`. `reason` is set when the stream ended the request; otherwise `status` says why
-  // not, and `client_gone` whether that was the client's doing.
-  struct DecodeOutcome {
-    v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
-    grpc::Status status;
-    bool client_gone = false;
-  };
-  DecodeOutcome RunDecode(grpc::ServerContext& context, size_t decode_index,
-                          const v1::DecodeRequest& dec, bool local, v1::Finish& finish,
-                          const std::function<bool(int32_t)>& emit, const bool& stop_string_hit);
+  // Whether the client cancelled or its deadline passed: then a worker's failing status is the
+  // client's doing and must not mark the worker failed.
+  static bool ClientGone(const grpc::ServerContextBase& context);
+  static grpc::Status ClientGoneStatus(const grpc::ServerContextBase& context,
+                                       const grpc::Status& worker);
+  // Routing: what loading a snapshot from a worker's disk costs, in prompt tokens prefilled.
+  // Reading and checking ~20 MB (an 8K-token snapshot of the 12-layer benchmark shape) takes
+  // about as long as prefilling a few dozen tokens; memory wins ties.
+  static constexpr int64_t kDiskPenaltyTokens = 64;
   // The block keys of `tokens` a prefill can resume from (all but the last token's block).
   std::vector<BlockKey> UsableKeys(const std::string& salt,
                                    const std::vector<int32_t>& tokens) const;
