@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/cache/cached_prefill.h"
@@ -23,6 +25,11 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   w->prefill_backend_ = std::move(prefill_backend);
   w->prefill_turns_ = std::make_unique<TurnQueue>(
       static_cast<size_t>(std::max(options.max_local_prefills_waiting, 0)));
+  if (w->prefill_backend_ != nullptr) {
+    // Jobs waiting beside the one running: the same bound as the turns.
+    w->prefill_jobs_ = std::make_unique<BoundedJobQueue>(
+        static_cast<size_t>(std::max(options.max_local_prefills_waiting, 1)));
+  }
   w->unclaimed_ttl_ = options.unclaimed_bundle_ttl;
   w->sweep_interval_ = options.unclaimed_sweep_interval;
   w->memory_budget_bytes_ = options.batcher.memory_budget_bytes;
@@ -52,14 +59,18 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
 }
 
 DecodeWorker::~DecodeWorker() {
+  std::map<uint64_t, Waiter> waiters;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    waiters.swap(waiters_);
     cv_.notify_all();
   }
+  for (auto& [ticket, w] : waiters) w.on_admitted(absl::CancelledError("the worker is stopping"));
   if (sweeper_.joinable()) sweeper_.join();
-  transport_.reset();  // no more bundles
-  batcher_.reset();    // ends every sequence
+  prefill_jobs_.reset();  // runs what is queued first
+  transport_.reset();     // no more bundles
+  batcher_.reset();       // ends every sequence
 }
 
 absl::Status DecodeWorker::OnBundleStart(const IncomingTransfer& t) {
@@ -76,12 +87,81 @@ absl::Status DecodeWorker::OnBundleStart(const IncomingTransfer& t) {
 }
 
 void DecodeWorker::OnBundle(const IncomingTransfer& t, ByteBuffer data) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto key = std::make_pair(t.sender, t.id);
-  if (auto it = arrived_.find(key); it != arrived_.end()) arrived_bytes_ -= it->second.bytes;
-  arrived_[key] = Arrived{std::move(verified_), static_cast<int64_t>(data.size()), absl::Now()};
-  arrived_bytes_ += static_cast<int64_t>(data.size());
-  cv_.notify_all();
+  std::optional<Waiter> waiter;
+  StateBundle bundle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto key = std::make_pair(t.sender, t.id);
+    if (auto it = arrived_.find(key); it != arrived_.end()) arrived_bytes_ -= it->second.bytes;
+    arrived_[key] = Arrived{std::move(verified_), static_cast<int64_t>(data.size()), absl::Now()};
+    arrived_bytes_ += static_cast<int64_t>(data.size());
+    cv_.notify_all();
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+      if (it->second.key == key) {
+        waiter = std::move(it->second);
+        waiters_.erase(it);
+        bundle = TakeArrivedLocked(key);
+        break;
+      }
+    }
+  }
+  if (waiter.has_value()) {
+    waiter->on_admitted(AdmitBundle(std::move(bundle), waiter->max_new_tokens, waiter->stop_at_eos,
+                                    std::move(waiter->on_event)));
+  }
+}
+
+StateBundle DecodeWorker::TakeArrivedLocked(const std::pair<uint64_t, uint64_t>& key) {
+  auto it = arrived_.find(key);
+  StateBundle bundle = std::move(it->second.bundle);
+  arrived_bytes_ -= it->second.bytes;
+  arrived_.erase(it);
+  return bundle;
+}
+
+absl::StatusOr<uint64_t> DecodeWorker::AdmitBundle(
+    StateBundle bundle, int max_new_tokens, bool stop_at_eos,
+    std::function<void(const DecodeEvent&)> on_event) {
+  absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
+  if (!gen.ok()) return gen.status();
+  return batcher_->Admit({std::move(*gen), max_new_tokens, stop_at_eos, std::move(on_event)});
+}
+
+uint64_t DecodeWorker::DecodeWhenArrived(
+    uint64_t sender, uint64_t transfer_id, int max_new_tokens, bool stop_at_eos,
+    absl::Duration wait, std::function<void(const DecodeEvent&)> on_event,
+    std::function<void(absl::StatusOr<uint64_t>)> on_admitted) {
+  const auto key = std::make_pair(sender, transfer_id);
+  StateBundle bundle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (arrived_.count(key) == 0) {
+      if (stopping_) {
+        on_admitted(absl::UnavailableError("the worker is stopping"));
+        return 0;
+      }
+      const uint64_t ticket = next_ticket_++;
+      waiters_.emplace(ticket, Waiter{key, max_new_tokens, stop_at_eos, absl::Now() + wait,
+                                      std::move(on_event), std::move(on_admitted)});
+      cv_.notify_all();  // the sweeper may need to wake sooner
+      return ticket;
+    }
+    bundle = TakeArrivedLocked(key);
+  }
+  on_admitted(AdmitBundle(std::move(bundle), max_new_tokens, stop_at_eos, std::move(on_event)));
+  return 0;
+}
+
+void DecodeWorker::CancelWaiting(uint64_t ticket) {
+  std::optional<Waiter> waiter;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = waiters_.find(ticket);
+    if (it == waiters_.end()) return;
+    waiter = std::move(it->second);
+    waiters_.erase(it);
+  }
+  waiter->on_admitted(absl::CancelledError("the Decode call was cancelled"));
 }
 
 void DecodeWorker::DropUnclaimedLocked(absl::Time now) {
@@ -95,12 +175,33 @@ void DecodeWorker::DropUnclaimedLocked(absl::Time now) {
   }
 }
 
-// Without it an unclaimed bundle would stay until the next one arrived.
+// Without it an unclaimed bundle would stay until the next one arrived, and a Decode call
+// whose bundle never comes would wait for ever. Wakes at the interval or at the earliest
+// waiter's deadline.
 void DecodeWorker::SweepLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(sweep_interval_));
-    DropUnclaimedLocked(absl::Now());
+    absl::Time wake = absl::Now() + sweep_interval_;
+    for (const auto& [ticket, w] : waiters_) wake = std::min(wake, w.deadline);
+    cv_.wait_for(lock,
+                 absl::ToChronoNanoseconds(std::max(wake - absl::Now(), absl::ZeroDuration())));
+    const absl::Time now = absl::Now();
+    DropUnclaimedLocked(now);
+    std::vector<Waiter> expired;
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.deadline <= now) {
+        expired.push_back(std::move(it->second));
+        it = waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (expired.empty()) continue;
+    lock.unlock();
+    for (Waiter& w : expired) {
+      w.on_admitted(absl::DeadlineExceededError("the state bundle did not arrive in time"));
+    }
+    lock.lock();
   }
 }
 
@@ -145,14 +246,9 @@ absl::StatusOr<uint64_t> DecodeWorker::Decode(uint64_t sender, uint64_t transfer
       cv_.wait_for(lock,
                    std::min<std::chrono::steady_clock::duration>(deadline - now, kCancelPoll));
     }
-    auto it = arrived_.find(key);
-    bundle = std::move(it->second.bundle);
-    arrived_bytes_ -= it->second.bytes;
-    arrived_.erase(it);
+    bundle = TakeArrivedLocked(key);
   }
-  absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
-  if (!gen.ok()) return gen.status();
-  return batcher_->Admit({std::move(*gen), max_new_tokens, stop_at_eos, std::move(on_event)});
+  return AdmitBundle(std::move(bundle), max_new_tokens, stop_at_eos, std::move(on_event));
 }
 
 absl::StatusOr<uint64_t> DecodeWorker::PrefillAndDecode(
@@ -206,6 +302,32 @@ absl::StatusOr<uint64_t> DecodeWorker::PrefillAndDecode(
   }
   on_event(finish);
   return 0;
+}
+
+void DecodeWorker::PrefillAndDecodeAsync(
+    LocalPrefillCall call, std::function<void(const DecodeEvent&)> on_event,
+    std::function<bool()> cancelled, std::function<void(absl::StatusOr<uint64_t>)> on_admitted) {
+  if (prefill_backend_ == nullptr) {
+    on_admitted(absl::FailedPreconditionError("this decode worker does not prefill"));
+    return;
+  }
+  if (call.max_new_tokens < 1) {
+    on_admitted(absl::InvalidArgumentError("max_new_tokens must be >= 1"));
+    return;
+  }
+  if (absl::Status st = CheckPrompt(prefill_backend_->model().config(), call.prompt); !st.ok()) {
+    on_admitted(st);
+    return;
+  }
+  // Shared by the job and the refusal below: exactly one of them calls it.
+  auto admitted =
+      std::make_shared<std::function<void(absl::StatusOr<uint64_t>)>>(std::move(on_admitted));
+  const bool posted =
+      prefill_jobs_->Post([this, call = std::move(call), on_event = std::move(on_event),
+                           cancelled = std::move(cancelled), admitted]() mutable {
+        (*admitted)(PrefillAndDecode(call, std::move(on_event), cancelled));
+      });
+  if (!posted) (*admitted)(absl::ResourceExhaustedError("too many local prefills are waiting"));
 }
 
 }  // namespace yoco

@@ -25,6 +25,7 @@
 #include "lib/engine/backend.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
+#include "lib/threading/bounded_job_queue.h"
 #include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
 
@@ -76,10 +77,29 @@ class DecodeWorker {
   absl::StatusOr<uint64_t> PrefillAndDecode(const LocalPrefillCall& call,
                                             std::function<void(const DecodeEvent&)> on_event,
                                             const std::function<bool()>& cancelled = nullptr);
+  // The same without blocking the caller (an RPC callback thread): the prefill runs on the
+  // worker's own thread, and `on_admitted` gets what PrefillAndDecode returns (INVALID_ARGUMENT
+  // and FAILED_PRECONDITION before anything runs, RESOURCE_EXHAUSTED when too many wait).
+  // `cancelled` may be polled on that thread.
+  void PrefillAndDecodeAsync(LocalPrefillCall call,
+                             std::function<void(const DecodeEvent&)> on_event,
+                             std::function<bool()> cancelled,
+                             std::function<void(absl::StatusOr<uint64_t>)> on_admitted);
   bool local_prefill() const { return prefill_backend_ != nullptr; }
   uint64_t local_prefills() const { return local_prefills_.load(); }
 
   void Cancel(uint64_t sequence_id) { batcher_->Cancel(sequence_id); }
+
+  // Decode without blocking the caller: `on_admitted` gets the sequence id (or the error) as
+  // soon as the bundle is there (at once when it already is; on the transport thread when it
+  // arrives; DEADLINE_EXCEEDED after `wait`). Returns a ticket for CancelWaiting (0: already
+  // admitted or refused).
+  uint64_t DecodeWhenArrived(uint64_t sender, uint64_t transfer_id, int max_new_tokens,
+                             bool stop_at_eos, absl::Duration wait,
+                             std::function<void(const DecodeEvent&)> on_event,
+                             std::function<void(absl::StatusOr<uint64_t>)> on_admitted);
+  // Ends a wait with CANCELLED, unless it is already over.
+  void CancelWaiting(uint64_t ticket);
 
   DecodeBatcherStats stats() const { return batcher_->stats(); }
   uint64_t fingerprint() const { return backend_->model().fingerprint(); }
@@ -101,10 +121,23 @@ class DecodeWorker {
   // Drops bundles older than the TTL; mu_ held.
   void DropUnclaimedLocked(absl::Time now);
   void SweepLoop();
+  absl::StatusOr<uint64_t> AdmitBundle(StateBundle bundle, int max_new_tokens, bool stop_at_eos,
+                                       std::function<void(const DecodeEvent&)> on_event);
+  struct Waiter {
+    std::pair<uint64_t, uint64_t> key;
+    int max_new_tokens = 0;
+    bool stop_at_eos = false;
+    absl::Time deadline;
+    std::function<void(const DecodeEvent&)> on_event;
+    std::function<void(absl::StatusOr<uint64_t>)> on_admitted;
+  };
+  // Takes the bundle of `key` out of arrived_; mu_ held, the key present.
+  StateBundle TakeArrivedLocked(const std::pair<uint64_t, uint64_t>& key);
 
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Backend> prefill_backend_;  // null: no local prefill
-  std::unique_ptr<TurnQueue> prefill_turns_;  // one local prefill at a time
+  std::unique_ptr<Backend> prefill_backend_;       // null: no local prefill
+  std::unique_ptr<TurnQueue> prefill_turns_;       // one local prefill at a time
+  std::unique_ptr<BoundedJobQueue> prefill_jobs_;  // PrefillAndDecodeAsync's thread
   std::atomic<uint64_t> local_prefills_{0};
   absl::Duration unclaimed_ttl_;
   absl::Duration sweep_interval_;
@@ -122,6 +155,8 @@ class DecodeWorker {
   std::map<std::pair<uint64_t, uint64_t>, Arrived> arrived_;  // guarded by mu_
   int64_t arrived_bytes_ = 0;                                 // guarded by mu_
   bool stopping_ = false;                                     // guarded by mu_
+  std::map<uint64_t, Waiter> waiters_;                        // guarded by mu_; by ticket
+  uint64_t next_ticket_ = 1;                                  // guarded by mu_
   StateBundle verified_;  // transport thread only: from verify to on_received
   std::thread sweeper_;
 

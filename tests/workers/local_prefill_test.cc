@@ -1,8 +1,11 @@
 // Conditional disaggregation at the library level: a decode worker that prefills a prompt
 // itself streams the tokens a prefill worker's shipped bundle gives (bit-exact prefill on the
 // cache's 128-token grid), counts the first token, ends on it when it should, and refuses bad
-// calls without leaving a sequence behind.
+// calls without leaving a sequence behind. Also the decode worker's non-blocking admission.
 #include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
 
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
@@ -164,6 +167,133 @@ TEST(LocalPrefillTest, BadCallsAreRefusedAndLeaveNothingBehind) {
   auto mixed = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options,
                                     std::make_unique<CpuBackend>(other));
   EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The non-blocking entry points the Decode RPC uses: admission answered once, when the bundle
+// comes (or at once), by deadline, or by cancellation; local prefills on the worker's thread.
+struct Admission {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<absl::StatusOr<uint64_t>> answers;
+  std::function<void(absl::StatusOr<uint64_t>)> Callback() {
+    return [this](absl::StatusOr<uint64_t> id) {
+      std::lock_guard<std::mutex> lock(mu);
+      answers.push_back(std::move(id));
+      cv.notify_all();
+    };
+  }
+  bool Wait(int seconds = 20) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return !answers.empty(); });
+  }
+};
+
+TEST(AsyncAdmissionTest, DecodeWaitsForTheBundleWithoutBlocking) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 65, "async_admission");
+  ASSERT_NE(model, nullptr);
+  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback());
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  auto decode = LocalDecodeWorker(model);
+  ASSERT_NE(decode, nullptr);
+  const auto prompt = RandomTokens(150, model->config().vocab_size, 8);
+  constexpr int kNew = 9;
+  CpuBackend local(model);
+  const std::vector<int32_t> want = *Generate(local, prompt, GenerateOptions{kNew, {}, false});
+
+  // The call comes first and returns at once with a ticket; the bundle that follows admits it.
+  // The prefill worker numbers its transfers from 1.
+  Stream early;
+  Admission admitted;
+  const uint64_t sender = (*prefill)->transport().id();
+  const uint64_t ticket = decode->DecodeWhenArrived(sender, 1, kNew - 1, false, absl::Seconds(20),
+                                                    early.Callback(), admitted.Callback());
+  EXPECT_NE(ticket, 0u);
+  EXPECT_TRUE(admitted.answers.empty());
+  PrefillCall call;
+  call.prompt = prompt;
+  call.decode_address = decode->address();
+  call.transfer_timeout = absl::Seconds(20);
+  auto shipped = (*prefill)->Prefill(call);
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  ASSERT_EQ(shipped->transfer_id, 1u);
+  ASSERT_TRUE(admitted.Wait());
+  ASSERT_TRUE(admitted.answers[0].ok()) << admitted.answers[0].status();
+  ASSERT_TRUE(early.WaitFinished());
+  std::vector<int32_t> got = {shipped->first_token};
+  got.insert(got.end(), early.tokens.begin(), early.tokens.end());
+  EXPECT_EQ(got, want);
+  decode->CancelWaiting(ticket);  // over already: nothing happens
+  EXPECT_EQ(admitted.answers.size(), 1u);
+
+  // A bundle that never comes: DEADLINE_EXCEEDED near the deadline (not at the sweep interval).
+  Stream never;
+  Admission late;
+  const absl::Time start = absl::Now();
+  EXPECT_NE(decode->DecodeWhenArrived(sender, 999, 4, false, absl::Milliseconds(100),
+                                      never.Callback(), late.Callback()),
+            0u);
+  ASSERT_TRUE(late.Wait());
+  EXPECT_EQ(late.answers[0].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(900));
+
+  // Cancelled while waiting: CANCELLED once; the bundle arriving later stays unclaimed.
+  Stream cancelled_stream;
+  Admission cancelled;
+  const uint64_t t2 = decode->DecodeWhenArrived(sender, 2, kNew - 1, false, absl::Seconds(20),
+                                                cancelled_stream.Callback(), cancelled.Callback());
+  decode->CancelWaiting(t2);
+  decode->CancelWaiting(t2);
+  ASSERT_EQ(cancelled.answers.size(), 1u);
+  EXPECT_EQ(cancelled.answers[0].status().code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE((*prefill)->Prefill(call).ok());
+  EXPECT_EQ(decode->waiting_bundles(), 1u);
+  EXPECT_TRUE(cancelled_stream.tokens.empty());
+
+  // A bundle already there: admitted on the calling thread, no ticket.
+  Stream ready;
+  Admission now;
+  EXPECT_EQ(decode->DecodeWhenArrived(sender, 2, kNew - 1, false, absl::Seconds(1),
+                                      ready.Callback(), now.Callback()),
+            0u);
+  ASSERT_EQ(now.answers.size(), 1u);
+  EXPECT_TRUE(now.answers[0].ok());
+  ASSERT_TRUE(ready.WaitFinished());
+  EXPECT_EQ(decode->waiting_bundles(), 0u);
+}
+
+TEST(AsyncAdmissionTest, LocalPrefillOnTheWorkersThreadGivesTheSameTokens) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 66, "async_local");
+  ASSERT_NE(model, nullptr);
+  auto decode = LocalDecodeWorker(model);
+  ASSERT_NE(decode, nullptr);
+  const auto prompt = RandomTokens(200, model->config().vocab_size, 4);
+  SamplingParams sampling;
+  sampling.temperature = 0.7f;
+  sampling.seed = 3;
+  Stream sync;
+  ASSERT_TRUE(decode->PrefillAndDecode(Local(prompt, sampling, 10), sync.Callback()).ok());
+  Stream async;
+  Admission admitted;
+  decode->PrefillAndDecodeAsync(Local(prompt, sampling, 10), async.Callback(), nullptr,
+                                admitted.Callback());
+  ASSERT_TRUE(admitted.Wait());
+  ASSERT_TRUE(admitted.answers[0].ok()) << admitted.answers[0].status();
+  ASSERT_TRUE(sync.WaitFinished());
+  ASSERT_TRUE(async.WaitFinished());
+  EXPECT_EQ(async.tokens, sync.tokens);
+
+  // Refusals come at once, on the calling thread; a cancelled one before its prefill.
+  Admission bad;
+  decode->PrefillAndDecodeAsync(Local({}, {}, 4), async.Callback(), nullptr, bad.Callback());
+  ASSERT_EQ(bad.answers.size(), 1u);
+  EXPECT_EQ(bad.answers[0].status().code(), absl::StatusCode::kInvalidArgument);
+  Stream never;
+  Admission cancelled;
+  decode->PrefillAndDecodeAsync(
+      Local(prompt, {}, 4), never.Callback(), [] { return true; }, cancelled.Callback());
+  ASSERT_TRUE(cancelled.Wait());
+  EXPECT_EQ(cancelled.answers[0].status().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(never.tokens.empty());
 }
 
 }  // namespace

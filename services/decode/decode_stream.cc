@@ -1,0 +1,200 @@
+// The Decode call's reactor. Lifetime: the object goes when gRPC (OnDone) and the worker (its
+// admission answer, and a finished event unless admission was refused) are done with it.
+#include "services/decode/decode_stream.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "lib/rpc/grpc_status.h"
+#include "lib/rpc/proto_convert.h"
+#include "services/decode/decode_service.h"
+
+namespace yoco {
+namespace {
+
+v1::FinishReason ToProto(DecodeFinish reason) {
+  switch (reason) {
+    case DecodeFinish::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case DecodeFinish::kStop:
+      return v1::FINISH_REASON_STOP;
+    case DecodeFinish::kEos:
+      return v1::FINISH_REASON_EOS;
+    case DecodeFinish::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case DecodeFinish::kError:
+      return v1::FINISH_REASON_UNSPECIFIED;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+}  // namespace
+
+DecodeStream::DecodeStream(DecodeService& service, DecodeWorker& worker,
+                           grpc::CallbackServerContext* context, const v1::DecodeRequest* request)
+    : service_(service), worker_(worker), request_id_(request->request_id()) {
+  if (request->max_new_tokens() < 1) {
+    admission_done_ = events_done_ = true;
+    FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens must be >= 1"));
+    return;
+  }
+  const int max_new_tokens = static_cast<int>(
+      std::min<uint32_t>(request->max_new_tokens(), std::numeric_limits<int>::max()));
+  auto on_event = [this](const DecodeEvent& e) { OnEvent(e); };
+  auto on_admitted = [this](absl::StatusOr<uint64_t> id) { OnAdmitted(id); };
+  if (request->prompt_size() > 0) {
+    LocalPrefillCall call;
+    call.prompt.assign(request->prompt().begin(), request->prompt().end());
+    call.sampling = FromProto(request->sampling());
+    call.max_new_tokens = max_new_tokens;
+    call.stop_at_eos = request->stop_at_eos();
+    worker_.PrefillAndDecodeAsync(
+        std::move(call), on_event, [this] { return cancelled_.load(); }, on_admitted);
+    return;
+  }
+  const absl::Duration wait = request->wait_for_bundle_ms() > 0
+                                  ? absl::Milliseconds(request->wait_for_bundle_ms())
+                                  : absl::Seconds(30);
+  const uint64_t ticket =
+      worker_.DecodeWhenArrived(request->sender_transport(), request->transfer_id(), max_new_tokens,
+                                request->stop_at_eos(), wait, on_event, on_admitted);
+  bool cancel = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ticket != 0 && !admission_done_) {
+      ticket_ = ticket;
+      cancel = cancelled_.load();
+    }
+  }
+  if (cancel) worker_.CancelWaiting(ticket);
+}
+
+void DecodeStream::OnAdmitted(const absl::StatusOr<uint64_t>& id) {
+  if (!id.ok()) {
+    FinishOnce(ToGrpcStatus(id.status()));
+    EngineDone(true, true);  // a refused sequence sends no events
+    return;
+  }
+  if (*id == 0) {  // ended on its first token: its finished event came already
+    EngineDone(true, false);
+    return;
+  }
+  bool cancel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sequence_ = *id;
+    ticket_ = 0;
+    cancel = cancelled_.load() || finished_;
+  }
+  service_.Register(request_id_, *id);
+  if (cancel) worker_.Cancel(*id);
+  EngineDone(true, false);
+}
+
+void DecodeStream::OnEvent(const DecodeEvent& event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_) events_.push_back(event);
+  }
+  Pump();
+  if (event.finished) EngineDone(false, true);
+}
+
+void DecodeStream::Pump() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (writing_ || finished_ || events_.empty()) return;
+  const DecodeEvent e = events_.front();
+  events_.pop_front();
+  out_.Clear();
+  if (e.finished) {
+    if (e.reason == DecodeFinish::kError) {
+      lock.unlock();
+      FinishOnce(ToGrpcStatus(e.status));
+      return;
+    }
+    out_.mutable_finish()->set_reason(ToProto(e.reason));
+    out_.mutable_finish()->mutable_usage()->set_generated_tokens(e.generated);
+    final_write_ = true;
+  } else {
+    out_.mutable_token()->set_id(e.token);
+    out_.mutable_token()->set_index(index_++);
+  }
+  writing_ = true;
+  lock.unlock();
+  StartWrite(&out_);
+}
+
+void DecodeStream::OnWriteDone(bool ok) {
+  bool final_write;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    final_write = final_write_;
+  }
+  if (!ok || cancelled_) {  // the client is gone
+    FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "the stream was closed"));
+    return;
+  }
+  if (final_write) {
+    FinishOnce(grpc::Status::OK);
+    return;
+  }
+  Pump();
+}
+
+void DecodeStream::OnCancel() {
+  cancelled_ = true;
+  uint64_t sequence, ticket;
+  bool idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sequence = sequence_;
+    ticket = ticket_;
+    idle = !writing_;
+  }
+  if (sequence != 0) worker_.Cancel(sequence);
+  if (ticket != 0) worker_.CancelWaiting(ticket);
+  // A write in flight fails and finishes the call; otherwise finish now.
+  if (idle) FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+}
+
+void DecodeStream::FinishOnce(const grpc::Status& status) {
+  uint64_t sequence;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    finished_ = true;
+    events_.clear();
+    sequence = sequence_;
+  }
+  // A sequence still running has nobody to stream to.
+  if (!status.ok() && sequence != 0) worker_.Cancel(sequence);
+  Finish(status);
+}
+
+void DecodeStream::EngineDone(bool admission, bool events) {
+  bool last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    admission_done_ |= admission;
+    events_done_ |= events;
+    last = admission_done_ && events_done_ && done_;
+  }
+  if (last) delete this;
+}
+
+void DecodeStream::OnDone() {
+  bool last;
+  uint64_t sequence;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    last = admission_done_ && events_done_;
+    sequence = sequence_;
+  }
+  if (sequence != 0) service_.Unregister(request_id_, sequence);
+  if (last) delete this;
+}
+
+}  // namespace yoco

@@ -1,0 +1,67 @@
+// DecodeStream: one Decode call on gRPC's callback API. The sequence is admitted without
+// blocking the RPC thread (its bundle may still be on its way, or it is prefilled here on the
+// worker's own thread); its events come from the batching thread into a queue that is written
+// to the caller one message at a time. An open stream holds no thread, and a cancelled call
+// cancels its sequence at once (no polling).
+#ifndef YOCO_SERVICES_DECODE_DECODE_STREAM_H_
+#define YOCO_SERVICES_DECODE_DECODE_STREAM_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "lib/workers/decode_worker.h"
+#include "yoco/v1/worker.grpc.pb.h"
+
+namespace yoco {
+
+class DecodeService;
+
+class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
+ public:
+  // Starts the call; it deletes itself when gRPC is done with it and the worker will not call
+  // back any more.
+  DecodeStream(DecodeService& service, DecodeWorker& worker, grpc::CallbackServerContext* context,
+               const v1::DecodeRequest* request);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  ~DecodeStream() override = default;
+  void OnEvent(const DecodeEvent& event);               // batching (or prefill) thread
+  void OnAdmitted(const absl::StatusOr<uint64_t>& id);  // any thread
+  // Writes the next queued event unless a write is in flight.
+  void Pump();
+  // Finishes the call once; mu_ not held.
+  void FinishOnce(const grpc::Status& status);
+  // The worker's side: its admission answer came, and its events are over (a finished event,
+  // or none will come). Both done and OnDone called: deletes this.
+  void EngineDone(bool admission, bool events);
+
+  DecodeService& service_;
+  DecodeWorker& worker_;
+  const std::string request_id_;
+  std::atomic<bool> cancelled_{false};  // polled by a local prefill
+
+  std::mutex mu_;
+  std::deque<DecodeEvent> events_;  // guarded by mu_
+  bool writing_ = false;            // guarded by mu_
+  bool final_write_ = false;        // guarded by mu_: the finish message is in flight
+  bool finished_ = false;           // guarded by mu_: Finish called
+  uint64_t sequence_ = 0;           // guarded by mu_: the batcher's id, once admitted
+  uint64_t ticket_ = 0;             // guarded by mu_: waiting for the bundle
+  bool admission_done_ = false;     // guarded by mu_
+  bool events_done_ = false;        // guarded by mu_
+  bool done_ = false;               // guarded by mu_: OnDone called
+  uint32_t index_ = 0;              // the next token's index (Pump's)
+  v1::DecodeEvent out_;             // the write in flight
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_SERVICES_DECODE_DECODE_STREAM_H_
