@@ -23,6 +23,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   std::unique_ptr<DecodeWorker> w(new DecodeWorker());
   w->backend_ = std::move(backend);
   w->prefill_backend_ = std::move(prefill_backend);
+  w->local_prefill_max_tokens_ = options.local_prefill_max_tokens;
   w->prefill_turns_ = std::make_unique<TurnQueue>(
       static_cast<size_t>(std::max(options.max_local_prefills_waiting, 0)));
   if (w->prefill_backend_ != nullptr) {
@@ -251,16 +252,26 @@ absl::StatusOr<uint64_t> DecodeWorker::Decode(uint64_t sender, uint64_t transfer
   return AdmitBundle(std::move(bundle), max_new_tokens, stop_at_eos, std::move(on_event));
 }
 
+absl::Status DecodeWorker::CheckLocalPrefill(const LocalPrefillCall& call) const {
+  if (call.max_new_tokens < 1) return absl::InvalidArgumentError("max_new_tokens must be >= 1");
+  if (absl::Status st = CheckPrompt(prefill_backend_->model().config(), call.prompt); !st.ok()) {
+    return st;
+  }
+  if (call.prompt.size() > static_cast<size_t>(std::max(local_prefill_max_tokens_, 0))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this decode worker prefills prompts of at most ", local_prefill_max_tokens_,
+                     " tokens; this one has ", call.prompt.size()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint64_t> DecodeWorker::PrefillAndDecode(
     const LocalPrefillCall& call, std::function<void(const DecodeEvent&)> on_event,
     const std::function<bool()>& cancelled) {
   if (prefill_backend_ == nullptr) {
     return absl::FailedPreconditionError("this decode worker does not prefill");
   }
-  if (call.max_new_tokens < 1) return absl::InvalidArgumentError("max_new_tokens must be >= 1");
-  if (absl::Status st = CheckPrompt(prefill_backend_->model().config(), call.prompt); !st.ok()) {
-    return st;
-  }
+  if (absl::Status st = CheckLocalPrefill(call); !st.ok()) return st;
   absl::StatusOr<CachedPrefillResult> prefill;
   {
     TurnQueue::Turn turn = prefill_turns_->Acquire(cancelled);
@@ -311,11 +322,7 @@ void DecodeWorker::PrefillAndDecodeAsync(
     on_admitted(absl::FailedPreconditionError("this decode worker does not prefill"));
     return;
   }
-  if (call.max_new_tokens < 1) {
-    on_admitted(absl::InvalidArgumentError("max_new_tokens must be >= 1"));
-    return;
-  }
-  if (absl::Status st = CheckPrompt(prefill_backend_->model().config(), call.prompt); !st.ok()) {
+  if (absl::Status st = CheckLocalPrefill(call); !st.ok()) {
     on_admitted(st);
     return;
   }

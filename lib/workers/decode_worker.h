@@ -39,6 +39,9 @@ struct DecodeWorkerOptions {
   // Local prefills waiting for the prefill backend beyond the one running; one more is refused
   // with RESOURCE_EXHAUSTED.
   int max_local_prefills_waiting = 4;
+  // Longer prompts are refused with FAILED_PRECONDITION (the router then ships them): a local
+  // prefill holds up the batch, and the router sends only short ones.
+  int local_prefill_max_tokens = 2048;
 };
 
 struct LocalPrefillCall {
@@ -73,7 +76,8 @@ class DecodeWorker {
   // then decodes the rest in the batch as Decode does; the events' `generated` count the first
   // token. Returns the sequence id for Cancel, or 0 when the first token ended the request
   // (its finish event sent). FAILED_PRECONDITION without a prefill backend, INVALID_ARGUMENT
-  // for a bad prompt or sampling, RESOURCE_EXHAUSTED when too many wait, CANCELLED.
+  // for a bad prompt or sampling, RESOURCE_EXHAUSTED when too many wait, CANCELLED;
+  // FAILED_PRECONDITION also for a prompt beyond DecodeWorkerOptions::local_prefill_max_tokens.
   absl::StatusOr<uint64_t> PrefillAndDecode(const LocalPrefillCall& call,
                                             std::function<void(const DecodeEvent&)> on_event,
                                             const std::function<bool()>& cancelled = nullptr);
@@ -121,6 +125,8 @@ class DecodeWorker {
   // Drops bundles older than the TTL; mu_ held.
   void DropUnclaimedLocked(absl::Time now);
   void SweepLoop();
+  // What PrefillAndDecode refuses before any work (the prefill backend exists).
+  absl::Status CheckLocalPrefill(const LocalPrefillCall& call) const;
   absl::StatusOr<uint64_t> AdmitBundle(StateBundle bundle, int max_new_tokens, bool stop_at_eos,
                                        std::function<void(const DecodeEvent&)> on_event);
   struct Waiter {
@@ -139,6 +145,7 @@ class DecodeWorker {
   std::unique_ptr<TurnQueue> prefill_turns_;       // one local prefill at a time
   std::unique_ptr<BoundedJobQueue> prefill_jobs_;  // PrefillAndDecodeAsync's thread
   std::atomic<uint64_t> local_prefills_{0};
+  int local_prefill_max_tokens_ = 0;
   absl::Duration unclaimed_ttl_;
   absl::Duration sweep_interval_;
   int64_t memory_budget_bytes_ = 0;

@@ -37,6 +37,9 @@ ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAU
 ABSL_FLAG(bool, local_prefill, true,
           "prefill short uncached prompts here when the router asks (a second engine instance "
           "over the same weights; the router's --local-prefill-max-tokens decides)");
+ABSL_FLAG(int, local_prefill_max_tokens, 2048,
+          "longest prompt this worker prefills itself; longer local prefills are refused (the "
+          "router then ships them)");
 ABSL_FLAG(bool, vllm_metric_names, false,
           "also export the load gauges under vLLM's names (vllm:num_requests_waiting, ...)");
 
@@ -62,6 +65,7 @@ int main(int argc, char** argv) {
   options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;
   options.batcher.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.local_prefill_max_tokens = absl::GetFlag(FLAGS_local_prefill_max_tokens);
   auto kind = yoco::ParseBackendKind(absl::GetFlag(FLAGS_backend));
   if (!kind.ok()) {
     std::cerr << "yoco-decode: " << kind.status().message() << "\n";

@@ -4,8 +4,10 @@
 // calls without leaving a sequence behind. Also the decode worker's non-blocking admission.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
@@ -32,6 +34,16 @@ std::unique_ptr<DecodeWorker> LocalDecodeWorker(std::shared_ptr<const Model> mod
                                 std::make_unique<CpuBackend>(model));
   EXPECT_TRUE(w.ok()) << w.status();
   return w.ok() ? std::move(*w) : nullptr;
+}
+
+// The batch drops a finished sequence just after its last event: wait for that.
+bool BatchEmpties(DecodeWorker& worker) {
+  for (int i = 0; i < 500; ++i) {
+    const DecodeBatcherStats s = worker.stats();
+    if (s.active == 0 && s.queued == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 LocalPrefillCall Local(std::vector<int32_t> prompt, SamplingParams sampling, int max_new) {
@@ -97,7 +109,7 @@ TEST(LocalPrefillTest, LocalPrefillStreamsTheTokensOfAShippedBundle) {
       }
     }
     EXPECT_EQ(decode->local_prefills(), static_cast<uint64_t>(case_index));
-    EXPECT_EQ(decode->stats().active, 0);
+    EXPECT_TRUE(BatchEmpties(*decode));
   }
 }
 
@@ -123,7 +135,7 @@ TEST(LocalPrefillTest, FirstTokenThatEndsTheRequestLeavesNoSequence) {
   ASSERT_EQ(*decode->PrefillAndDecode(Local(prompt, stop, 50), stopped.Callback()), 0u);
   EXPECT_EQ(stopped.tokens, one.tokens);
   EXPECT_EQ(stopped.reason, DecodeFinish::kStop);
-  EXPECT_EQ(decode->stats().active, 0);
+  EXPECT_EQ(decode->stats().active, 0);  // never admitted, so no wait
   EXPECT_EQ(decode->stats().queued, 0);
 }
 
@@ -154,6 +166,21 @@ TEST(LocalPrefillTest, BadCallsAreRefusedAndLeaveNothingBehind) {
   EXPECT_EQ(code(Local(prompt, {}, 4), [] { return true; }), absl::StatusCode::kCancelled);
   EXPECT_EQ(decode->local_prefills(), 0u);
   EXPECT_EQ(decode->stats().active + decode->stats().queued, 0);
+
+  // Beyond the worker's own bound: FAILED_PRECONDITION (the router ships it instead).
+  DecodeWorkerOptions bounded;
+  bounded.transport = Loopback();
+  bounded.local_prefill_max_tokens = 19;
+  auto small = DecodeWorker::Create(std::make_unique<CpuBackend>(model), bounded,
+                                    std::make_unique<CpuBackend>(model));
+  ASSERT_TRUE(small.ok());
+  Stream fits, too_long;
+  EXPECT_TRUE(
+      (*small)->PrefillAndDecode(Local(RandomTokens(19, vocab, 1), {}, 2), fits.Callback()).ok());
+  EXPECT_TRUE(fits.WaitFinished());  // before `fits` goes
+  EXPECT_EQ((*small)->PrefillAndDecode(Local(prompt, {}, 2), too_long.Callback()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(too_long.tokens.empty());
 
   // Without a prefill backend: FAILED_PRECONDITION; one over another model: refused at Create.
   DecodeWorkerOptions options;

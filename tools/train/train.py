@@ -54,7 +54,7 @@ def max_len_at(step, args):
     return int(min(args.max_len, 256 + ramp * (args.max_len - 256)))
 
 
-def loss_of(model, ids, answer_mask):
+def loss_of(model, ids, answer_mask, answer_weight=1.0):
     ids, answer_mask = torch.tensor(ids), torch.tensor(answer_mask, dtype=torch.float32)
     logits = model(ids[:, :-1])
     target = ids[:, 1:]
@@ -66,7 +66,7 @@ def loss_of(model, ids, answer_mask):
     qa = (per_token * answer).sum() / answer.sum().clamp(min=1)
     # The answers are the only tokens the task can predict exactly; weigh them apart from
     # the (mostly random) document bytes so retrieval is learned early.
-    return lm + qa, lm.item(), qa.item()
+    return lm + answer_weight * qa, lm.item(), qa.item()
 
 
 @torch.no_grad()
@@ -111,6 +111,8 @@ def main():
     ap.add_argument("--max-len", type=int, default=1100)
     ap.add_argument("--questions", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--answer-weight", type=float, default=1.0,
+                    help="weight of the answer-span loss against the LM loss")
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--checkpoint-every", type=int, default=50)
@@ -147,7 +149,7 @@ def main():
             group["lr"] = lr_at(step, args)
         ids, mask = task.batch(args.seed, step, args.batch, args.min_len, max_len_at(step, args),
                                args.questions)
-        loss, lm, qa = loss_of(model, ids, mask)
+        loss, lm, qa = loss_of(model, ids, mask, args.answer_weight)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
