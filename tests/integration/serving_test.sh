@@ -346,10 +346,12 @@ check prefill-worker-killed "$(prompt 7 60)" --max-new-tokens 12
 
 # Kill the decode worker that serves a long stream: the router continues on the other one.
 # (Both idle: the router picks the first.) Frozen with SIGSTOP first, so that on a fast machine
-# too the stream is certainly cut midway.
+# too the stream is certainly cut midway. Not much longer: the retry prefills what was sent,
+# which matches decoding it to rounding only, and over thousands of greedy steps a near-tie of
+# this random-weight model can then flip.
 long=$(prompt 5 50)
-want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$long" --max-new-tokens 4000)
-cli --tokens "$long" --max-new-tokens 4000 > "$log/killed.out" &
+want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$long" --max-new-tokens 600)
+cli --tokens "$long" --max-new-tokens 600 > "$log/killed.out" &
 cli_pid=$!
 for i in $(seq 1 500); do [ -s "$log/killed.out" ] && break; sleep 0.01; done
 on_d1=$(metric "$METRICS_DECODE" yoco_decode_active_sequences)
@@ -360,7 +362,7 @@ kill -9 "$d1"
 wait "$cli_pid" || true
 got=$(cat "$log/killed.out")
 total=$((total + 1))
-if [ "$want" = "$got" ] && [ "$on_d1" = 1 ] && [ "$seen" -lt 3999 ]; then
+if [ "$want" = "$got" ] && [ "$on_d1" = 1 ] && [ "$seen" -lt 599 ]; then
   echo "ok   decode-worker-killed-mid-stream (cut after $seen tokens)"; else
   echo "FAIL decode-worker-killed-mid-stream: $(echo "$got" | tr ',' '\n' | wc -l) tokens," \
     "on the first worker: $on_d1, cut after $seen"; failures=$((failures + 1)); fi
