@@ -4,8 +4,8 @@
 # worker itself. Two routers share one prefill and one decode worker: one never prefills
 # locally, the other always; requests alternate between them (so machine noise hits both
 # alike), every prompt distinct (no cache hits). Prints a Markdown table of median TTFT per
-# length and the ratio; the router's --local-prefill-max-tokens default is the longest length
-# at which local stays ahead.
+# length and the ratio, then capacity under load: yoco-loadtest at 16 concurrent streams of
+# each length (32 output tokens) against each router, output tokens/s and TTFT percentiles.
 #   loadtest/local_prefill_crossover.sh [MODEL_DIR] [REQUESTS_PER_LENGTH]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +48,7 @@ print(",".join(["0"] + [str(r.randrange(3, v)) for _ in range(n - 1)]))' "$2" "$
   build/bin/yoco-cli --router "$1" generate --tokens "$tokens" --max-new-tokens 2 --stats \
     2>&1 > /dev/null | python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["ttft_ms"])'
 }
+tps_list=() ttft_list=()
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 echo "| prompt tokens | TTFT shipped (ms) | TTFT local (ms) | local / shipped |"
 echo "|---|---|---|---|"
@@ -59,4 +60,21 @@ for len in 16 64 128 256 512 1024 2048; do
   done
   r=$(median < "$log/r") l=$(median < "$log/l")
   echo "| $len | $r | $l | $(awk -v a="$l" -v b="$r" 'BEGIN {printf "%.2f", a / b}') |"
+done
+echo
+echo "| prompt tokens | tokens/s shipped | tokens/s local | TTFT p50 / p99 shipped (ms) | TTFT p50 / p99 local (ms) |"
+echo "|---|---|---|---|---|"
+for len in 64 128 256 512 1024; do
+  row="| $len"
+  for address in "$remote" "$local"; do
+    build/bin/yoco-loadtest --router "$address" --workload random --input-tokens "$len" \
+      --input-spread 0 --output-tokens 32 --requests 64 --concurrency 16 --seed "$len" --quiet \
+      --json "$log/cap.json" > /dev/null 2>&1 || true
+    eval "$(python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+print("tps=%.0f ttft=\"%.0f / %.0f\"" % (s["output_tokens_per_s"], s["ttft_ms"]["p50"], s["ttft_ms"]["p99"]))' "$log/cap.json")"
+    tps_list+=("$tps") ttft_list+=("$ttft")
+  done
+  echo "$row | ${tps_list[0]} | ${tps_list[1]} | ${ttft_list[0]} | ${ttft_list[1]} |"
+  tps_list=() ttft_list=()
 done
