@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -12,6 +15,45 @@
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
+namespace {
+
+// The answer of an asynchronous admission, for the blocking entry points.
+class AdmissionAnswer : public std::enable_shared_from_this<AdmissionAnswer> {
+ public:
+  std::function<void(absl::StatusOr<uint64_t>)> Callback() {
+    return [self = shared_from_this()](absl::StatusOr<uint64_t> result) {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->result_ = std::move(result);
+      self->cv_.notify_all();
+    };
+  }
+  // Waits for the answer, polling `cancelled` meanwhile (this often, so an abandoned call does
+  // not hold its thread long) and calling `on_cancel` once when it says so.
+  absl::StatusOr<uint64_t> Wait(const std::function<bool()>& cancelled,
+                                const std::function<void()>& on_cancel) {
+    constexpr auto kCancelPoll = std::chrono::milliseconds(50);
+    std::unique_lock<std::mutex> lock(mu_);
+    bool cancel_sent = false;
+    while (!result_.has_value()) {
+      if (!cancel_sent && cancelled && cancelled()) {
+        cancel_sent = true;
+        lock.unlock();
+        on_cancel();
+        lock.lock();
+        continue;
+      }
+      cv_.wait_for(lock, kCancelPoll);
+    }
+    return *std::move(result_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<absl::StatusOr<uint64_t>> result_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     std::unique_ptr<Backend> backend, const DecodeWorkerOptions& options,
@@ -24,10 +66,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   w->backend_ = std::move(backend);
   w->prefill_backend_ = std::move(prefill_backend);
   w->local_prefill_max_tokens_ = options.local_prefill_max_tokens;
-  w->prefill_turns_ = std::make_unique<TurnQueue>(
-      static_cast<size_t>(std::max(options.max_local_prefills_waiting, 0)));
   if (w->prefill_backend_ != nullptr) {
-    // Jobs waiting beside the one running: the same bound as the turns.
     w->prefill_jobs_ = std::make_unique<BoundedJobQueue>(
         static_cast<size_t>(std::max(options.max_local_prefills_waiting, 1)));
   }
@@ -231,25 +270,10 @@ absl::StatusOr<uint64_t> DecodeWorker::Decode(uint64_t sender, uint64_t transfer
                                               absl::Duration wait,
                                               std::function<void(const DecodeEvent&)> on_event,
                                               const std::function<bool()>& cancelled) {
-  // Polled this often while waiting, so an abandoned call does not hold its thread.
-  constexpr auto kCancelPoll = std::chrono::milliseconds(50);
-  StateBundle bundle;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    const auto key = std::make_pair(sender, transfer_id);
-    const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(wait);
-    while (arrived_.count(key) == 0) {
-      if (cancelled && cancelled()) return absl::CancelledError("the Decode call was cancelled");
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        return absl::DeadlineExceededError("the state bundle did not arrive in time");
-      }
-      cv_.wait_for(lock,
-                   std::min<std::chrono::steady_clock::duration>(deadline - now, kCancelPoll));
-    }
-    bundle = TakeArrivedLocked(key);
-  }
-  return AdmitBundle(std::move(bundle), max_new_tokens, stop_at_eos, std::move(on_event));
+  auto answer = std::make_shared<AdmissionAnswer>();
+  const uint64_t ticket = DecodeWhenArrived(sender, transfer_id, max_new_tokens, stop_at_eos, wait,
+                                            std::move(on_event), answer->Callback());
+  return answer->Wait(cancelled, [&] { CancelWaiting(ticket); });
 }
 
 absl::Status DecodeWorker::CheckLocalPrefill(const LocalPrefillCall& call) const {
@@ -268,22 +292,22 @@ absl::Status DecodeWorker::CheckLocalPrefill(const LocalPrefillCall& call) const
 absl::StatusOr<uint64_t> DecodeWorker::PrefillAndDecode(
     const LocalPrefillCall& call, std::function<void(const DecodeEvent&)> on_event,
     const std::function<bool()>& cancelled) {
-  if (prefill_backend_ == nullptr) {
-    return absl::FailedPreconditionError("this decode worker does not prefill");
-  }
-  if (absl::Status st = CheckLocalPrefill(call); !st.ok()) return st;
-  absl::StatusOr<CachedPrefillResult> prefill;
-  {
-    TurnQueue::Turn turn = prefill_turns_->Acquire(cancelled);
-    if (!turn.ok()) return turn.status();
-    // A prefill worker's path without a cache: the same segments on the cache's block grid, so
-    // the same bits as a prefill there (floating-point sums depend on where segments start).
-    CachedPrefillRequest request;
-    request.prompt = call.prompt;
-    request.sampling = call.sampling;
-    request.cancelled = cancelled;
-    prefill = CachedPrefill(*prefill_backend_, nullptr, request);
-  }
+  auto answer = std::make_shared<AdmissionAnswer>();
+  PrefillAndDecodeAsync(call, std::move(on_event), cancelled, answer->Callback());
+  return answer->Wait(nullptr, nullptr);  // `cancelled` goes with the job
+}
+
+absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
+    const LocalPrefillCall& call, std::function<void(const DecodeEvent&)> on_event,
+    const std::function<bool()>& cancelled) {
+  if (cancelled && cancelled()) return absl::CancelledError("the Decode call was cancelled");
+  // A prefill worker's path without a cache: the same segments on the cache's block grid, so
+  // the same bits as a prefill there (floating-point sums depend on where segments start).
+  CachedPrefillRequest request;
+  request.prompt = call.prompt;
+  request.sampling = call.sampling;
+  request.cancelled = cancelled;
+  absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*prefill_backend_, nullptr, request);
   if (!prefill.ok()) return prefill.status();
   local_prefills_.fetch_add(1);
   const int32_t first = prefill->first_token;
@@ -332,7 +356,7 @@ void DecodeWorker::PrefillAndDecodeAsync(
   const bool posted =
       prefill_jobs_->Post([this, call = std::move(call), on_event = std::move(on_event),
                            cancelled = std::move(cancelled), admitted]() mutable {
-        (*admitted)(PrefillAndDecode(call, std::move(on_event), cancelled));
+        (*admitted)(RunLocalPrefill(call, std::move(on_event), cancelled));
       });
   if (!posted) (*admitted)(absl::ResourceExhaustedError("too many local prefills are waiting"));
 }

@@ -26,7 +26,6 @@
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
 #include "lib/threading/bounded_job_queue.h"
-#include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
 
 namespace yoco {
@@ -63,17 +62,19 @@ class DecodeWorker {
   // Where prefill workers send bundles.
   const std::string& address() const { return transport_->address(); }
 
-  // Waits up to `wait` for the bundle of transfer (sender, transfer_id), then decodes
+  // The blocking form of DecodeWhenArrived (for callers with a thread to spare, e.g. tests):
+  // waits up to `wait` for the bundle of transfer (sender, transfer_id), then decodes
   // `max_new_tokens` tokens, streaming them to `on_event` (on the batching thread). Returns the
   // batcher's sequence id for Cancel. DEADLINE_EXCEEDED when the bundle does not come,
-  // CANCELLED as soon as `cancelled` (polled while waiting) says so, RESOURCE_EXHAUSTED when
+  // CANCELLED soon after `cancelled` (polled while waiting) says so, RESOURCE_EXHAUSTED when
   // the worker is full.
   absl::StatusOr<uint64_t> Decode(uint64_t sender, uint64_t transfer_id, int max_new_tokens,
                                   bool stop_at_eos, absl::Duration wait,
                                   std::function<void(const DecodeEvent&)> on_event,
                                   const std::function<bool()>& cancelled = nullptr);
-  // Prefills `call.prompt` here, sends its first token to `on_event` (on the calling thread),
-  // then decodes the rest in the batch as Decode does; the events' `generated` count the first
+  // The blocking form of PrefillAndDecodeAsync: prefills `call.prompt` here, sends its first
+  // token to `on_event` (on the worker's prefill thread), then decodes the rest in the batch as
+  // Decode does; the events' `generated` count the first
   // token. Returns the sequence id for Cancel, or 0 when the first token ended the request
   // (its finish event sent). FAILED_PRECONDITION without a prefill backend, INVALID_ARGUMENT
   // for a bad prompt or sampling, RESOURCE_EXHAUSTED when too many wait, CANCELLED;
@@ -82,9 +83,10 @@ class DecodeWorker {
                                             std::function<void(const DecodeEvent&)> on_event,
                                             const std::function<bool()>& cancelled = nullptr);
   // The same without blocking the caller (an RPC callback thread): the prefill runs on the
-  // worker's own thread, and `on_admitted` gets what PrefillAndDecode returns (INVALID_ARGUMENT
-  // and FAILED_PRECONDITION before anything runs, RESOURCE_EXHAUSTED when too many wait).
-  // `cancelled` may be polled on that thread.
+  // worker's own thread, one at a time, and `on_admitted` gets what PrefillAndDecode returns
+  // (INVALID_ARGUMENT and FAILED_PRECONDITION before anything runs, RESOURCE_EXHAUSTED when
+  // DecodeWorkerOptions::max_local_prefills_waiting already wait). `cancelled` is polled on
+  // that thread.
   void PrefillAndDecodeAsync(LocalPrefillCall call,
                              std::function<void(const DecodeEvent&)> on_event,
                              std::function<bool()> cancelled,
@@ -127,6 +129,10 @@ class DecodeWorker {
   void SweepLoop();
   // What PrefillAndDecode refuses before any work (the prefill backend exists).
   absl::Status CheckLocalPrefill(const LocalPrefillCall& call) const;
+  // One local prefill and its admission to the batch, on the prefill thread.
+  absl::StatusOr<uint64_t> RunLocalPrefill(const LocalPrefillCall& call,
+                                           std::function<void(const DecodeEvent&)> on_event,
+                                           const std::function<bool()>& cancelled);
   absl::StatusOr<uint64_t> AdmitBundle(StateBundle bundle, int max_new_tokens, bool stop_at_eos,
                                        std::function<void(const DecodeEvent&)> on_event);
   struct Waiter {
@@ -141,9 +147,9 @@ class DecodeWorker {
   StateBundle TakeArrivedLocked(const std::pair<uint64_t, uint64_t>& key);
 
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Backend> prefill_backend_;       // null: no local prefill
-  std::unique_ptr<TurnQueue> prefill_turns_;       // one local prefill at a time
-  std::unique_ptr<BoundedJobQueue> prefill_jobs_;  // PrefillAndDecodeAsync's thread
+  std::unique_ptr<Backend> prefill_backend_;  // null: no local prefill
+  // The local prefills: one running, up to max_local_prefills_waiting queued behind it.
+  std::unique_ptr<BoundedJobQueue> prefill_jobs_;
   std::atomic<uint64_t> local_prefills_{0};
   int local_prefill_max_tokens_ = 0;
   absl::Duration unclaimed_ttl_;

@@ -288,30 +288,72 @@ TEST(AsyncAdmissionTest, DecodeWaitsForTheBundleWithoutBlocking) {
   EXPECT_EQ(decode->waiting_bundles(), 0u);
 }
 
-TEST(AsyncAdmissionTest, LocalPrefillOnTheWorkersThreadGivesTheSameTokens) {
+// One local prefill runs, max_local_prefills_waiting wait behind it, the next is refused at
+// once; the ones that waited still give their tokens.
+TEST(AsyncAdmissionTest, LocalPrefillsQueueUpToTheBoundAndRefuseBeyond) {
   auto model = testing::MakeModel(testing::SmallConfig(), 66, "async_local");
   ASSERT_NE(model, nullptr);
-  auto decode = LocalDecodeWorker(model);
-  ASSERT_NE(decode, nullptr);
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  options.max_local_prefills_waiting = 2;
+  auto created = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options,
+                                      std::make_unique<CpuBackend>(model));
+  ASSERT_TRUE(created.ok()) << created.status();
+  DecodeWorker* decode = created->get();
   const auto prompt = RandomTokens(200, model->config().vocab_size, 4);
   SamplingParams sampling;
   sampling.temperature = 0.7f;
   sampling.seed = 3;
-  Stream sync;
-  ASSERT_TRUE(decode->PrefillAndDecode(Local(prompt, sampling, 10), sync.Callback()).ok());
-  Stream async;
-  Admission admitted;
-  decode->PrefillAndDecodeAsync(Local(prompt, sampling, 10), async.Callback(), nullptr,
-                                admitted.Callback());
-  ASSERT_TRUE(admitted.Wait());
-  ASSERT_TRUE(admitted.answers[0].ok()) << admitted.answers[0].status();
-  ASSERT_TRUE(sync.WaitFinished());
-  ASSERT_TRUE(async.WaitFinished());
-  EXPECT_EQ(async.tokens, sync.tokens);
+  Stream alone;
+  ASSERT_TRUE(decode->PrefillAndDecode(Local(prompt, sampling, 10), alone.Callback()).ok());
+  ASSERT_TRUE(alone.WaitFinished());
+
+  // The first job's cancellation check holds the prefill thread until released.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, released = false;
+  auto hold = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!entered) {
+      entered = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return released; });
+    }
+    return false;
+  };
+  Stream streams[4];
+  Admission admitted[4];
+  decode->PrefillAndDecodeAsync(Local(prompt, sampling, 10), streams[0].Callback(), hold,
+                                admitted[0].Callback());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return entered; }));
+  }
+  for (int i = 1; i < 4; ++i) {
+    decode->PrefillAndDecodeAsync(Local(prompt, sampling, 10), streams[i].Callback(), nullptr,
+                                  admitted[i].Callback());
+  }
+  ASSERT_EQ(admitted[3].answers.size(), 1u) << "the refusal comes at once";
+  EXPECT_EQ(admitted[3].answers[0].status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(admitted[1].answers.empty() && admitted[2].answers.empty());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(admitted[i].Wait());
+    ASSERT_TRUE(admitted[i].answers[0].ok()) << admitted[i].answers[0].status();
+    ASSERT_TRUE(streams[i].WaitFinished());
+    EXPECT_EQ(streams[i].tokens, alone.tokens) << i;
+  }
+  EXPECT_TRUE(streams[3].tokens.empty());
+  EXPECT_TRUE(BatchEmpties(*decode));
 
   // Refusals come at once, on the calling thread; a cancelled one before its prefill.
   Admission bad;
-  decode->PrefillAndDecodeAsync(Local({}, {}, 4), async.Callback(), nullptr, bad.Callback());
+  Stream unused;
+  decode->PrefillAndDecodeAsync(Local({}, {}, 4), unused.Callback(), nullptr, bad.Callback());
   ASSERT_EQ(bad.answers.size(), 1u);
   EXPECT_EQ(bad.answers[0].status().code(), absl::StatusCode::kInvalidArgument);
   Stream never;
