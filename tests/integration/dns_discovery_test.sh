@@ -38,6 +38,7 @@ dns_pid=$!; pids+=("$dns_pid")
 reload_dns() { kill -HUP "$dns_pid"; }
 
 source "$(dirname "$0")/test_certs.sh"
+source "$(dirname "$0")/watchdog.sh"
 make_ca ca
 # Workers found by name present a certificate for the name (as a Service's pods do), not for
 # their addresses: the router verifies the name.
@@ -64,6 +65,8 @@ pids+=($!)
   --tls-key "$log/router.key" --tls-ca "$log/ca.pem" 2> "$log/r" &
 pids+=($!)
 
+start_watchdog 150  # CTest's TIMEOUT is 180
+step "services-come-up"
 cli() { timeout 60 "$BIN/yoco-cli" "${CLIENT[@]}" --router "$ROUTER" generate "$@"; }
 for i in $(seq 1 100); do
   cli --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1 && break
@@ -71,12 +74,13 @@ for i in $(seq 1 100); do
   if [ "$i" = 100 ]; then echo "services did not come up"; cat "$log"/{r,p,d1,dnsmasq.log}; exit 1; fi
 done
 steps_on() {
-  curl -s "http://$1/metrics" 2> /dev/null | awk '/^yoco_decode_steps_total/ {print int($2)}'
+  curl -s -m 5 "http://$1/metrics" 2> /dev/null | awk '/^yoco_decode_steps_total/ {print int($2)}'
 }
 steps_on_d2() { steps_on "$METRICS2"; }
 
 check() {  # name, tokens, max-new
   total=$((total + 1))
+  step "$1 (at ${SECONDS} s)"
   local want got
   want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$2" --max-new-tokens "$3")
   got=$(cli --tokens "$2" --max-new-tokens "$3" 2>&1) || true
@@ -92,6 +96,7 @@ long=0,42,7,300,11,8
 want_long=$("$BIN/yoco" generate --model "$MODEL" --tokens "$long" --max-new-tokens 4000)
 cli --tokens "$long" --max-new-tokens 4000 > "$log/long.out" 2> "$log/long.err" &
 long_pid=$!
+step "long-stream-starts (at ${SECONDS} s)"
 for i in $(seq 1 500); do [ -s "$log/long.out" ] && break; sleep 0.01; done
 # A fast machine finishes the stream in well under a second: the worker serving it is paused
 # (SIGSTOP) while DNS changes and other requests run, so it is certainly mid-stream, and
@@ -110,6 +115,7 @@ if [ "$(tr -cd , < "$log/long.out" | wc -c)" -lt 3999 ]; then echo "ok   long-st
   echo "FAIL long-stream-still-running-after-the-change: it ended too soon to test draining"
   failures=$((failures + 1)); fi
 kill -CONT "$d1"
+step "long-stream-ends (at ${SECONDS} s)"
 total=$((total + 1))
 wait "$long_pid" || true
 if [ "$(cat "$log/long.out")" = "$want_long" ]; then echo "ok   removed-worker-finishes-its-stream"; else
@@ -123,8 +129,9 @@ if [ -n "$before" ] && [ "$before" = "$after" ]; then echo "ok   nothing-new-on-
   echo "FAIL nothing-new-on-the-removed-worker: steps $before -> $after"; failures=$((failures + 1)); fi
 
 # Readiness under a full decode worker: its state memory holds one long sequence.
+step "readiness (at ${SECONDS} s)"
 readiness() {
-  timeout 10 "$BIN/yoco-cli" "${CLIENT[@]}" --router "127.0.0.3:$DECODE_PORT" health \
+  timeout 3 "$BIN/yoco-cli" "${CLIENT[@]}" --router "127.0.0.3:$DECODE_PORT" health \
     --service yoco.v1.DecodeWorker 2> /dev/null || true
 }
 total=$((total + 1))
@@ -144,5 +151,5 @@ else
   echo "FAIL readiness-flips-while-full: $before / $during / $after"; failures=$((failures + 1))
 fi
 
-echo "$((total - failures))/$total checks passed"
+echo "$((total - failures))/$total checks passed in ${SECONDS} s"
 [ "$failures" = 0 ]

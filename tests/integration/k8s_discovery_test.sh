@@ -21,6 +21,7 @@ failures=0
 total=0
 
 source "$(dirname "$0")/test_certs.sh"
+source "$(dirname "$0")/watchdog.sh"
 make_ca ca
 make_ca apica
 make_cert apiserver apica 2 50
@@ -37,7 +38,7 @@ python3 "$(dirname "$0")/fake_kube_api.py" "$API_PORT" "$log/apiserver.pem" "$lo
   "$log/auth.log" "$log/pods.json" 2> "$log/api" &
 pids+=($!)
 control() {  # role type name ip ready
-  curl -s --cacert "$log/apica.pem" -X POST "https://127.0.0.1:$API_PORT/control/$1" \
+  curl -s -m 10 --cacert "$log/apica.pem" -X POST "https://127.0.0.1:$API_PORT/control/$1" \
     -d "{\"type\": \"$2\", \"name\": \"$3\", \"ip\": \"$4\", \"ready\": $5}"
 }
 
@@ -60,6 +61,8 @@ pids+=($!)
   --tls-cert "$log/router.pem" --tls-key "$log/router.key" --tls-ca "$log/ca.pem" 2> "$log/r" &
 pids+=($!)
 
+start_watchdog 150  # CTest's TIMEOUT is 180
+step "services-come-up"
 cli() { timeout 60 "$BIN/yoco-cli" "${CLIENT[@]}" --router "$ROUTER" generate "$@"; }
 for i in $(seq 1 100); do
   cli --tokens 0,5 --max-new-tokens 1 > /dev/null 2>&1 && break
@@ -67,10 +70,11 @@ for i in $(seq 1 100); do
   if [ "$i" = 100 ]; then echo "services did not come up"; cat "$log"/{r,p,d1,api}; exit 1; fi
 done
 steps_on() {
-  curl -s "http://$1/metrics" 2> /dev/null | awk '/^yoco_decode_steps_total/ {print int($2)}'
+  curl -s -m 5 "http://$1/metrics" 2> /dev/null | awk '/^yoco_decode_steps_total/ {print int($2)}'
 }
 check() {  # name, tokens, max-new
   total=$((total + 1))
+  step "$1 (at ${SECONDS} s)"
   local want got
   want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$2" --max-new-tokens "$3")
   got=$(cli --tokens "$2" --max-new-tokens "$3" 2>&1) || true
@@ -91,6 +95,7 @@ long=0,42,7,300,11,8
 want_long=$("$BIN/yoco" generate --model "$MODEL" --tokens "$long" --max-new-tokens 4000)
 cli --tokens "$long" --max-new-tokens 4000 > "$log/long.out" 2> "$log/long.err" &
 long_pid=$!
+step "long-stream-starts (at ${SECONDS} s)"
 for i in $(seq 1 500); do [ -s "$log/long.out" ] && break; sleep 0.01; done
 # A fast machine finishes the stream in well under a second: the worker serving it is paused
 # (SIGSTOP) while the events arrive and other requests run, so it is certainly mid-stream, and
@@ -105,6 +110,7 @@ result pod-that-became-ready-used "$c" "no steps on 127.0.0.3"
 [ "$(tr -cd , < "$log/long.out" | wc -c)" -lt 3999 ] && c=0 || c=1
 result long-stream-still-running-after-the-events "$c" "it ended too soon to test draining"
 kill -CONT "$d1"
+step "long-stream-ends (at ${SECONDS} s)"
 wait "$long_pid" || true
 [ "$(cat "$log/long.out")" = "$want_long" ] && c=0 || c=1
 result deleted-pod-finishes-its-stream "$c" "$(cat "$log/long.err")"
@@ -114,5 +120,5 @@ after=$(steps_on "$METRICS1")
 [ -n "$before" ] && [ "$before" = "$after" ] && c=0 || c=1
 result nothing-new-on-the-deleted-pod "$c" "steps $before -> $after"
 
-echo "$((total - failures))/$total checks passed"
+echo "$((total - failures))/$total checks passed in ${SECONDS} s"
 [ "$failures" = 0 ]
