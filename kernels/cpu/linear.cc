@@ -138,6 +138,19 @@ inline void PackedGroup1(const float* x, const uint16_t* group, int64_t k, float
 }
 #endif
 
+// Input rows [0, m) against a q8 matrix, a task per 32 weight rows as the packed bf16 layout.
+void StreamQ8(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate) {
+  const int64_t groups = (w.rows + 7) / 8;
+  constexpr int64_t kGroupsPerTask = kRowsPerTask / 8;
+  const int64_t tasks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
+  const uint8_t* data = static_cast<const uint8_t*>(w.data);
+#pragma omp parallel for schedule(static) if (w.rows * w.cols * m >= (1 << 16))
+  for (int64_t t = 0; t < tasks; ++t) {
+    Q8StreamGroups(x, m, data, w.rows, w.cols, y, accumulate, t * kGroupsPerTask,
+                   std::min(groups, (t + 1) * kGroupsPerTask));
+  }
+}
+
 // Input rows [0, m) against the packed groups [g0, g1) of a packed bf16 matrix.
 void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
                         int64_t g0, int64_t g1) {
@@ -212,6 +225,10 @@ void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst
 }
 
 void WeightMatrix::RowToFloat(int64_t r, float* out) const {
+  if (type == WeightType::kQ8) {
+    Q8RowToFloat(static_cast<const uint8_t*>(data), cols, r, out);
+    return;
+  }
   if (type == WeightType::kF32) {
     std::memcpy(out, static_cast<const float*>(data) + r * cols, cols * sizeof(float));
     return;
@@ -240,7 +257,9 @@ void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
   if (m == 0) return;
   const int64_t k = w.cols, n = w.rows;
   if (m <= kStreamingRows) {
-    if (w.packed) {
+    if (w.type == WeightType::kQ8) {
+      StreamQ8(x, m, w, y, accumulate);
+    } else if (w.packed) {
       StreamPacked(x, m, w, y, accumulate);
     } else if (w.type == WeightType::kF32) {
       Stream<WeightType::kF32>(x, m, w, y, accumulate);

@@ -1,14 +1,16 @@
-// Linear layers y = x Wᵀ over weights stored as fp32 or bf16 (bf16 halves the bytes a decode
-// step streams; arithmetic stays fp32).
+// Linear layers y = x Wᵀ over weights stored as fp32, bf16 or q8 (bf16 halves the bytes a
+// decode step streams, q8 (q8_weights.h) nearly halves them again; arithmetic stays fp32).
 #ifndef YOCO_KERNELS_CPU_LINEAR_H_
 #define YOCO_KERNELS_CPU_LINEAR_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/q8_weights.h"
+
 namespace yoco::cpu {
 
-enum class WeightType { kF32, kBF16 };
+enum class WeightType { kF32, kBF16, kQ8 };
 
 // A Linear layer's weight [rows = out, cols = in], row-major unless `packed`.
 struct WeightMatrix {
@@ -22,7 +24,10 @@ struct WeightMatrix {
   // 30-32 GB/s instead of 22 on the 2-core build machine). The remaining rows follow row-major.
   bool packed = false;
 
-  int64_t bytes() const { return rows * cols * (type == WeightType::kF32 ? 4 : 2); }
+  int64_t bytes() const {
+    if (type == WeightType::kQ8) return Q8Bytes(rows, cols);
+    return rows * cols * (type == WeightType::kF32 ? 4 : 2);
+  }
   // Row r widened to fp32 into out[cols].
   void RowToFloat(int64_t r, float* out) const;
 };
@@ -35,7 +40,7 @@ inline bool CanPackBf16(int64_t rows, int64_t cols) { return rows >= 8 && cols %
 void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst);
 
 // y[m, w.rows] = x[m, w.cols] · Wᵀ (+ y when `accumulate`: the residual add folded in).
-// `scratch` holds widened bf16 blocks for large m.
+// `scratch` holds widened bf16 or q8 blocks for large m.
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
             std::vector<float>* scratch);
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/attention.h"
@@ -33,10 +34,19 @@ int64_t TransformerBaseline::Sequence::bytes() const {
 
 cpu::WeightMatrix TransformerBaseline::MakeMatrix(int64_t rows, int64_t cols, WeightFormat format,
                                                   uint64_t* state) {
-  const bool bf16 = format == WeightFormat::kBF16;
   const int64_t n = rows * cols;
-  std::unique_ptr<uint8_t[]> data(new uint8_t[n * (bf16 ? 2 : 4)]);
   const float amplitude = 0.02f * std::sqrt(3.0f);  // uniform with std 0.02
+  if (format == WeightFormat::kQ8 && cpu::CanQuantizeQ8(rows, cols)) {
+    std::vector<float> wide(n);
+    for (int64_t i = 0; i < n; ++i) wide[i] = amplitude * NextUniform(state);
+    std::unique_ptr<uint8_t[]> data(new uint8_t[cpu::Q8Bytes(rows, cols)]);
+    cpu::QuantizeQ8(wide.data(), rows, cols, data.get());
+    cpu::WeightMatrix m{data.get(), cpu::WeightType::kQ8, rows, cols};
+    storage_.push_back(std::move(data));
+    return m;
+  }
+  const bool bf16 = format == WeightFormat::kBF16 || format == WeightFormat::kQ8;
+  std::unique_ptr<uint8_t[]> data(new uint8_t[n * (bf16 ? 2 : 4)]);
   for (int64_t i = 0; i < n; ++i) {
     const float x = amplitude * NextUniform(state);
     if (bf16) {

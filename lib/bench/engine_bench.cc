@@ -89,7 +89,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   RETURN_IF_ERROR(config.Validate());
   EngineBenchReport report;
   report.threads = cpu::KernelThreads();
-  report.weights = o.weights == WeightFormat::kBF16 ? "bf16" : "f32";
+  report.weights = WeightFormatName(o.weights);
+  report.kv_dtype = "f32";
 
   log << "measuring sgemm and memory bandwidth..." << std::endl;
   report.sgemm_gflops = MeasureSgemmGflops();
@@ -98,7 +99,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   log << "making the models..." << std::endl;
   RandomModelOptions random;
   random.seed = 1;
-  random.dtype = o.weights == WeightFormat::kBF16 ? DType::kBF16 : DType::kF32;
+  random.dtype = o.weights == WeightFormat::kF32 ? DType::kF32 : DType::kBF16;
   RETURN_IF_ERROR(WriteRandomModel(config, random, o.work_dir));
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(o.work_dir, o.weights));
   CpuBackend yoco(model);
@@ -145,10 +146,19 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     }
   }
 
-  const int64_t cache_bytes = decode_seed_yoco.bytes();
-  // Per step: every matrix but the embedding (one row per token) is read once.
-  const int64_t step_weight_bytes =
-      model->weights().matrix_bytes() - model->weights().embed.bytes();
+  // Per step: every matrix but the embedding (one row per token) is read once, and multiplied
+  // with every sequence's row.
+  const ModelWeights& weights = model->weights();
+  const double step_weight_bytes = weights.matrix_bytes() - weights.embed.bytes();
+  const double matrix_flops_per_row =
+      2.0 * (weights.matrix_params() - weights.embed.rows * weights.embed.cols);
+  // Per sequence: each cross layer reads the whole shared K/V; the self-decoder states are read
+  // and written.
+  const SequenceState& seed = decode_seed_yoco;
+  const double kv_bytes = (seed.shared_k.size() + seed.shared_v.size()) * sizeof(float);
+  const double state_bytes = seed.bytes() - kv_bytes;
+  const double step_state_bytes = config.n_cross_layers() * kv_bytes + 2 * state_bytes;
+  const double bytes_per_s = report.membw_gbs * 1e9;
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;
     std::vector<SequenceState> ys(batch, decode_seed_yoco);
@@ -181,11 +191,15 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     t0 = Seconds();
     for (int s = 0; s < steps; ++s) transformer_step();
     const double tt = (Seconds() - t0) / steps;
-    const double floor_s =
-        (step_weight_bytes + static_cast<double>(batch) * cache_bytes) / (report.membw_gbs * 1e9);
-    report.decode.push_back({batch, o.decode_context, batch / yt, batch / tt, batch / floor_s});
-    log << absl::StrFormat("decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f",
-                           batch, batch / yt, batch / tt, batch / floor_s)
+    const double floor_s = (step_weight_bytes + batch * step_state_bytes) / bytes_per_s;
+    const double bound_s = std::max(step_weight_bytes / bytes_per_s,
+                                    batch * matrix_flops_per_row / (report.sgemm_gflops * 1e9)) +
+                           batch * step_state_bytes / bytes_per_s;
+    report.decode.push_back(
+        {batch, o.decode_context, batch / yt, batch / tt, batch / floor_s, batch / bound_s});
+    log << absl::StrFormat(
+               "decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f, bound %.1f",
+               batch, batch / yt, batch / tt, batch / floor_s, batch / bound_s)
         << std::endl;
   }
   std::error_code ec;
@@ -199,6 +213,7 @@ std::string EngineBenchReport::ToJson() const {
   j["membw_gbs"] = membw_gbs;
   j["threads"] = threads;
   j["weights"] = weights;
+  j["kv_dtype"] = kv_dtype;
   j["prefill"] = nlohmann::json::array();
   for (const auto& p : prefill) {
     j["prefill"].push_back({{"n", p.n},
@@ -212,7 +227,9 @@ std::string EngineBenchReport::ToJson() const {
                            {"context", d.context},
                            {"yoco_tokens_per_s", d.yoco_tokens_per_s},
                            {"transformer_tokens_per_s", d.transformer_tokens_per_s},
-                           {"floor_tokens_per_s", d.floor_tokens_per_s}});
+                           {"floor_tokens_per_s", d.floor_tokens_per_s},
+                           {"bound_tokens_per_s", d.bound_tokens_per_s},
+                           {"bound_fraction", d.yoco_tokens_per_s / d.bound_tokens_per_s}});
   }
   j["cache_bytes"] = nlohmann::json::array();
   for (const auto& c : cache_bytes) {
@@ -223,8 +240,8 @@ std::string EngineBenchReport::ToJson() const {
 
 std::string EngineBenchReport::ToTable() const {
   std::string out = absl::StrFormat(
-      "machine: sgemm %.1f GFLOP/s, read bandwidth %.1f GB/s, %d threads, %s weights\n\n",
-      sgemm_gflops, membw_gbs, threads, weights);
+      "machine: sgemm %.1f GFLOP/s, read bandwidth %.1f GB/s, %d threads, %s weights, %s K/V\n\n",
+      sgemm_gflops, membw_gbs, threads, weights, kv_dtype);
   absl::StrAppend(&out,
                   "prefill      n   YOCO tok/s   Transformer tok/s   YOCO/Transformer   YOCO "
                   "GFLOP/s  (% of sgemm)\n");
@@ -237,12 +254,16 @@ std::string EngineBenchReport::ToTable() const {
   }
   absl::StrAppend(
       &out,
-      "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   floor tok/s   floor/YOCO\n");
+      "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   YOCO/Transformer   floor "
+      "tok/s   bound tok/s   YOCO/bound\n");
   for (const auto& d : decode) {
     absl::StrAppend(
-        &out, absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %11.1f   %9.2fx\n", d.batch,
-                              d.context, d.yoco_tokens_per_s, d.transformer_tokens_per_s,
-                              d.floor_tokens_per_s, d.floor_tokens_per_s / d.yoco_tokens_per_s));
+        &out,
+        absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %15.2fx   %11.1f   %11.1f   "
+                        "%9.0f%%\n",
+                        d.batch, d.context, d.yoco_tokens_per_s, d.transformer_tokens_per_s,
+                        d.yoco_tokens_per_s / d.transformer_tokens_per_s, d.floor_tokens_per_s,
+                        d.bound_tokens_per_s, 100.0 * d.yoco_tokens_per_s / d.bound_tokens_per_s));
   }
   absl::StrAppend(&out, "\ncache bytes  n   YOCO            Transformer     Transformer/YOCO\n");
   for (const auto& c : cache_bytes) {

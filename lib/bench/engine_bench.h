@@ -39,7 +39,13 @@ struct DecodeMeasurement {
   int batch = 0;
   int64_t context = 0;
   double yoco_tokens_per_s = 0, transformer_tokens_per_s = 0;
-  double floor_tokens_per_s = 0;  // YOCO: batch / ((weight bytes + batch·cache bytes) / membw)
+  // YOCO's memory floor: batch / ((weight bytes + batch·state bytes) / membw), where a
+  // sequence's state bytes per step are its shared K/V read by every cross layer plus its
+  // self-decoder states read and written.
+  double floor_tokens_per_s = 0;
+  // The batch-aware bound: the weights' products cannot beat the sgemm rate either, so
+  // batch / (max(weight bytes / membw, matrix FLOP / sgemm) + batch·state bytes / membw).
+  double bound_tokens_per_s = 0;
 };
 
 struct CacheBytesMeasurement {
@@ -50,7 +56,8 @@ struct CacheBytesMeasurement {
 struct EngineBenchReport {
   double sgemm_gflops = 0, membw_gbs = 0;
   int threads = 0;
-  std::string weights;
+  std::string weights;   // bf16, f32 or q8
+  std::string kv_dtype;  // how the shared K/V is held
   std::vector<PrefillMeasurement> prefill;
   std::vector<DecodeMeasurement> decode;
   std::vector<CacheBytesMeasurement> cache_bytes;

@@ -25,6 +25,9 @@ absl::Status UploadNorm(const float* w, int64_t n, DeviceBuffer* dst, int64_t* t
 }
 
 absl::Status UploadMatrix(const Matrix& m, DeviceMatrix* dst, int64_t* total) {
+  if (m.type == cpu::WeightType::kQ8) {
+    return absl::UnimplementedError("q8 weights run on the CPU backend only (--weights bf16)");
+  }
   dst->rows = m.rows;
   dst->cols = m.cols;
   dst->bf16 = m.type == cpu::WeightType::kBF16;

@@ -133,18 +133,30 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
     // Norm weights (1-D) are always fp32; matrices follow `format`.
     const bool matrix = shape.size() == 2;
     WeightType type = WeightType::kF32;
-    if (matrix && (format == WeightFormat::kBF16 ||
+    if (matrix && (format == WeightFormat::kBF16 || format == WeightFormat::kQ8 ||
                    (format == WeightFormat::kAsStored && view.dtype == DType::kBF16))) {
       type = WeightType::kBF16;
     }
-    const DType want = type == WeightType::kBF16 ? DType::kBF16 : DType::kF32;
-    hasher.Add(std::string(DTypeName(want)));  // what computes, not only what was stored
+    if (matrix && format == WeightFormat::kQ8 && name != "embed_tokens.weight" &&
+        cpu::CanQuantizeQ8(shape[0], shape[1])) {
+      type = WeightType::kQ8;
+    }
+    const DType want = type == WeightType::kF32 ? DType::kF32 : DType::kBF16;
+    // What computes, not only what was stored.
+    hasher.Add(type == WeightType::kQ8 ? std::string("Q8") : std::string(DTypeName(want)));
     const size_t align = type == WeightType::kBF16 ? 2 : 4;
     // bf16 matrices that layers stream are packed for decode (cpu::WeightMatrix::packed); the
     // embedding is only ever read a row at a time.
     const bool pack = type == WeightType::kBF16 && name != "embed_tokens.weight" &&
                       cpu::CanPackBf16(shape[0], shape[1]);
-    if (pack) {
+    if (type == WeightType::kQ8) {
+      std::vector<float> wide(n);
+      ConvertToFloat(view.dtype, view.data, n, wide.data());
+      std::unique_ptr<uint8_t[]> q8(new uint8_t[cpu::Q8Bytes(shape[0], shape[1])]);
+      cpu::QuantizeQ8(wide.data(), shape[0], shape[1], q8.get());
+      bound[name] = {q8.get(), type};
+      w->converted_.push_back(std::move(q8));
+    } else if (pack) {
       std::vector<uint16_t> row_major;
       const uint16_t* src = reinterpret_cast<const uint16_t*>(view.data);
       if (view.dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(view.data) % align != 0) {
@@ -218,17 +230,54 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
   return w;
 }
 
-int64_t ModelWeights::matrix_bytes() const {
-  int64_t n = embed.bytes() + output.bytes() + kv_k.bytes() + kv_v.bytes();
-  auto ffn_bytes = [](const FfnWeights& f) {
-    return f.fc1.bytes() + f.gate.bytes() + f.fc2.bytes();
-  };
+std::vector<const Matrix*> ModelWeights::matrices() const {
+  std::vector<const Matrix*> all = {&embed, &output, &kv_k, &kv_v};
+  auto add_ffn = [&](const FfnWeights& f) { all.insert(all.end(), {&f.fc1, &f.gate, &f.fc2}); };
   for (const auto& l : self_layers) {
-    n += l.q.bytes() + l.k.bytes() + l.v.bytes() + l.g.bytes() + l.gt.bytes() + l.out.bytes() +
-         ffn_bytes(l.ffn);
+    all.insert(all.end(), {&l.q, &l.k, &l.v, &l.out});
+    if (l.g.data != nullptr) all.insert(all.end(), {&l.g, &l.gt});
+    add_ffn(l.ffn);
   }
-  for (const auto& l : cross_layers) n += l.q.bytes() + l.out.bytes() + ffn_bytes(l.ffn);
+  for (const auto& l : cross_layers) {
+    all.insert(all.end(), {&l.q, &l.out});
+    add_ffn(l.ffn);
+  }
+  return all;
+}
+
+int64_t ModelWeights::matrix_bytes() const {
+  int64_t n = 0;
+  for (const Matrix* m : matrices()) n += m->bytes();
   return n;
+}
+
+int64_t ModelWeights::matrix_params() const {
+  int64_t n = 0;
+  for (const Matrix* m : matrices()) n += m->rows * m->cols;
+  return n;
+}
+
+std::string WeightFormatName(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kAsStored:
+      return "as-stored";
+    case WeightFormat::kF32:
+      return "f32";
+    case WeightFormat::kBF16:
+      return "bf16";
+    case WeightFormat::kQ8:
+      return "q8";
+  }
+  return "?";
+}
+
+absl::StatusOr<WeightFormat> ParseWeightFormat(absl::string_view name) {
+  for (WeightFormat f :
+       {WeightFormat::kAsStored, WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kQ8}) {
+    if (name == WeightFormatName(f)) return f;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("weights must be as-stored, f32, bf16 or q8, not '", name, "'"));
 }
 
 }  // namespace yoco

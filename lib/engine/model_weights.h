@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kernels/cpu/linear.h"
 #include "lib/engine/ffn_block.h"
 #include "lib/engine/model_config.h"
@@ -16,7 +17,7 @@
 
 namespace yoco {
 
-// A Linear layer's weight [out, in] (y = x Wᵀ), fp32 or bf16.
+// A Linear layer's weight [out, in] (y = x Wᵀ), fp32, bf16 or q8.
 using Matrix = cpu::WeightMatrix;
 
 // How matrices are held in memory. Norm weights are always fp32.
@@ -24,7 +25,14 @@ enum class WeightFormat {
   kAsStored,  // F32 and BF16 used in place from the mapping; F16 widened to fp32
   kF32,       // everything widened to fp32
   kBF16,      // matrices rounded to bf16 (halves the bytes a decode step reads)
+  kQ8,        // matrices as int8 blocks with a scale (kernels/cpu/q8_weights.h) where their
+              // columns fill whole blocks, bf16 otherwise; the embedding (read a row per token)
+              // in bf16
 };
+
+// "as-stored", "f32", "bf16", "q8" (flags and reports).
+std::string WeightFormatName(WeightFormat format);
+absl::StatusOr<WeightFormat> ParseWeightFormat(absl::string_view name);
 
 struct SelfLayerWeights {
   const float* mixer_norm = nullptr;  // [D]
@@ -70,11 +78,13 @@ class ModelWeights {
   // snapshots carry it so state from another model is refused.
   uint64_t fingerprint() const { return fingerprint_; }
 
-  // Bytes of all matrices as held in memory.
+  // Bytes of all matrices as held in memory, and their elements.
   int64_t matrix_bytes() const;
+  int64_t matrix_params() const;
 
  private:
   ModelWeights() = default;
+  std::vector<const Matrix*> matrices() const;
 
   Checkpoint checkpoint_;
   std::vector<std::unique_ptr<uint8_t[]>> converted_;  // tensors not used in place

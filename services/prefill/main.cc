@@ -25,6 +25,9 @@ ABSL_FLAG(int, drain_seconds, 30,
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address HOST:PORT (empty: no metrics endpoint)");
 ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
+ABSL_FLAG(std::string, weights, "as-stored",
+          "how matrices are held: as-stored, f32, bf16 or q8 (8-bit blocks: faster decode, "
+          "approximate; prefill and decode workers must agree, bundles carry the choice)");
 ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
 ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
 ABSL_FLAG(std::string, transport_key_file, "",
@@ -57,7 +60,12 @@ int main(int argc, char** argv) {
   yoco::ParseServiceFlags(argc, argv,
                           "the prefill worker (prefix cache, state bundles over "
                           "UCX).\nusage: yoco-prefill --model DIR [flags] (or --flagfile=FILE)");
-  auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model));
+  auto weights = yoco::ParseWeightFormat(absl::GetFlag(FLAGS_weights));
+  if (!weights.ok()) {
+    std::cerr << "yoco-prefill: --" << weights.status().message() << "\n";
+    return 2;
+  }
+  auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model), *weights);
   if (!model.ok()) {
     std::cerr << "yoco-prefill: " << model.status().message() << "\n";
     return 1;

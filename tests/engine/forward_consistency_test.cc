@@ -1,7 +1,11 @@
-// The forward pass agrees with itself across its forms: prefill then decode gives the logits
-// of the full forward pass at every position; resumed prefill, batched decode and mixed
-// batches give what separate calls give; bad input changes nothing.
+// The forward pass agrees with itself across its forms, for each way of holding the weights
+// (fp32, bf16, q8): prefill then decode gives the logits of the full forward pass at every
+// position; resumed prefill, batched decode and mixed batches give what separate calls give;
+// bad input changes nothing.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
 
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
@@ -26,12 +30,16 @@ double MaxAbs(const std::vector<float>& v) {
   return m;
 }
 
-class ForwardConsistencyTest : public ::testing::TestWithParam<bool> {
+// (sliding window, weight format).
+class ForwardConsistencyTest : public ::testing::TestWithParam<std::tuple<bool, WeightFormat>> {
  protected:
   void SetUp() override {
-    const bool swa = GetParam();
-    model_ = MakeModel(SmallConfig(swa ? std::optional<int>(16) : std::nullopt), swa ? 7 : 8,
-                       swa ? "consistency_swa" : "consistency_gret");
+    const bool swa = std::get<0>(GetParam());
+    const WeightFormat format = std::get<1>(GetParam());
+    model_ = MakeModel(
+        SmallConfig(swa ? std::optional<int>(16) : std::nullopt), swa ? 7 : 8,
+        std::string(swa ? "consistency_swa_" : "consistency_gret_") + WeightFormatName(format),
+        DType::kF32, format);
     ASSERT_NE(model_, nullptr);
     backend_ = std::make_unique<CpuBackend>(model_);
     V_ = model_->config().vocab_size;
@@ -187,9 +195,18 @@ TEST_P(ForwardConsistencyTest, BadInputIsRefusedAndChangesNothing) {
             absl::StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(SelfAttention, ForwardConsistencyTest, ::testing::Values(false, true),
+INSTANTIATE_TEST_SUITE_P(SelfAttention, ForwardConsistencyTest,
+                         ::testing::Combine(::testing::Values(false, true),
+                                            ::testing::Values(WeightFormat::kAsStored,
+                                                              WeightFormat::kBF16,
+                                                              WeightFormat::kQ8)),
                          [](const auto& info) {
-                           return info.param ? "SlidingWindow" : "GatedRetention";
+                           const WeightFormat format = std::get<1>(info.param);
+                           return std::string(std::get<0>(info.param) ? "SlidingWindow"
+                                                                      : "GatedRetention") +
+                                  (format == WeightFormat::kBF16 ? "Bf16"
+                                   : format == WeightFormat::kQ8 ? "Q8"
+                                                                 : "");
                          });
 
 TEST(ForwardLimitsTest, MaxSeqLenIsEnforced) {

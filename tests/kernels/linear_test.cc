@@ -1,5 +1,5 @@
 // Linear layers against a double-precision product, for fp32 and bf16 weights, row-major and
-// packed (8-row groups), every input-row count the streaming, packed and sgemm paths take,
+// packed (8-row groups), and q8, every input-row count the streaming, packed and sgemm paths take,
 // matrices whose rows or columns do not fill a group, and the residual add.
 #include "kernels/cpu/linear.h"
 
@@ -77,6 +77,63 @@ TEST_P(LinearTest, MatchesDoubleProductInEveryLayout) {
     for (int64_t n = 0; n < rows; ++n) {
       w.RowToFloat(n, row.data());
       for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(row[c], FromBf16(wb[n * cols + c]));
+    }
+  }
+}
+
+// q8: every weight within half a step of its block's scale, the products against a double
+// product of the dequantized weights, and a row's result the same bits whatever the number of
+// input rows computed with it (a sequence's tokens must not depend on its batch).
+TEST(Q8LinearTest, QuantizesWithinHalfAStepAndMatchesDoubleProduct) {
+  for (const auto [rows, cols] :
+       {Case{8, 32}, Case{13, 64}, Case{37, 96}, Case{300, 160}, Case{5, 32}, Case{1030, 32}}) {
+    SCOPED_TRACE(::testing::Message() << rows << "x" << cols);
+    ASSERT_TRUE(cpu::CanQuantizeQ8(rows, cols));
+    std::vector<float> wf = testing::RandomFloats(rows * cols, 7);
+    for (int64_t c = 0; c < cols; ++c) wf[c] = 0.0f;  // an all-zero row: scale 0
+    std::vector<uint8_t> q8(cpu::Q8Bytes(rows, cols));
+    cpu::QuantizeQ8(wf.data(), rows, cols, q8.data());
+    const WeightMatrix w{q8.data(), WeightType::kQ8, rows, cols};
+    EXPECT_EQ(w.bytes(), static_cast<int64_t>(q8.size()));
+    std::vector<float> deq(rows * cols);
+    for (int64_t n = 0; n < rows; ++n) w.RowToFloat(n, deq.data() + n * cols);
+    for (int64_t n = 0; n < rows; ++n) {
+      for (int64_t b = 0; b < cols; b += cpu::kQ8Block) {
+        double max_abs = 0;
+        for (int64_t i = 0; i < cpu::kQ8Block; ++i)
+          max_abs = std::max(max_abs, std::fabs(double(wf[n * cols + b + i])));
+        const double step = max_abs / 127;
+        for (int64_t i = 0; i < cpu::kQ8Block; ++i) {
+          ASSERT_LE(std::fabs(deq[n * cols + b + i] - wf[n * cols + b + i]), step * 0.5 + 1e-7)
+              << "row " << n << " column " << b + i;
+        }
+      }
+    }
+    std::vector<float> single(rows);
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 40}) {
+      const std::vector<float> x = testing::RandomFloats(m * cols, 2 + m);
+      const std::vector<float> residual = testing::RandomFloats(m * rows, 100 + m);
+      for (bool accumulate : {false, true}) {
+        std::vector<float> y = residual, scratch;
+        cpu::Linear(x.data(), m, w, y.data(), accumulate, &scratch);
+        double max_err = 0, max_ref = 0;
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t n = 0; n < rows; ++n) {
+            double want = accumulate ? residual[r * rows + n] : 0.0;
+            for (int64_t c = 0; c < cols; ++c) want += double(deq[n * cols + c]) * x[r * cols + c];
+            max_err = std::max(max_err, std::fabs(y[r * rows + n] - want));
+            max_ref = std::max(max_ref, std::fabs(want));
+          }
+        }
+        EXPECT_LT(max_err, 1e-5 * std::max(max_ref, 1.0) * std::sqrt(double(cols)))
+            << "m " << m << " accumulate " << accumulate;
+        if (m > 8 || accumulate) continue;  // beyond 8 rows: sgemm on widened rows
+        for (int64_t r = 0; r < m; ++r) {   // the streaming kernel, one row at a time
+          cpu::Linear(x.data() + r * cols, 1, w, single.data(), false, &scratch);
+          ASSERT_EQ(0, std::memcmp(single.data(), y.data() + r * rows, rows * sizeof(float)))
+              << "m " << m << " row " << r;
+        }
+      }
     }
   }
 }

@@ -44,7 +44,11 @@ absl::StatusOr<BackendChoice> ReadBackendChoice(const CommandLine& cl) {
 absl::StatusOr<std::unique_ptr<Backend>> LoadBackend(const CommandLine& cl) {
   ASSIGN_OR_RETURN(std::string dir, cl.String("model"));
   ASSIGN_OR_RETURN(BackendChoice choice, ReadBackendChoice(cl));
-  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(dir));
+  WeightFormat weights = WeightFormat::kAsStored;
+  if (cl.Has("weights")) {
+    ASSIGN_OR_RETURN(weights, ParseWeightFormat(*cl.String("weights")));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(dir, weights));
   return MakeBackend(std::move(model), choice);
 }
 
@@ -83,7 +87,7 @@ absl::Status RunInitModel(const std::vector<std::string>& args) {
 
 absl::Status RunLogits(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"model", "tokens", "out", "threads",
-                                                             "backend", "device"}));
+                                                             "backend", "device", "weights"}));
   ASSIGN_OR_RETURN(std::string out, cl.String("out"));
   ASSIGN_OR_RETURN(auto backend, LoadBackend(cl));
   const ModelConfig& config = backend->model().config();
@@ -100,7 +104,7 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
       CommandLine cl,
       CommandLine::Parse(args,
                          {"model", "tokens", "max-new-tokens", "temperature", "top-k", "top-p",
-                          "seed", "stop-tokens", "threads", "backend", "device"},
+                          "seed", "stop-tokens", "threads", "backend", "device", "weights"},
                          {"stop-at-eos"}));
   ASSIGN_OR_RETURN(int64_t max_new, cl.Int("max-new-tokens", std::nullopt));
   if (max_new < 0 || max_new > (1 << 24)) {
@@ -153,10 +157,10 @@ absl::StatusOr<BenchSetup> ParseBenchSetup(const CommandLine& cl, const char* wo
     return absl::InvalidArgumentError("--threads must be in [0, 1024]");
   cpu::SetKernelThreads(static_cast<int>(threads));
   const std::string weights = cl.Has("weights") ? *cl.String("weights") : "bf16";
-  if (weights != "bf16" && weights != "f32") {
-    return absl::InvalidArgumentError("--weights must be bf16 or f32");
+  if (weights != "bf16" && weights != "f32" && weights != "q8") {
+    return absl::InvalidArgumentError("--weights must be bf16, f32 or q8");
   }
-  setup.weights = weights == "bf16" ? WeightFormat::kBF16 : WeightFormat::kF32;
+  ASSIGN_OR_RETURN(setup.weights, ParseWeightFormat(weights));
   std::string work = std::string("/tmp/") + work_prefix + "-XXXXXX";
   if (mkdtemp(work.data()) == nullptr) {
     return absl::InternalError("cannot create a temporary folder");

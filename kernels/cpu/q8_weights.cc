@@ -1,0 +1,243 @@
+// The q8 layout's quantization, widening and streaming kernel. The kernel keeps fp32 lanes per
+// (input row, weight row): a block's 32 products go into a lane sum (one lane per column mod
+// the lane count: 16 with AVX-512, 8 with AVX2 and in the scalar build, which follows the AVX2
+// order), which the block's scale then adds to the accumulator; the lanes are summed at the
+// end. Within one build a row's result does not depend on how many input rows share the call.
+#include "kernels/cpu/q8_weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/vector_math.h"
+
+namespace yoco::cpu {
+namespace {
+
+constexpr int64_t kChunkBytes = 8 * sizeof(float) + 8 * kQ8Block;
+
+inline const uint8_t* Chunk(const uint8_t* data, int64_t cols, int64_t group, int64_t block) {
+  return data + (group * (cols / kQ8Block) + block) * kChunkBytes;
+}
+
+inline float ChunkScale(const uint8_t* chunk, int j) {
+  float s;
+  std::memcpy(&s, chunk + j * sizeof(float), sizeof(float));
+  return s;
+}
+
+inline const int8_t* ChunkRow(const uint8_t* chunk, int j) {
+  return reinterpret_cast<const int8_t*>(chunk + 8 * sizeof(float) + j * kQ8Block);
+}
+
+#if defined(__AVX512F__)
+// 16 lanes (one per column mod 16): a block is two products of 16.
+// The lanes' sum as halves of 8. Here and below no extract or plain conversion intrinsics: GCC
+// 12's warn of an uninitialised use.
+inline float Sum16(__m512 a) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, a);
+  return HorizontalSum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
+}
+
+inline __m512 LoadQ8x16(const int8_t* p) {
+  return _mm512_maskz_cvtepi32_ps(
+      0xFFFF,
+      _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+template <int M>
+inline void RowTile(const float* x, int64_t ldx, const uint8_t* data, int64_t cols, int64_t group,
+                    int j, float* sums) {
+  __m512 acc[M];
+  for (int r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t blocks = cols / kQ8Block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* chunk = Chunk(data, cols, group, b);
+    const int8_t* q = ChunkRow(chunk, j);
+    const __m512 w0 = LoadQ8x16(q), w1 = LoadQ8x16(q + 16);
+    const __m512 s = _mm512_set1_ps(ChunkScale(chunk, j));
+    const int64_t c = b * kQ8Block;
+    for (int r = 0; r < M; ++r) {
+      const float* xr = x + r * ldx + c;
+      __m512 t = _mm512_mul_ps(w0, _mm512_loadu_ps(xr));
+      t = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xr + 16), t);
+      acc[r] = _mm512_fmadd_ps(t, s, acc[r]);
+    }
+  }
+  for (int r = 0; r < M; ++r) sums[r] = Sum16(acc[r]);
+}
+
+inline void GroupRow1(const float* x, const uint8_t* data, int64_t cols, int64_t group,
+                      float* sums) {
+  __m512 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm512_setzero_ps();
+  const int64_t blocks = cols / kQ8Block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* chunk = Chunk(data, cols, group, b);
+    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes + 64, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes + 128, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes + 192, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes + 256, _MM_HINT_T0);
+    const float* xr = x + b * kQ8Block;
+    const __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16);
+    for (int j = 0; j < 8; ++j) {
+      const int8_t* q = ChunkRow(chunk, j);
+      __m512 t = _mm512_mul_ps(LoadQ8x16(q), x0);
+      t = _mm512_fmadd_ps(LoadQ8x16(q + 16), x1, t);
+      acc[j] = _mm512_fmadd_ps(t, _mm512_set1_ps(ChunkScale(chunk, j)), acc[j]);
+    }
+  }
+  for (int j = 0; j < 8; ++j) sums[j] = Sum16(acc[j]);
+}
+#elif defined(YOCO_AVX2)
+inline __m256 LoadQ8x8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// Input rows [0, M) of x against weight row j of the group starting at chunk block 0.
+template <int M>
+inline void RowTile(const float* x, int64_t ldx, const uint8_t* data, int64_t cols, int64_t group,
+                    int j, float* sums) {
+  __m256 acc[M];
+  for (int r = 0; r < M; ++r) acc[r] = _mm256_setzero_ps();
+  const int64_t blocks = cols / kQ8Block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* chunk = Chunk(data, cols, group, b);
+    const int8_t* q = ChunkRow(chunk, j);
+    const __m256 w0 = LoadQ8x8(q), w1 = LoadQ8x8(q + 8), w2 = LoadQ8x8(q + 16),
+                 w3 = LoadQ8x8(q + 24);
+    const __m256 s = _mm256_set1_ps(ChunkScale(chunk, j));
+    const int64_t c = b * kQ8Block;
+    for (int r = 0; r < M; ++r) {
+      const float* xr = x + r * ldx + c;
+      __m256 t = _mm256_mul_ps(w0, _mm256_loadu_ps(xr));
+      t = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), t);
+      t = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xr + 16), t);
+      t = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xr + 24), t);
+      acc[r] = _mm256_fmadd_ps(t, s, acc[r]);
+    }
+  }
+  for (int r = 0; r < M; ++r) sums[r] = HorizontalSum(acc[r]);
+}
+
+// One input row against all 8 rows of a group: 8 independent chains over one stream.
+inline void GroupRow1(const float* x, const uint8_t* data, int64_t cols, int64_t group,
+                      float* sums) {
+  __m256 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+  const int64_t blocks = cols / kQ8Block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* chunk = Chunk(data, cols, group, b);
+    const float* xr = x + b * kQ8Block;
+    const __m256 x0 = _mm256_loadu_ps(xr), x1 = _mm256_loadu_ps(xr + 8),
+                 x2 = _mm256_loadu_ps(xr + 16), x3 = _mm256_loadu_ps(xr + 24);
+    for (int j = 0; j < 8; ++j) {
+      const int8_t* q = ChunkRow(chunk, j);
+      __m256 t = _mm256_mul_ps(LoadQ8x8(q), x0);
+      t = _mm256_fmadd_ps(LoadQ8x8(q + 8), x1, t);
+      t = _mm256_fmadd_ps(LoadQ8x8(q + 16), x2, t);
+      t = _mm256_fmadd_ps(LoadQ8x8(q + 24), x3, t);
+      acc[j] = _mm256_fmadd_ps(t, _mm256_set1_ps(ChunkScale(chunk, j)), acc[j]);
+    }
+  }
+  for (int j = 0; j < 8; ++j) sums[j] = HorizontalSum(acc[j]);
+}
+#else
+// The same lanes and order as the AVX2 kernel, one value at a time.
+float RowDot(const float* x, const uint8_t* data, int64_t cols, int64_t group, int j) {
+  float acc[8] = {};
+  for (int64_t b = 0; b < cols / kQ8Block; ++b) {
+    const uint8_t* chunk = Chunk(data, cols, group, b);
+    const int8_t* q = ChunkRow(chunk, j);
+    const float s = ChunkScale(chunk, j);
+    const float* xr = x + b * kQ8Block;
+    for (int l = 0; l < 8; ++l) {
+      float t = q[l] * xr[l];
+      for (int v = 1; v < 4; ++v) t = std::fma(float(q[v * 8 + l]), xr[v * 8 + l], t);
+      acc[l] = std::fma(t, s, acc[l]);
+    }
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+#endif
+
+inline void Store(float* y, float v, bool accumulate) { *y = accumulate ? *y + v : v; }
+
+}  // namespace
+
+void QuantizeQ8(const float* src, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t groups = (rows + 7) / 8;
+  const int64_t blocks = cols / kQ8Block;
+  std::memset(dst, 0, Q8Bytes(rows, cols));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* chunk = dst + (g * blocks + b) * kChunkBytes;
+      for (int j = 0; j < 8 && g * 8 + j < rows; ++j) {
+        const float* w = src + (g * 8 + j) * cols + b * kQ8Block;
+        float max_abs = 0.0f;
+        for (int64_t i = 0; i < kQ8Block; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
+        const float scale = max_abs / 127.0f;
+        std::memcpy(chunk + j * sizeof(float), &scale, sizeof(float));
+        int8_t* q = reinterpret_cast<int8_t*>(chunk + 8 * sizeof(float) + j * kQ8Block);
+        for (int64_t i = 0; i < kQ8Block; ++i) {
+          q[i] = scale == 0.0f ? 0
+                               : static_cast<int8_t>(
+                                     std::clamp(std::lround(w[i] / scale), long{-127}, long{127}));
+        }
+      }
+    }
+  }
+}
+
+void Q8RowToFloat(const uint8_t* data, int64_t cols, int64_t r, float* out) {
+  const int64_t blocks = cols / kQ8Block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* chunk = Chunk(data, cols, r / 8, b);
+    const int8_t* q = ChunkRow(chunk, static_cast<int>(r % 8));
+    const float s = ChunkScale(chunk, static_cast<int>(r % 8));
+    for (int64_t i = 0; i < kQ8Block; ++i) out[b * kQ8Block + i] = q[i] * s;
+  }
+}
+
+void Q8StreamGroups(const float* x, int64_t m, const uint8_t* data, int64_t rows, int64_t cols,
+                    float* y, bool accumulate, int64_t g0, int64_t g1) {
+  for (int64_t g = g0; g < g1; ++g) {
+    const int live = static_cast<int>(std::min<int64_t>(8, rows - g * 8));
+#ifdef YOCO_AVX2
+    if (m == 1) {
+      float sums[8];
+      GroupRow1(x, data, cols, g, sums);
+      for (int j = 0; j < live; ++j) Store(y + g * 8 + j, sums[j], accumulate);
+      continue;
+    }
+    for (int j = 0; j < live; ++j) {
+      const int64_t n = g * 8 + j;
+      int64_t r = 0;
+      float sums[4];
+      for (; r + 4 <= m; r += 4) {
+        RowTile<4>(x + r * cols, cols, data, cols, g, j, sums);
+        for (int i = 0; i < 4; ++i) Store(y + (r + i) * rows + n, sums[i], accumulate);
+      }
+      for (; r + 2 <= m; r += 2) {
+        RowTile<2>(x + r * cols, cols, data, cols, g, j, sums);
+        for (int i = 0; i < 2; ++i) Store(y + (r + i) * rows + n, sums[i], accumulate);
+      }
+      for (; r < m; ++r) {
+        RowTile<1>(x + r * cols, cols, data, cols, g, j, sums);
+        Store(y + r * rows + n, sums[0], accumulate);
+      }
+    }
+#else
+    for (int j = 0; j < live; ++j) {
+      for (int64_t r = 0; r < m; ++r) {
+        Store(y + r * rows + g * 8 + j, RowDot(x + r * cols, data, cols, g, j), accumulate);
+      }
+    }
+#endif
+  }
+}
+
+}  // namespace yoco::cpu

@@ -1,0 +1,45 @@
+// 8-bit weights (WeightType::kQ8): each row cut into blocks of 32 columns, each block stored as
+// int8 values with one fp32 scale (max |w| / 127), as llama.cpp's Q8_0 but with the activations
+// left in fp32. A decode step then streams 1.125 bytes per weight instead of bf16's 2.
+//
+// Layout: rows in groups of 8 (the last group padded with zero rows); a group is cols / 32
+// chunks, each the 8 rows' scales (8 floats) followed by the 8 rows' 32 int8 values (row by
+// row), so a group is one contiguous stream, as packed bf16 (linear.h).
+#ifndef YOCO_KERNELS_CPU_Q8_WEIGHTS_H_
+#define YOCO_KERNELS_CPU_Q8_WEIGHTS_H_
+
+#include <cstdint>
+
+namespace yoco::cpu {
+
+constexpr int64_t kQ8Block = 32;
+
+// True when a [rows, cols] matrix can be held as q8 (whole blocks per row).
+inline bool CanQuantizeQ8(int64_t rows, int64_t cols) {
+  return rows > 0 && cols > 0 && cols % kQ8Block == 0;
+}
+
+// Bytes of a [rows, cols] q8 matrix, padding included. REQUIRES: CanQuantizeQ8(rows, cols).
+inline int64_t Q8Bytes(int64_t rows, int64_t cols) {
+  const int64_t groups = (rows + 7) / 8;
+  return groups * (cols / kQ8Block) * (8 * sizeof(float) + 8 * kQ8Block);
+}
+
+// Quantizes row-major fp32 `src` [rows, cols] into `dst` (Q8Bytes(rows, cols) bytes): per block
+// scale = max |w| / 127 and q = round(w / scale) (a block of zeros: scale 0).
+// REQUIRES: CanQuantizeQ8(rows, cols).
+void QuantizeQ8(const float* src, int64_t rows, int64_t cols, uint8_t* dst);
+
+// Row r of a q8 matrix as fp32 (q · scale) into out[cols].
+void Q8RowToFloat(const uint8_t* data, int64_t cols, int64_t r, float* out);
+
+// y[i, n] (+)= Σ_c x[i, c] · w[n, c] for input rows i < m and weight rows n in the groups
+// [g0, g1), rows at or beyond `rows` skipped. Each block's 32 products are summed before the
+// block's scale multiplies them, in the same order whatever m is, so a row's result does not
+// depend on how many rows are computed with it.
+void Q8StreamGroups(const float* x, int64_t m, const uint8_t* data, int64_t rows, int64_t cols,
+                    float* y, bool accumulate, int64_t g0, int64_t g1);
+
+}  // namespace yoco::cpu
+
+#endif  // YOCO_KERNELS_CPU_Q8_WEIGHTS_H_
