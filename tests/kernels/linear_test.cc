@@ -54,6 +54,15 @@ TEST_P(LinearTest, MatchesDoubleProductInEveryLayout) {
       for (bool accumulate : {false, true}) {
         std::vector<float> y = residual, scratch;
         cpu::Linear(x.data(), m, w, y.data(), accumulate, &scratch);
+        // In the packed layout decode streams, up to the streaming kernel's 8 rows a row's
+        // result is the same bits alone as in the batch (a sequence's tokens must not depend
+        // on its decode batch). Row-major tails leave FMA contraction to the compiler.
+        for (int64_t r = 0; w.packed && m <= 8 && r < m; ++r) {
+          std::vector<float> single(residual.begin() + r * rows, residual.begin() + (r + 1) * rows);
+          cpu::Linear(x.data() + r * cols, 1, w, single.data(), accumulate, &scratch);
+          ASSERT_EQ(0, std::memcmp(single.data(), y.data() + r * rows, rows * sizeof(float)))
+              << "layout " << l << " m " << m << " row " << r;
+        }
         double max_err = 0, max_ref = 0;
         for (int64_t r = 0; r < m; ++r) {
           for (int64_t n = 0; n < rows; ++n) {
