@@ -151,8 +151,14 @@ freed() {
 }
 "$BIN/yoco-cli" "${CLIENT_TLS[@]}" --router "$ROUTER" generate --tokens "$(prompt 8 30)" --max-new-tokens 4000 > /dev/null 2>&1 &
 gone=$!
-sleep 0.5
-busy=$(metric "$METRICS_DECODE" yoco_decode_active_sequences)
+# Until the stream is running: under the sanitizers the start alone can take longer than a
+# fixed wait, and 4000 tokens take a few seconds even on a fast machine.
+busy=0
+for _ in $(seq 1 100); do
+  busy=$(metric "$METRICS_DECODE" yoco_decode_active_sequences)
+  [ "$busy" = 1 ] && break
+  sleep 0.1
+done
 kill -9 "$gone"
 wait "$gone" 2> /dev/null || true
 total=$((total + 1))
