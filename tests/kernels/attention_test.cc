@@ -57,9 +57,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CausalAttentionTest,
                                            CausalCase{300, 5, 0}));
 
 TEST(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
-  // Lengths below, at and across the per-task key range, with and without the eight-key blocks.
+  // Lengths below, at and across the per-task key range, with and without whole 8- and 16-key
+  // blocks and beyond the prefetch distance; head dims and group sizes that take each register
+  // tile (d multiple of 64, of 16 only, of 4 only; groups of 1 to 5 heads).
   for (const cpu::GqaShape shape :
-       {cpu::GqaShape{12, 4, 64}, cpu::GqaShape{4, 4, 32}, cpu::GqaShape{6, 2, 20}}) {
+       {cpu::GqaShape{12, 4, 64}, cpu::GqaShape{4, 4, 32}, cpu::GqaShape{6, 2, 20},
+        cpu::GqaShape{8, 2, 128}, cpu::GqaShape{10, 2, 64}, cpu::GqaShape{4, 2, 48}}) {
     const int d = shape.head_dim;
     const int64_t D = shape.q_heads * d, KV = shape.kv_heads * d;
     const std::vector<int64_t> lengths = {1, 7, 8, 300, 512, 513, 1500};
