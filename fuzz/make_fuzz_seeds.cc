@@ -34,8 +34,9 @@ int main(int argc, char** argv) {
 
   yoco::SequenceState state = yoco::SequenceState::Create(Config());
   state.position = 128;
-  state.shared_k.assign(128 * Config().kv_dim(), 0.5f);
-  state.shared_v.assign(128 * Config().kv_dim(), -0.25f);
+  const std::vector<float> k(128 * Config().kv_dim(), 0.5f), v(128 * Config().kv_dim(), -0.25f);
+  state.shared_k.Append(k.data(), 128);
+  state.shared_v.Append(v.data(), 128);
   yoco::StateBundle bundle{yoco::fuzz::kFingerprint, state, 7, {}};
   bundle.sampling.stop_token_ids = {2, 5};
   Write(dir, "state_bundle_fuzz", "bundle", yoco::SerializeStateBundle(bundle));

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/vector_math.h"
 
@@ -20,13 +22,47 @@ constexpr int64_t kValueBlock = 32;  // V rows per block, kept in L1 across the 
 // 21 -> 26-30 GB/s; 64 rows measured as good as 128).
 constexpr int64_t kPrefetchKeys = 64;
 
-// Asks for rows [0, count) of a row-major float matrix (stride ld) in L1.
-inline void PrefetchRows(const float* rows, int64_t count, int64_t ld) {
+// Asks for rows [0, count) of a row-major matrix (stride ld) in L1.
+template <typename T>
+inline void PrefetchRows(const T* rows, int64_t count, int64_t ld) {
 #ifdef YOCO_AVX2
   const char* p = reinterpret_cast<const char*>(rows);
-  for (int64_t b = 0; b < count * ld * int64_t{sizeof(float)}; b += 64)
+  for (int64_t b = 0; b < count * ld * int64_t{sizeof(T)}; b += 64)
     _mm_prefetch(p + b, _MM_HINT_T0);
 #endif
+}
+
+// K/V element loads for both storage types: fp32, and bf16 bits (uint16_t) widened exactly.
+inline float LoadOne(const float* p) { return *p; }
+inline float LoadOne(const uint16_t* p) {
+  const uint32_t u = uint32_t{*p} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+#ifdef YOCO_AVX2
+inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 Load8(const uint16_t* p) { return LoadBf16x8(p); }
+#endif
+#if defined(__AVX512F__)
+inline __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 Load16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(
+      _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
+}
+#endif
+
+// Σ q[c]·k[c] over d values.
+template <typename T>
+inline float DotQK(const float* q, const T* k, int d) {
+  if constexpr (std::is_same_v<T, float>) {
+    return Dot(q, k, d);
+  } else {
+    float sum = 0.0f;
+    for (int c = 0; c < d; ++c) sum += q[c] * LoadOne(k + c);
+    return sum;
+  }
 }
 
 #if defined(__AVX512F__)
@@ -54,7 +90,8 @@ inline __m512 SumLanes16(__m512* v) {
 
 // scores[h·len + i] = scale · q_h·k_{begin+i} for every query head, 16 (AVX-512) or 8 keys at
 // a time so each block of whole K rows is read from memory once.
-void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int64_t end,
+template <typename T>
+void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t begin, int64_t end,
                 float scale, float* scores) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
@@ -65,17 +102,17 @@ void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int
   if (d % 16 == 0) {
     const __m512 vscale = _mm512_set1_ps(scale);
     for (; i0 + 16 <= len; i0 += 16) {
-      const float* k = dq.keys + (begin + i0) * ld;
+      const T* k = keys + (begin + i0) * ld;
       if (i0 + kPrefetchKeys + 16 <= len) PrefetchRows(k + kPrefetchKeys * ld, 16, ld);
       for (int h = 0; h < shape.q_heads; ++h) {
-        const float* qh = dq.q + int64_t{h} * d;
-        const float* kh = k + int64_t{h / group} * d;
+        const float* qh = q + int64_t{h} * d;
+        const T* kh = k + int64_t{h / group} * d;
         __m512 acc[16];
         for (int kk = 0; kk < 16; ++kk) acc[kk] = _mm512_setzero_ps();
         for (int c = 0; c < d; c += 16) {
           const __m512 qv = _mm512_loadu_ps(qh + c);
           for (int kk = 0; kk < 16; ++kk)
-            acc[kk] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kh + kk * ld + c), acc[kk]);
+            acc[kk] = _mm512_fmadd_ps(qv, Load16(kh + kk * ld + c), acc[kk]);
         }
         _mm512_storeu_ps(scores + h * len + i0, _mm512_mul_ps(SumLanes16(acc), vscale));
       }
@@ -86,17 +123,17 @@ void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int
   if (d % 8 == 0) {
     const __m256 vscale = _mm256_set1_ps(scale);
     for (; i0 + 8 <= len; i0 += 8) {
-      const float* k = dq.keys + (begin + i0) * ld;
+      const T* k = keys + (begin + i0) * ld;
       if (i0 + kPrefetchKeys + 8 <= len) PrefetchRows(k + kPrefetchKeys * ld, 8, ld);
       for (int h = 0; h < shape.q_heads; ++h) {
-        const float* qh = dq.q + int64_t{h} * d;
-        const float* kh = k + int64_t{h / group} * d;
+        const float* qh = q + int64_t{h} * d;
+        const T* kh = k + int64_t{h / group} * d;
         __m256 acc[8];
         for (int kk = 0; kk < 8; ++kk) acc[kk] = _mm256_setzero_ps();
         for (int c = 0; c < d; c += 8) {
           const __m256 qv = _mm256_loadu_ps(qh + c);
           for (int kk = 0; kk < 8; ++kk)
-            acc[kk] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kh + kk * ld + c), acc[kk]);
+            acc[kk] = _mm256_fmadd_ps(qv, Load8(kh + kk * ld + c), acc[kk]);
         }
         const __m256 u0 =
             _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
@@ -110,9 +147,9 @@ void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int
   }
 #endif
   for (; i0 < len; ++i0) {
-    const float* k = dq.keys + (begin + i0) * ld;
+    const T* k = keys + (begin + i0) * ld;
     for (int h = 0; h < shape.q_heads; ++h) {
-      scores[h * len + i0] = Dot(dq.q + int64_t{h} * d, k + int64_t{h / group} * d, d) * scale;
+      scores[h * len + i0] = DotQK(q + int64_t{h} * d, k + int64_t{h / group} * d, d) * scale;
     }
   }
 }
@@ -120,17 +157,17 @@ void TaskScores(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int
 #ifdef YOCO_AVX2
 // acc[j] += Σ_{i<rows} p[j·ldp + i] v_i for kHeads heads sharing the value rows v_i (stride
 // ld), 32 columns at a time so the kHeads×4 accumulators stay in registers. REQUIRES: d % 32 == 0.
-template <int kHeads>
-void WeightedSumTile(const float* v, int64_t ld, int64_t rows, const float* p, int64_t ldp, int d,
+template <int kHeads, typename T>
+void WeightedSumTile(const T* v, int64_t ld, int64_t rows, const float* p, int64_t ldp, int d,
                      float* acc) {
   for (int c0 = 0; c0 < d; c0 += 32) {
     __m256 a[kHeads][4];
     for (int j = 0; j < kHeads; ++j)
       for (int c = 0; c < 4; ++c) a[j][c] = _mm256_loadu_ps(acc + int64_t{j} * d + c0 + 8 * c);
     for (int64_t i = 0; i < rows; ++i) {
-      const float* vi = v + i * ld + c0;
-      const __m256 v0 = _mm256_loadu_ps(vi), v1 = _mm256_loadu_ps(vi + 8);
-      const __m256 v2 = _mm256_loadu_ps(vi + 16), v3 = _mm256_loadu_ps(vi + 24);
+      const T* vi = v + i * ld + c0;
+      const __m256 v0 = Load8(vi), v1 = Load8(vi + 8);
+      const __m256 v2 = Load8(vi + 16), v3 = Load8(vi + 24);
       for (int j = 0; j < kHeads; ++j) {
         const __m256 w = _mm256_broadcast_ss(p + j * ldp + i);
         a[j][0] = _mm256_fmadd_ps(w, v0, a[j][0]);
@@ -147,17 +184,17 @@ void WeightedSumTile(const float* v, int64_t ld, int64_t rows, const float* p, i
 
 #if defined(__AVX512F__)
 // As WeightedSumTile, 64 columns at a time in zmm registers. REQUIRES: d % 64 == 0.
-template <int kHeads>
-void WeightedSumTile512(const float* v, int64_t ld, int64_t rows, const float* p, int64_t ldp,
-                        int d, float* acc) {
+template <int kHeads, typename T>
+void WeightedSumTile512(const T* v, int64_t ld, int64_t rows, const float* p, int64_t ldp, int d,
+                        float* acc) {
   for (int c0 = 0; c0 < d; c0 += 64) {
     __m512 a[kHeads][4];
     for (int j = 0; j < kHeads; ++j)
       for (int c = 0; c < 4; ++c) a[j][c] = _mm512_loadu_ps(acc + int64_t{j} * d + c0 + 16 * c);
     for (int64_t i = 0; i < rows; ++i) {
-      const float* vi = v + i * ld + c0;
-      const __m512 v0 = _mm512_loadu_ps(vi), v1 = _mm512_loadu_ps(vi + 16);
-      const __m512 v2 = _mm512_loadu_ps(vi + 32), v3 = _mm512_loadu_ps(vi + 48);
+      const T* vi = v + i * ld + c0;
+      const __m512 v0 = Load16(vi), v1 = Load16(vi + 16);
+      const __m512 v2 = Load16(vi + 32), v3 = Load16(vi + 48);
       for (int j = 0; j < kHeads; ++j) {
         const __m512 w = _mm512_set1_ps(p[j * ldp + i]);
         a[j][0] = _mm512_fmadd_ps(w, v0, a[j][0]);
@@ -173,7 +210,8 @@ void WeightedSumTile512(const float* v, int64_t ld, int64_t rows, const float* p
 #endif
 
 // acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] for every head; acc is [q_heads, d] in L1.
-void TaskWeightedSum(const GqaShape& shape, const DecodeQuery& dq, int64_t begin, int64_t end,
+template <typename T>
+void TaskWeightedSum(const GqaShape& shape, const T* values, int64_t begin, int64_t end,
                      const float* p, float* acc) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
@@ -183,7 +221,7 @@ void TaskWeightedSum(const GqaShape& shape, const DecodeQuery& dq, int64_t begin
   for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
     const int64_t b1 = std::min(len, b0 + kValueBlock);
     if (b0 + kPrefetchKeys + kValueBlock <= len) {
-      PrefetchRows(dq.values + (begin + b0 + kPrefetchKeys) * ld, kValueBlock, ld);
+      PrefetchRows(values + (begin + b0 + kPrefetchKeys) * ld, kValueBlock, ld);
     }
 #if defined(__AVX512F__)
     if (d % 64 == 0) {
@@ -191,7 +229,7 @@ void TaskWeightedSum(const GqaShape& shape, const DecodeQuery& dq, int64_t begin
         for (int j0 = 0; j0 < group; j0 += 4) {
           const int heads = std::min(4, group - j0);
           const int h0 = kvh * group + j0;
-          const float* vb = dq.values + (begin + b0) * ld + int64_t{kvh} * d;
+          const T* vb = values + (begin + b0) * ld + int64_t{kvh} * d;
           const float* pb = p + int64_t{h0} * len + b0;
           float* ab = acc + int64_t{h0} * d;
           switch (heads) {
@@ -218,7 +256,7 @@ void TaskWeightedSum(const GqaShape& shape, const DecodeQuery& dq, int64_t begin
         for (int j0 = 0; j0 < group; j0 += 3) {
           const int heads = std::min(3, group - j0);
           const int h0 = kvh * group + j0;
-          const float* vb = dq.values + (begin + b0) * ld + int64_t{kvh} * d;
+          const T* vb = values + (begin + b0) * ld + int64_t{kvh} * d;
           const float* pb = p + int64_t{h0} * len + b0;
           float* ab = acc + int64_t{h0} * d;
           if (heads == 3) {
@@ -234,9 +272,16 @@ void TaskWeightedSum(const GqaShape& shape, const DecodeQuery& dq, int64_t begin
     }
 #endif
     for (int64_t i = b0; i < b1; ++i) {
-      const float* v = dq.values + (begin + i) * ld;
-      for (int h = 0; h < shape.q_heads; ++h)
-        Axpy(p[h * len + i], v + int64_t{h / group} * d, acc + int64_t{h} * d, d);
+      const T* v = values + (begin + i) * ld;
+      for (int h = 0; h < shape.q_heads; ++h) {
+        const T* vh = v + int64_t{h / group} * d;
+        float* ah = acc + int64_t{h} * d;
+        if constexpr (std::is_same_v<T, float>) {
+          Axpy(p[h * len + i], vh, ah, d);
+        } else {
+          for (int c = 0; c < d; ++c) ah[c] += p[h * len + i] * LoadOne(vh + c);
+        }
+      }
     }
   }
 }
@@ -280,14 +325,22 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
     const int64_t len = task.end - task.begin;
     float* scores = scratch->scores.data() + omp_get_thread_num() * H * max_len;
     float* part = scratch->partial.data() + t * partial_floats;  // [H][max, sum] then [H, d]
-    TaskScores(shape, dq, task.begin, task.end, scale, scores);
+    if (dq.keys_bf16 != nullptr) {
+      TaskScores(shape, dq.q, dq.keys_bf16, task.begin, task.end, scale, scores);
+    } else {
+      TaskScores(shape, dq.q, dq.keys, task.begin, task.end, scale, scores);
+    }
     for (int h = 0; h < H; ++h) {
       float* s = scores + h * len;
       const float m = MaxOf(s, len);
       part[2 * h] = m;
       part[2 * h + 1] = ExpShiftSum(s, len, m);
     }
-    TaskWeightedSum(shape, dq, task.begin, task.end, scores, part + 2 * H);
+    if (dq.values_bf16 != nullptr) {
+      TaskWeightedSum(shape, dq.values_bf16, task.begin, task.end, scores, part + 2 * H);
+    } else {
+      TaskWeightedSum(shape, dq.values, task.begin, task.end, scores, part + 2 * H);
+    }
   }
 
   // Merge each sequence's ranges: out_h = Σ_t e^(m_t − m) acc_t / Σ_t e^(m_t − m) l_t.

@@ -18,6 +18,9 @@ struct DecodeQuery {
   const float* values = nullptr;  // [n, kv_heads * d]
   int64_t n = 0;                  // keys to attend (>= 1)
   float* out = nullptr;           // [q_heads, d]
+  // When set, the K (V) rows are read from these bf16 rows (same layout) instead.
+  const uint16_t* keys_bf16 = nullptr;
+  const uint16_t* values_bf16 = nullptr;
 };
 
 // Buffers reused across calls (no allocation once they have grown).

@@ -155,7 +155,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   // Per sequence: each cross layer reads the whole shared K/V; the self-decoder states are read
   // and written.
   const SequenceState& seed = decode_seed_yoco;
-  const double kv_bytes = (seed.shared_k.size() + seed.shared_v.size()) * sizeof(float);
+  const double kv_bytes = seed.shared_k.bytes() + seed.shared_v.bytes();
   const double state_bytes = seed.bytes() - kv_bytes;
   const double step_state_bytes = config.n_cross_layers() * kv_bytes + 2 * state_bytes;
   const double bytes_per_s = report.membw_gbs * 1e9;
@@ -165,8 +165,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     std::vector<TransformerBaseline::Sequence> ts(batch, decode_seed_transformer);
     const int64_t kv = config.kv_dim();
     for (auto& s : ys) {
-      s.shared_k.reserve(s.shared_k.size() + (steps + 1) * kv);
-      s.shared_v.reserve(s.shared_v.size() + (steps + 1) * kv);
+      s.shared_k.Reserve(s.shared_k.rows() + steps + 1);
+      s.shared_v.Reserve(s.shared_v.rows() + steps + 1);
     }
     for (auto& s : ts) {
       for (auto& layer : s.k) layer.reserve(layer.size() + (steps + 1) * kv);

@@ -71,8 +71,9 @@ SnapshotInfo DiskInfo(const DiskSnapshotInfo& d) {
 SnapshotStore::SnapshotStore(const ModelConfig& config, SnapshotStoreOptions options,
                              std::unique_ptr<SnapshotDiskTier> disk)
     : kv_dim_(config.kv_dim()),
-      block_bytes_(kCacheBlockTokens *
-                   (2 * config.kv_dim() * int64_t{sizeof(float)} + int64_t{sizeof(int32_t)})),
+      kv_dtype_(config.kv_dtype),
+      block_bytes_(kCacheBlockTokens * (2 * config.kv_dim() * KvDtypeBytes(config.kv_dtype) +
+                                        int64_t{sizeof(int32_t)})),
       options_(std::move(options)),
       disk_(std::move(disk)) {}
 
@@ -110,14 +111,16 @@ SnapshotFile SnapshotStore::ToFileLocked(const Snapshot& s) const {
   const int64_t n = static_cast<int64_t>(s.chain.size()) * kCacheBlockTokens;
   file.state.position = n;
   file.state.self_states = s.self_states;
-  file.state.shared_k.reserve(n * kv_dim_);
-  file.state.shared_v.reserve(n * kv_dim_);
+  file.state.shared_k = KvRows(kv_dtype_, kv_dim_);
+  file.state.shared_v = KvRows(kv_dtype_, kv_dim_);
+  file.state.shared_k.Reserve(n);
+  file.state.shared_v.Reserve(n);
   file.tokens.reserve(n);
   for (const BlockKey& bk : s.chain) {
     const KvBlock& block = blocks_.at(bk);
     file.tokens.insert(file.tokens.end(), block.tokens.begin(), block.tokens.end());
-    file.state.shared_k.insert(file.state.shared_k.end(), block.k.begin(), block.k.end());
-    file.state.shared_v.insert(file.state.shared_v.end(), block.v.begin(), block.v.end());
+    file.state.shared_k.AppendRows(block.k, 0, kCacheBlockTokens);
+    file.state.shared_v.AppendRows(block.v, 0, kCacheBlockTokens);
   }
   return file;
 }
@@ -214,10 +217,10 @@ absl::StatusOr<std::map<BlockKey, SnapshotStore::Snapshot>::iterator> SnapshotSt
     if (block.refs++ > 0) continue;
     const int64_t row0 = static_cast<int64_t>(b) * kCacheBlockTokens;
     block.tokens.assign(tokens.begin() + row0, tokens.begin() + row0 + kCacheBlockTokens);
-    block.k.assign(state.shared_k.begin() + row0 * kv_dim_,
-                   state.shared_k.begin() + (row0 + kCacheBlockTokens) * kv_dim_);
-    block.v.assign(state.shared_v.begin() + row0 * kv_dim_,
-                   state.shared_v.begin() + (row0 + kCacheBlockTokens) * kv_dim_);
+    block.k = KvRows(kv_dtype_, kv_dim_);
+    block.v = KvRows(kv_dtype_, kv_dim_);
+    block.k.AppendRows(state.shared_k, row0, kCacheBlockTokens);
+    block.v.AppendRows(state.shared_v, row0, kCacheBlockTokens);
     stats_.bytes += block_bytes_;
   }
   auto it = snapshots_.emplace(keys.back(), std::move(s)).first;
@@ -262,7 +265,8 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Save(absl::Span<const BlockKey> keys
                                                  absl::Time expires) {
   const int64_t n = static_cast<int64_t>(keys.size()) * kCacheBlockTokens;
   if (keys.empty() || state.position != n || static_cast<int64_t>(tokens.size()) < n ||
-      static_cast<int64_t>(state.shared_k.size()) < n * kv_dim_) {
+      state.shared_k.rows() < n || state.shared_k.dtype() != kv_dtype_ ||
+      state.shared_k.width() != kv_dim_) {
     return absl::InvalidArgumentError(
         absl::StrCat("a snapshot must sit on a block boundary: ", keys.size(), " blocks, state at ",
                      state.position, ", ", tokens.size(), " tokens"));
@@ -309,8 +313,10 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
   file.tokens.assign(tokens.begin(), tokens.begin() + n);
   file.state.position = n;
   file.state.self_states = state.self_states;
-  file.state.shared_k.assign(state.shared_k.begin(), state.shared_k.begin() + n * kv_dim_);
-  file.state.shared_v.assign(state.shared_v.begin(), state.shared_v.begin() + n * kv_dim_);
+  file.state.shared_k = KvRows(kv_dtype_, kv_dim_);
+  file.state.shared_v = KvRows(kv_dtype_, kv_dim_);
+  file.state.shared_k.AppendRows(state.shared_k, 0, n);
+  file.state.shared_v.AppendRows(state.shared_v, 0, n);
   file.pinned = pinned;
   file.expires = expires;
   std::vector<BlockKey> evicted;
@@ -353,13 +359,14 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
       if (same) {
         hit.state.position = n;
         hit.state.self_states = s.self_states;
-        hit.state.shared_k.resize(n * kv_dim_);
-        hit.state.shared_v.resize(n * kv_dim_);
+        hit.state.shared_k = KvRows(kv_dtype_, kv_dim_);
+        hit.state.shared_v = KvRows(kv_dtype_, kv_dim_);
+        hit.state.shared_k.Reserve(n);
+        hit.state.shared_v.Reserve(n);
         for (size_t b = 0; b < j; ++b) {
           const KvBlock& block = blocks_.at(s.chain[b]);
-          const size_t offset = b * kCacheBlockTokens * kv_dim_;
-          std::memcpy(hit.state.shared_k.data() + offset, block.k.data(), block.k.size() * 4);
-          std::memcpy(hit.state.shared_v.data() + offset, block.v.data(), block.v.size() * 4);
+          hit.state.shared_k.AppendRows(block.k, 0, kCacheBlockTokens);
+          hit.state.shared_v.AppendRows(block.v, 0, kCacheBlockTokens);
         }
         hit.tier = CacheTier::kMemory;
         s.last_use = ++use_clock_;

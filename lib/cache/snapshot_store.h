@@ -143,7 +143,7 @@ class SnapshotStore {
  private:
   struct KvBlock {
     std::vector<int32_t> tokens;
-    std::vector<float> k, v;  // [kCacheBlockTokens, kv_dim]
+    KvRows k, v;  // [kCacheBlockTokens, kv_dim]
     int refs = 0;
   };
   struct Snapshot {
@@ -181,6 +181,7 @@ class SnapshotStore {
   void EnforceBudgetLocked(const BlockKey& keep);
 
   const int64_t kv_dim_;
+  const KvDtype kv_dtype_;  // how blocks hold K/V: the engine's (config.kv_dtype)
   const int64_t block_bytes_;
   const SnapshotStoreOptions options_;
   const std::unique_ptr<SnapshotDiskTier> disk_;  // guarded by mu_

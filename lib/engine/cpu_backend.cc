@@ -211,8 +211,12 @@ void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
     SequenceState* st = segments[s].state;
     const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
     const int64_t r0 = segment_begin_[s];
-    st->shared_k.insert(st->shared_k.end(), kk + r0 * KV, kk + (r0 + T) * KV);
-    st->shared_v.insert(st->shared_v.end(), vv + r0 * KV, vv + (r0 + T) * KV);
+    if (st->position == 0) {  // an empty state takes this backend's K/V dtype
+      st->shared_k = KvRows(config_.kv_dtype, KV);
+      st->shared_v = KvRows(config_.kv_dtype, KV);
+    }
+    st->shared_k.Append(kk + r0 * KV, T);
+    st->shared_v.Append(vv + r0 * KV, T);
     st->position += T;
   }
 }
@@ -246,8 +250,19 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
     if (j - i >= 16) {
       const Row& first = rows_[out_rows_[i]];
       const SequenceState& st = *segments[first.segment].state;
-      cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, st.shared_k.data(),
-                           st.shared_v.data(), KV, 0, o + i * D, D, &scratch_);
+      const float* keys = st.shared_k.f32();
+      const float* values = st.shared_v.f32();
+      if (st.shared_k.dtype() != KvDtype::kF32) {
+        // Widened once per run; the blocked kernel's O(T·n) work dwarfs the copy.
+        const int64_t n = first.position + (j - i);
+        float* wide = Sized(wide_kv_, 2 * n * KV);
+        st.shared_k.CopyToF32(0, n, wide);
+        st.shared_v.CopyToF32(0, n, wide + n * KV);
+        keys = wide;
+        values = wide + n * KV;
+      }
+      cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, keys, values, KV, 0,
+                           o + i * D, D, &scratch_);
     } else {
       for (int64_t r = i; r < j; ++r) singles.push_back(r);
     }
@@ -257,8 +272,15 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   for (int64_t r : singles) {
     const Row& row = rows_[out_rows_[r]];
     const SequenceState& st = *segments[row.segment].state;
-    decode_queries_.push_back(
-        {q + r * D, st.shared_k.data(), st.shared_v.data(), row.position + 1, o + r * D});
+    cpu::DecodeQuery query{q + r * D, nullptr, nullptr, row.position + 1, o + r * D};
+    if (st.shared_k.dtype() == KvDtype::kF32) {
+      query.keys = st.shared_k.f32();
+      query.values = st.shared_v.f32();
+    } else {
+      query.keys_bf16 = st.shared_k.bf16();
+      query.values_bf16 = st.shared_v.bf16();
+    }
+    decode_queries_.push_back(query);
   }
   cpu::DecodeAttention(shape, decode_queries_.data(), static_cast<int64_t>(decode_queries_.size()),
                        &decode_scratch_);

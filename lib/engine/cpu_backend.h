@@ -55,6 +55,7 @@ class CpuBackend : public Backend {
   std::vector<float> o_;                // [R, D] mixer output
   FfnScratch ffn_scratch_;
   std::vector<float> kv_k_, kv_v_;    // [R, kv_dim]
+  std::vector<float> wide_kv_;        // bf16 shared K then V widened for the blocked kernel
   std::vector<float> hx_;             // [Q, D] residual stream of the cross-decoder
   std::vector<float> scratch_;        // kernel scratch
   std::vector<float> wide_;           // bf16 weight blocks widened for sgemm

@@ -90,6 +90,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateRandom(const Mod
 
 absl::Status CudaBackend::Init() {
   id_ = next_backend_id.fetch_add(1);
+  if (config_.kv_dtype != KvDtype::kF32) {
+    return absl::UnimplementedError("bf16 K/V runs on the CPU backend only (--kv-dtype f32)");
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     return absl::UnavailableError("no CUDA device");
@@ -161,11 +164,11 @@ absl::StatusOr<CudaBackend::Sequence*> CudaBackend::DeviceSequence(SequenceState
     RETURN_IF_ERROR(Reserve<float>(seq->k, seq->capacity * KV));
     RETURN_IF_ERROR(Reserve<float>(seq->v, seq->capacity * KV));
     if (state->position > 0) {
-      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->k.get(), state->shared_k.data(),
-                                            state->shared_k.size() * 4, cudaMemcpyHostToDevice),
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->k.get(), state->shared_k.f32(),
+                                            state->shared_k.bytes(), cudaMemcpyHostToDevice),
                                  "K upload"));
-      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->v.get(), state->shared_v.data(),
-                                            state->shared_v.size() * 4, cudaMemcpyHostToDevice),
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->v.get(), state->shared_v.f32(),
+                                            state->shared_v.bytes(), cudaMemcpyHostToDevice),
                                  "V upload"));
     }
     state->device.set_handle(seq);
@@ -746,8 +749,12 @@ absl::Status CudaBackend::CopyBack(absl::Span<const ForwardSegment> segments) {
         cudaMemcpyAsync(v, seq->v.get<float>() + p0 * KV, bytes, cudaMemcpyDeviceToHost, stream_),
         "V download"));
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "K/V download"));
-    state->shared_k.insert(state->shared_k.end(), k, k + T * KV);
-    state->shared_v.insert(state->shared_v.end(), v, v + T * KV);
+    if (state->position == 0) {  // an empty state takes this backend's K/V dtype (fp32)
+      state->shared_k = KvRows(KvDtype::kF32, KV);
+      state->shared_v = KvRows(KvDtype::kF32, KV);
+    }
+    state->shared_k.Append(k, T);
+    state->shared_v.Append(v, T);
     seq->host_states_current = false;
     if (!options_.lazy_host_states) {
       for (int l = 0; l < config_.n_self_layers(); ++l) {

@@ -15,9 +15,10 @@ namespace yoco {
 class Model {
  public:
   // Loads DIR/params.json and DIR/model.safetensors (or a sharded checkpoint). Every defect is
-  // an error naming the file, tensor or field.
+  // an error naming the file, tensor or field. `kv_dtype` becomes config().kv_dtype.
   static absl::StatusOr<std::shared_ptr<const Model>> Load(
-      const std::string& dir, WeightFormat format = WeightFormat::kAsStored);
+      const std::string& dir, WeightFormat format = WeightFormat::kAsStored,
+      KvDtype kv_dtype = KvDtype::kF32);
 
   Model(ModelConfig config, std::unique_ptr<ModelWeights> weights)
       : config_(std::move(config)), weights_(std::move(weights)) {}

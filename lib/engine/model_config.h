@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "lib/engine/kv_rows.h"
 
 namespace yoco {
 
@@ -30,6 +31,10 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   std::optional<int> sliding_window;  // set: SWA self-decoder with this window (keys incl. self)
+
+  // Engine setting, not a params.json key: how the shared K/V is held. Part of the model's
+  // fingerprint when bf16, so states of the two forms are never mixed.
+  KvDtype kv_dtype = KvDtype::kF32;
 
   // Derived shapes.
   int n_self_layers() const { return n_layers / 2; }  // an odd last layer is dropped

@@ -99,6 +99,9 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
 
   Hasher hasher;
   hasher.Add(config.ToJson());
+  // fp32 K/V adds nothing, so fingerprints (and the bundles and snapshot files that carry them)
+  // stay what they were before the K/V dtype existed.
+  if (config.kv_dtype != KvDtype::kF32) hasher.Add("kv_dtype=" + KvDtypeName(config.kv_dtype));
   struct Bound {
     const void* data;
     WeightType type;

@@ -7,6 +7,8 @@ namespace yoco {
 
 SequenceState SequenceState::Create(const ModelConfig& config) {
   SequenceState s;
+  s.shared_k = KvRows(config.kv_dtype, config.kv_dim());
+  s.shared_v = KvRows(config.kv_dtype, config.kv_dim());
   s.self_states.assign(config.n_self_layers(),
                        std::vector<float>(config.self_state_floats(), 0.0f));
   return s;
@@ -26,17 +28,26 @@ absl::Status SequenceState::CheckShape(const ModelConfig& config) const {
     }
   }
   const int64_t kv = position * config.kv_dim();
-  if (static_cast<int64_t>(shared_k.size()) != kv || static_cast<int64_t>(shared_v.size()) != kv) {
+  if (shared_k.values() != kv || shared_v.values() != kv ||
+      (position > 0 &&
+       (shared_k.width() != config.kv_dim() || shared_v.width() != config.kv_dim()))) {
     return absl::InvalidArgumentError(
         "sequence state: shared K/V size does not match the position");
+  }
+  // Without rows the dtype is the backend's to choose.
+  const KvDtype kv_dtype = config.kv_dtype;
+  if (position > 0 && (shared_k.dtype() != kv_dtype || shared_v.dtype() != kv_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence state: shared K/V held in ", KvDtypeName(shared_k.dtype()), "/",
+                     KvDtypeName(shared_v.dtype()), ", this engine holds ", KvDtypeName(kv_dtype)));
   }
   return absl::OkStatus();
 }
 
 int64_t SequenceState::bytes() const {
-  int64_t n = static_cast<int64_t>(shared_k.size() + shared_v.size());
-  for (const auto& s : self_states) n += static_cast<int64_t>(s.size());
-  return n * static_cast<int64_t>(sizeof(float));
+  int64_t n = shared_k.bytes() + shared_v.bytes();
+  for (const auto& s : self_states) n += static_cast<int64_t>(s.size() * sizeof(float));
+  return n;
 }
 
 }  // namespace yoco

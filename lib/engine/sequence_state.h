@@ -1,6 +1,6 @@
 // SequenceState: everything a sequence needs to continue decoding after the tokens it has
 // seen: the shared K/V rows of the cross-decoder and each self-decoder layer's constant-size
-// state. Recurrent states are fp32.
+// state. Recurrent states are fp32; the shared K/V is fp32 or bf16 (KvRows).
 #ifndef YOCO_LIB_ENGINE_SEQUENCE_STATE_H_
 #define YOCO_LIB_ENGINE_SEQUENCE_STATE_H_
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "lib/engine/kv_rows.h"
 #include "lib/engine/model_config.h"
 
 namespace yoco {
@@ -46,14 +47,14 @@ struct SequenceState {
   //   gRet: S [n_self_heads, ds, ds] (k index, v index), k scaling included;
   //   SWA:  K ring then V ring, each [W, n_self_heads * ds], row of position p at slot p % W.
   std::vector<std::vector<float>> self_states;
-  std::vector<float> shared_k;  // [position, n_attn_kv_heads * da], RoPE applied
-  std::vector<float> shared_v;  // [position, n_attn_kv_heads * da]
-  DeviceCopy device;            // see DeviceCopy
+  KvRows shared_k;    // [position, n_attn_kv_heads * da], RoPE applied
+  KvRows shared_v;    // [position, n_attn_kv_heads * da], the same dtype as shared_k
+  DeviceCopy device;  // see DeviceCopy
 
   // The empty state (position 0) for `config`.
   static SequenceState Create(const ModelConfig& config);
 
-  // Checks the sizes against `config`.
+  // Checks the sizes against `config` and, past position 0, the K/V dtype.
   absl::Status CheckShape(const ModelConfig& config) const;
 
   // Bytes of decoding state held: the shared K/V plus the self-decoder states.

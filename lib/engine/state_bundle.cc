@@ -25,6 +25,10 @@ class Writer {
     if (v.empty()) return;  // data() may be null
     out_->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   }
+  void PutRows(const KvRows& rows) {
+    if (rows.bytes() == 0) return;
+    out_->append(reinterpret_cast<const char*>(rows.data()), rows.bytes());
+  }
 
  private:
   std::string* out_;
@@ -46,6 +50,12 @@ class Reader {
     std::memcpy(v->data(), in_.data() + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
   }
+  void GetRows(KvRows* rows, int64_t n) {
+    rows->Resize(n);
+    if (rows->bytes() == 0) return;
+    std::memcpy(rows->mutable_data(), in_.data() + pos_, rows->bytes());
+    pos_ += rows->bytes();
+  }
 
  private:
   absl::string_view in_;
@@ -56,21 +66,22 @@ class Reader {
 
 std::string SerializeStateBundle(const StateBundle& b) {
   std::string out;
-  size_t payload = b.state.shared_k.size() + b.state.shared_v.size();
-  for (const auto& s : b.state.self_states) payload += s.size();
-  out.reserve(kFixedHeaderBytes + 4 * b.sampling.stop_token_ids.size() + 4 * payload + 4);
+  size_t payload = b.state.shared_k.bytes() + b.state.shared_v.bytes();
+  for (const auto& s : b.state.self_states) payload += 4 * s.size();
+  out.reserve(kFixedHeaderBytes + 4 * b.sampling.stop_token_ids.size() + payload + 4);
   Writer w(&out);
   out.append(kMagic, sizeof kMagic);
   w.Put<uint32_t>(StateBundle::kVersion);
   w.Put<uint32_t>(0);
   w.Put<uint64_t>(b.model_fingerprint);
   const uint64_t state_floats = b.state.self_states.empty() ? 0 : b.state.self_states[0].size();
-  const uint32_t kv_dim =
-      b.state.position > 0 ? static_cast<uint32_t>(b.state.shared_k.size() / b.state.position) : 0;
+  const uint32_t kv_dim = b.state.position > 0
+                              ? static_cast<uint32_t>(b.state.shared_k.values() / b.state.position)
+                              : 0;
   w.Put<uint32_t>(static_cast<uint32_t>(b.state.self_states.size()));
   w.Put<uint64_t>(state_floats);
   w.Put<uint32_t>(kv_dim);
-  w.Put<uint32_t>(0);  // kv dtype f32
+  w.Put<uint32_t>(static_cast<uint32_t>(b.state.shared_k.dtype()));
   w.Put<uint64_t>(static_cast<uint64_t>(b.state.position));
   w.Put<int32_t>(b.pending_token);
   w.Put<float>(b.sampling.temperature);
@@ -79,18 +90,18 @@ std::string SerializeStateBundle(const StateBundle& b) {
   w.Put<uint64_t>(b.sampling.seed);
   w.Put<uint32_t>(static_cast<uint32_t>(b.sampling.stop_token_ids.size()));
   for (int32_t id : b.sampling.stop_token_ids) w.Put<int32_t>(id);
-  w.PutFloats(b.state.shared_k);
-  w.PutFloats(b.state.shared_v);
+  w.PutRows(b.state.shared_k);
+  w.PutRows(b.state.shared_v);
   for (const auto& s : b.state.self_states) w.PutFloats(s);
   w.Put<uint32_t>(Crc32c(out.data(), out.size()));
   return out;
 }
 
 uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens) {
-  const uint64_t kv_floats = position * static_cast<uint64_t>(config.kv_dim());
-  return kFixedHeaderBytes + 4 * stop_tokens +
-         4 * (2 * kv_floats + static_cast<uint64_t>(config.n_self_layers()) *
-                                  static_cast<uint64_t>(config.self_state_floats())) +
+  const uint64_t kv_values = position * static_cast<uint64_t>(config.kv_dim());
+  return kFixedHeaderBytes + 4 * stop_tokens + 2 * kv_values * KvDtypeBytes(config.kv_dtype) +
+         4 * static_cast<uint64_t>(config.n_self_layers()) *
+             static_cast<uint64_t>(config.self_state_floats()) +
          4;
 }
 
@@ -133,8 +144,13 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   const uint64_t position = r.Get<uint64_t>();
   if (n_layers != static_cast<uint32_t>(config.n_self_layers()) ||
       state_floats != static_cast<uint64_t>(config.self_state_floats()) ||
-      kv_dim != (position > 0 ? static_cast<uint32_t>(config.kv_dim()) : 0) || kv_dtype != 0) {
+      kv_dim != (position > 0 ? static_cast<uint32_t>(config.kv_dim()) : 0)) {
     return absl::InvalidArgumentError("state bundle: state shapes do not match this model");
+  }
+  if (kv_dtype != static_cast<uint32_t>(config.kv_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state bundle: K/V dtype ", kv_dtype, ", this worker holds K/V in ",
+                     KvDtypeName(config.kv_dtype), " (--kv-dtype must match across workers)"));
   }
   b.pending_token = r.Get<int32_t>();
   b.sampling.temperature = r.Get<float>();
@@ -144,12 +160,11 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   const uint32_t n_stop = r.Get<uint32_t>();
   if (n_stop > kMaxStopTokens)
     return absl::InvalidArgumentError("state bundle: too many stop tokens");
-  const uint64_t kv_floats = position * static_cast<uint64_t>(config.kv_dim());
-  const uint64_t expected =
-      kFixedHeaderBytes + 4ull * n_stop + 4ull * (2 * kv_floats + n_layers * state_floats) + 4;
-  if (position > (uint64_t{1} << 40) || bytes.size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "state bundle: ", bytes.size(), " bytes, expected ", expected, " for position ", position));
+  if (position > (uint64_t{1} << 40) ||
+      bytes.size() != StateBundleBytes(config, position, n_stop)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state bundle: ", bytes.size(), " bytes, expected ",
+                     StateBundleBytes(config, position, n_stop), " for position ", position));
   }
   for (uint32_t i = 0; i < n_stop; ++i) b.sampling.stop_token_ids.push_back(r.Get<int32_t>());
   if (b.pending_token < -1 || b.pending_token >= config.vocab_size) {
@@ -160,8 +175,10 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
     return absl::InvalidArgumentError(absl::StrCat("state bundle: ", st.message()));
   }
   b.state.position = static_cast<int64_t>(position);
-  r.GetFloats(&b.state.shared_k, kv_floats);
-  r.GetFloats(&b.state.shared_v, kv_floats);
+  b.state.shared_k = KvRows(config.kv_dtype, config.kv_dim());
+  b.state.shared_v = KvRows(config.kv_dtype, config.kv_dim());
+  r.GetRows(&b.state.shared_k, b.state.position);
+  r.GetRows(&b.state.shared_v, b.state.position);
   b.state.self_states.resize(n_layers);
   for (auto& s : b.state.self_states) r.GetFloats(&s, state_floats);
   return b;

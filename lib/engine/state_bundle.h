@@ -5,9 +5,9 @@
 // Serialised form (little-endian), version 1:
 //   "YOCOBNDL"  u32 version  u32 flags(0)  u64 model_fingerprint
 //   u32 n_self_layers  u64 self_state_floats  u32 kv_dim
-//   u32 kv_dtype (0 = f32)  u64 position  i32 pending_token
+//   u32 kv_dtype (0 = f32, 1 = bf16)  u64 position  i32 pending_token
 //   f32 temperature  i32 top_k  f32 top_p  u64 seed  u32 n_stop  i32 stop[n_stop]
-//   f32 shared_k[position * kv_dim]  f32 shared_v[position * kv_dim]
+//   kv_dtype shared_k[position * kv_dim]  kv_dtype shared_v[position * kv_dim]
 //   f32 self_state[n_self_layers][self_state_floats]
 //   u32 crc32c of every byte before it
 #ifndef YOCO_LIB_ENGINE_STATE_BUNDLE_H_
@@ -39,7 +39,7 @@ std::string SerializeStateBundle(const StateBundle& bundle);
 
 // Parses and verifies a bundle for the model with `config` and `fingerprint`:
 //   DATA_LOSS            truncated or checksum mismatch (corrupt),
-//   INVALID_ARGUMENT     not a bundle, or shapes that do not fit `config`,
+//   INVALID_ARGUMENT     not a bundle, or shapes or a K/V dtype that do not fit `config`,
 //   FAILED_PRECONDITION  made by another model (fingerprint) or an unsupported version.
 absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const ModelConfig& config,
                                              uint64_t fingerprint);

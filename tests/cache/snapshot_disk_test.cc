@@ -276,7 +276,7 @@ TEST_F(SnapshotDiskTest, FilesChangedWithoutTheCacheKeyAreRefused) {
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto file = ParseSnapshotFile(bytes, config_, kFingerprint, cache_key_);
     ASSERT_TRUE(file.ok()) << file.status();
-    file->state.shared_k[0] += 1.0f;
+    file->state.shared_k.mutable_data()[0] ^= 1;
     std::ofstream(FileOf(name), std::ios::binary | std::ios::trunc)
         << SerializeSnapshotFile(*file, kFingerprint, guess);
   };

@@ -21,8 +21,8 @@ class SnapshotStoreTest : public ::testing::Test {
   SequenceState Prefix(const SequenceState& s, int64_t n) {
     SequenceState p = s;
     p.position = n;
-    p.shared_k.resize(n * config_.kv_dim());
-    p.shared_v.resize(n * config_.kv_dim());
+    p.shared_k.Resize(n);
+    p.shared_v.Resize(n);
     return p;
   }
 
@@ -54,8 +54,12 @@ TEST_F(SnapshotStoreTest, RestoresExactlyAndPicksTheLongestPrefix) {
   ASSERT_EQ(hit.tokens, 512);
   // Rows [0, 256) came from the first insert (shared blocks); rows [256, 512) from the second.
   SequenceState expected = at512;
-  std::copy(at256.shared_k.begin(), at256.shared_k.end(), expected.shared_k.begin());
-  std::copy(at256.shared_v.begin(), at256.shared_v.end(), expected.shared_v.begin());
+  for (auto [rows, first] : {std::pair{&expected.shared_k, &at256.shared_k},
+                             std::pair{&expected.shared_v, &at256.shared_v}}) {
+    *rows = KvRows(rows->dtype(), rows->width());
+    rows->AppendRows(*first, 0, 256);
+    rows->AppendRows(rows == &expected.shared_k ? at512.shared_k : at512.shared_v, 256, 256);
+  }
   EXPECT_TRUE(hit.state == expected);
 
   hit = store.Lookup(absl::MakeConstSpan(keys).subspan(0, 3), tokens);  // at most 384 usable

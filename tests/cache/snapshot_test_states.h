@@ -4,6 +4,7 @@
 #define YOCO_TESTS_CACHE_SNAPSHOT_TEST_STATES_H_
 
 #include <random>
+#include <vector>
 
 #include "lib/cache/block_key.h"
 #include "lib/engine/model_config.h"
@@ -17,10 +18,11 @@ inline SequenceState RandomState(const ModelConfig& config, int64_t n, uint32_t 
   std::normal_distribution<float> d;
   SequenceState s = SequenceState::Create(config);
   s.position = n;
-  s.shared_k.resize(n * config.kv_dim());
-  s.shared_v.resize(n * config.kv_dim());
-  for (float& x : s.shared_k) x = d(rng);
-  for (float& x : s.shared_v) x = d(rng);
+  std::vector<float> rows(n * config.kv_dim());
+  for (KvRows* kv : {&s.shared_k, &s.shared_v}) {
+    for (float& x : rows) x = d(rng);
+    kv->Append(rows.data(), n);  // rounded when the config holds bf16
+  }
   for (auto& layer : s.self_states)
     for (float& x : layer) x = d(rng);
   return s;
@@ -29,7 +31,7 @@ inline SequenceState RandomState(const ModelConfig& config, int64_t n, uint32_t 
 // What SnapshotStore counts for one block of K/V (with its tokens) and for one snapshot's
 // self-decoder states.
 inline int64_t SnapshotBlockBytes(const ModelConfig& config) {
-  return kCacheBlockTokens * (2 * config.kv_dim() * 4 + 4);
+  return kCacheBlockTokens * (2 * config.kv_dim() * KvDtypeBytes(config.kv_dtype) + 4);
 }
 inline int64_t SnapshotStateBytes(const ModelConfig& config) {
   return config.n_self_layers() * config.self_state_floats() * 4;

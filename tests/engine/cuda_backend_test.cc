@@ -71,8 +71,8 @@ TEST_P(CudaBackendTest, Fp32ModelGivesCpuLogitsAndState) {
   const auto got = ForwardOne(*gpu_, &on_gpu, tokens, LogitsMode::kAll);
   EXPECT_LE(RelativeError(got, want), 1e-4);
   EXPECT_EQ(on_gpu.position, on_cpu.position);
-  EXPECT_LE(RelativeError(on_gpu.shared_k, on_cpu.shared_k), 1e-4);
-  EXPECT_LE(RelativeError(on_gpu.shared_v, on_cpu.shared_v), 1e-4);
+  EXPECT_LE(RelativeError(on_gpu.shared_k.ToF32(), on_cpu.shared_k.ToF32()), 1e-4);
+  EXPECT_LE(RelativeError(on_gpu.shared_v.ToF32(), on_cpu.shared_v.ToF32()), 1e-4);
   for (size_t l = 0; l < on_cpu.self_states.size(); ++l)
     EXPECT_LE(RelativeError(on_gpu.self_states[l], on_cpu.self_states[l]), 1e-4) << "layer " << l;
 }

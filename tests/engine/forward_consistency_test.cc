@@ -187,9 +187,21 @@ TEST_P(ForwardConsistencyTest, BadInputIsRefusedAndChangesNothing) {
   EXPECT_TRUE(state == before);
 
   SequenceState wrong = state;
-  wrong.shared_k.pop_back();
+  wrong.shared_k.Resize(wrong.shared_k.rows() - 1);
   ForwardSegment mis{&wrong, tokens, LogitsMode::kNone};
   EXPECT_EQ(backend_->Forward({&mis, 1}, &logits).code(), absl::StatusCode::kInvalidArgument);
+
+  // K/V rows of the right shape in the other dtype (a forged or mismatched bundle's state).
+  SequenceState other = state;
+  const KvDtype other_dtype =
+      state.shared_k.dtype() == KvDtype::kF32 ? KvDtype::kBF16 : KvDtype::kF32;
+  for (KvRows* rows : {&other.shared_k, &other.shared_v}) {
+    *rows = KvRows(other_dtype, rows->width());
+    rows->Resize(state.position);
+  }
+  ForwardSegment other_dtype_segment{&other, tokens, LogitsMode::kNone};
+  EXPECT_EQ(backend_->Forward({&other_dtype_segment, 1}, &logits).code(),
+            absl::StatusCode::kInvalidArgument);
 
   EXPECT_EQ(Generation::Start(*backend_, {}, SamplingParams{}).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/decode_attention.h"
+#include "lib/engine/dtype.h"
 #include "tests/kernels/random_inputs.h"
 #include "tests/reference/reference_math.h"
 
@@ -56,7 +57,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CausalAttentionTest,
                                            CausalCase{0, 200, 16}, CausalCase{15, 130, 16},
                                            CausalCase{300, 5, 0}));
 
-TEST(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
+// K/V rows held as fp32, or as bf16 (the reference then attends over the same rounded values,
+// so the tolerance is the fp32 one).
+class DecodeAttentionTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
+  const bool bf16 = GetParam();
   // Lengths below, at and across the per-task key range, with and without whole 8- and 16-key
   // blocks and beyond the prefetch distance; head dims and group sizes that take each register
   // tile (d multiple of 64, of 16 only, of 4 only; groups of 1 to 5 heads).
@@ -68,6 +74,7 @@ TEST(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
     const std::vector<int64_t> lengths = {1, 7, 8, 300, 512, 513, 1500};
     for (int64_t batch : {int64_t{1}, int64_t{2}, static_cast<int64_t>(lengths.size())}) {
       std::vector<std::vector<float>> q(batch), k(batch), v(batch), out(batch);
+      std::vector<std::vector<uint16_t>> k16(batch), v16(batch);
       std::vector<cpu::DecodeQuery> queries(batch);
       for (int64_t s = 0; s < batch; ++s) {
         const int64_t n = batch == 1 ? 1500 : lengths[s];
@@ -76,6 +83,17 @@ TEST(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
         v[s] = RandomFloats(n * KV, 60 + s);
         out[s].assign(D, 0.0f);
         queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
+        if (bf16) {
+          for (auto [rows, bits] : {std::pair{&k[s], &k16[s]}, std::pair{&v[s], &v16[s]}}) {
+            for (float& x : *rows) {
+              bits->push_back(FloatToBf16(x));
+              x = Bf16ToFloat(bits->back());  // what the reference sees
+            }
+          }
+          queries[s].keys = queries[s].values = nullptr;
+          queries[s].keys_bf16 = k16[s].data();
+          queries[s].values_bf16 = v16[s].data();
+        }
       }
       cpu::DecodeAttentionScratch scratch;
       cpu::DecodeAttention(shape, queries.data(), batch, &scratch);
@@ -96,6 +114,11 @@ TEST(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, DecodeAttentionTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "bf16" : "f32";
+                         });
 
 }  // namespace
 }  // namespace yoco

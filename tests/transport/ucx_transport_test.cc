@@ -403,8 +403,9 @@ TEST(TransportBundleTest, CorruptedOrForeignBundlesAreRefused) {
   bundle.model_fingerprint = fingerprint;
   bundle.state = SequenceState::Create(config);
   bundle.state.position = 3;
-  bundle.state.shared_k.assign(3 * config.kv_dim(), 0.5f);
-  bundle.state.shared_v.assign(3 * config.kv_dim(), -0.5f);
+  const std::vector<float> k(3 * config.kv_dim(), 0.5f), v(3 * config.kv_dim(), -0.5f);
+  bundle.state.shared_k.Append(k.data(), 3);
+  bundle.state.shared_v.Append(v.data(), 3);
   bundle.pending_token = 7;
   Peer receiver("tcp", [&](absl::string_view data) {
     return ParseStateBundle(data, config, fingerprint).status();
