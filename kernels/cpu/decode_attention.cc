@@ -69,22 +69,27 @@ inline float DotQK(const float* q, const T* k, int d) {
 // The 16 lane sums of v[0..15], in order: a transpose-and-add tree (45 instructions where 16
 // separate reductions take ~100).
 inline __m512 SumLanes16(__m512* v) {
+  // Masked forms: GCC 12 warns on the plain ones (they start from an undefined register).
+  constexpr __mmask16 kAll = 0xFFFF;
   __m512 w[8];
   for (int i = 0; i < 8; ++i) {
-    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    w[i] = _mm512_add_ps(_mm512_maskz_unpacklo_ps(kAll, v[2 * i], v[2 * i + 1]),
+                         _mm512_maskz_unpackhi_ps(kAll, v[2 * i], v[2 * i + 1]));
   }
   __m512 x[4];
   for (int i = 0; i < 4; ++i) {
-    x[i] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    x[i] = _mm512_add_ps(
+        _mm512_maskz_shuffle_ps(kAll, w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+        _mm512_maskz_shuffle_ps(kAll, w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
   }
-  const __m512 y01 = _mm512_add_ps(_mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512 y23 = _mm512_add_ps(_mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(y01, y23, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(y01, y23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 y01 =
+      _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                    _mm512_maskz_shuffle_f32x4(kAll, x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 y23 =
+      _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                    _mm512_maskz_shuffle_f32x4(kAll, x[2], x[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, y01, y23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_maskz_shuffle_f32x4(kAll, y01, y23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 #endif
 
