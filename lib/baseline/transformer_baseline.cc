@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/rms_norm.h"
 #include "lib/engine/dtype.h"
+#include "lib/engine/kv_attention_inputs.h"
 
 namespace yoco {
 namespace {
@@ -28,8 +29,8 @@ float NextUniform(uint64_t* state) {  // xorshift64*, in [-1, 1)
 
 int64_t TransformerBaseline::Sequence::bytes() const {
   int64_t n = 0;
-  for (size_t l = 0; l < k.size(); ++l) n += static_cast<int64_t>(k[l].size() + v[l].size());
-  return n * static_cast<int64_t>(sizeof(float));
+  for (size_t l = 0; l < k.size(); ++l) n += k[l].bytes() + v[l].bytes();
+  return n;
 }
 
 cpu::WeightMatrix TransformerBaseline::MakeMatrix(int64_t rows, int64_t cols, WeightFormat format,
@@ -85,8 +86,8 @@ TransformerBaseline::TransformerBaseline(const ModelConfig& config, WeightFormat
 
 TransformerBaseline::Sequence TransformerBaseline::NewSequence() const {
   Sequence s;
-  s.k.resize(config_.n_layers);
-  s.v.resize(config_.n_layers);
+  s.k.assign(config_.n_layers, KvRows(config_.kv_dtype, config_.kv_dim()));
+  s.v.assign(config_.n_layers, KvRows(config_.kv_dtype, config_.kv_dim()));
   return s;
 }
 
@@ -158,24 +159,26 @@ absl::Status TransformerBaseline::Forward(absl::Span<Sequence* const> sequences,
     }
     for (size_t s = 0; s < sequences.size(); ++s) {
       const int64_t r0 = segment_begin_[s], r1 = segment_begin_[s + 1];
-      sequences[s]->k[l].insert(sequences[s]->k[l].end(), k + r0 * KV, k + r1 * KV);
-      sequences[s]->v[l].insert(sequences[s]->v[l].end(), v + r0 * KV, v + r1 * KV);
+      sequences[s]->k[l].Append(k + r0 * KV, r1 - r0);
+      sequences[s]->v[l].Append(v + r0 * KV, r1 - r0);
     }
     // Decode rows go through the decode kernel together; prefill runs blocked.
     decode_queries_.clear();
     for (size_t s = 0; s < sequences.size(); ++s) {
       const int64_t r0 = segment_begin_[s];
       if (segment_begin_[s + 1] - r0 != 1) continue;
-      decode_queries_.push_back({q + r0 * D, sequences[s]->k[l].data(), sequences[s]->v[l].data(),
-                                 row_position_[r0] + 1, o + r0 * D});
+      decode_queries_.push_back(DecodeQueryOver(q + r0 * D, sequences[s]->k[l], sequences[s]->v[l],
+                                                row_position_[r0] + 1, o + r0 * D));
     }
     cpu::DecodeAttention(shape, decode_queries_.data(),
                          static_cast<int64_t>(decode_queries_.size()), &decode_scratch_);
     for (size_t s = 0; s < sequences.size(); ++s) {
       const int64_t r0 = segment_begin_[s], T = segment_begin_[s + 1] - r0;
       if (T == 1) continue;
-      cpu::CausalAttention(shape, row_position_[r0], T, q + r0 * D, D, sequences[s]->k[l].data(),
-                           sequences[s]->v[l].data(), KV, 0, o + r0 * D, D, &scores_);
+      const F32KvRows kv =
+          F32RowsOf(sequences[s]->k[l], sequences[s]->v[l], row_position_[r0] + T, &wide_kv_);
+      cpu::CausalAttention(shape, row_position_[r0], T, q + r0 * D, D, kv.k, kv.v, KV, 0,
+                           o + r0 * D, D, &scores_);
     }
     cpu::Linear(o, R, w.out, h, /*accumulate=*/true, &wide_);
     FfnBlock(w.ffn, w.ffn_norm.data(), eps, h, R, &ffn_scratch_);

@@ -14,6 +14,7 @@
 #include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/rope.h"
 #include "lib/engine/ffn_block.h"
+#include "lib/engine/kv_rows.h"
 #include "lib/engine/model_config.h"
 #include "lib/engine/model_weights.h"
 
@@ -23,11 +24,12 @@ class TransformerBaseline {
  public:
   struct Sequence {
     int64_t position = 0;
-    std::vector<std::vector<float>> k, v;  // per layer [position, n_attn_kv_heads * da], K RoPE'd
+    std::vector<KvRows> k, v;  // per layer [position, n_attn_kv_heads * da], K RoPE'd
     int64_t bytes() const;
   };
 
-  // Random weights (uniform, std 0.02; norms 1) held as fp32 or bf16 matrices.
+  // Random weights (uniform, std 0.02; norms 1) held as fp32 or bf16 matrices; K/V held in
+  // config.kv_dtype.
   TransformerBaseline(const ModelConfig& config, WeightFormat format, uint64_t seed);
 
   Sequence NewSequence() const;
@@ -58,7 +60,7 @@ class TransformerBaseline {
 
   // Scratch reused across calls.
   std::vector<int64_t> row_position_, segment_begin_;
-  std::vector<float> h_, a_, q_, k_, v_, o_, last_, wide_, scores_;
+  std::vector<float> h_, a_, q_, k_, v_, o_, last_, wide_, scores_, wide_kv_;
   FfnScratch ffn_scratch_;
   std::vector<cpu::DecodeQuery> decode_queries_;
   cpu::DecodeAttentionScratch decode_scratch_;

@@ -16,8 +16,7 @@ namespace yoco {
 
 int64_t DecodeBatcher::ReservedBytes(const ModelConfig& config, const SequenceState& state,
                                      int max_new_tokens) {
-  return state.bytes() +
-         2LL * max_new_tokens * config.kv_dim() * static_cast<int64_t>(sizeof(float));
+  return state.bytes() + 2LL * max_new_tokens * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
 }
 
 class DecodeBatcher::Loop {

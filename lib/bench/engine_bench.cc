@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -90,7 +91,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   EngineBenchReport report;
   report.threads = cpu::KernelThreads();
   report.weights = WeightFormatName(o.weights);
-  report.kv_dtype = "f32";
+  report.kv_dtype = KvDtypeName(config.kv_dtype);
 
   log << "measuring sgemm and memory bandwidth..." << std::endl;
   report.sgemm_gflops = MeasureSgemmGflops();
@@ -101,20 +102,15 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   random.seed = 1;
   random.dtype = o.weights == WeightFormat::kF32 ? DType::kF32 : DType::kBF16;
   RETURN_IF_ERROR(WriteRandomModel(config, random, o.work_dir));
-  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(o.work_dir, o.weights));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
+                   Model::Load(o.work_dir, o.weights, config.kv_dtype));
   CpuBackend yoco(model);
   TransformerBaseline transformer(config, o.weights, 2);
   std::vector<float> logits;
 
   SequenceState decode_seed_yoco;
   TransformerBaseline::Sequence decode_seed_transformer;
-  std::vector<int64_t> lengths = o.prefill_lengths;
-  if (std::find(lengths.begin(), lengths.end(), o.decode_context) == lengths.end()) {
-    lengths.push_back(o.decode_context);  // prefilled for the decode runs, not reported
-  }
-  for (int64_t n : lengths) {
-    const bool reported =
-        std::find(o.prefill_lengths.begin(), o.prefill_lengths.end(), n) != o.prefill_lengths.end();
+  for (int64_t n : o.prefill_lengths) {
     const std::vector<int32_t> tokens = BenchPrompt(n, config.vocab_size);
     SequenceState ys;
     const double yt = BestSeconds(
@@ -123,7 +119,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
           ForwardSegment seg{&ys, tokens, LogitsMode::kLast};
           (void)yoco.Forward({&seg, 1}, &logits);
         },
-        reported ? 3.0 : 0.0);
+        3.0);
     TransformerBaseline::Sequence ts;
     const double tt = BestSeconds(
         [&] {
@@ -132,17 +128,34 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
           absl::Span<const int32_t> span = tokens;
           (void)transformer.Forward({&p, 1}, {&span, 1}, &logits);
         },
-        reported ? 3.0 : 0.0);
-    if (reported) {
-      report.prefill.push_back({n, n / yt, n / tt, YocoPrefillFlops(config, n) / yt / 1e9});
-      report.cache_bytes.push_back({n, ys.bytes(), ts.bytes()});
-      log << absl::StrFormat("prefill n=%d: yoco %.1f tok/s, transformer %.1f tok/s", n, n / yt,
-                             n / tt)
-          << std::endl;
-    }
+        3.0);
+    report.prefill.push_back({n, n / yt, n / tt, YocoPrefillFlops(config, n) / yt / 1e9});
+    report.cache_bytes.push_back({n, ys.bytes(), ts.bytes()});
+    log << absl::StrFormat("prefill n=%d: yoco %.1f tok/s, transformer %.1f tok/s", n, n / yt,
+                           n / tt)
+        << std::endl;
     if (n == o.decode_context) {
       decode_seed_yoco = std::move(ys);
       decode_seed_transformer = std::move(ts);
+    }
+  }
+  if (decode_seed_yoco.position != o.decode_context) {
+    // A context not prefilled above gets states of its size with made-up contents: a decode
+    // step's time does not depend on the values, and prefilling the Transformer at 32K tokens
+    // would take minutes.
+    log << "making decode states at context " << o.decode_context << "..." << std::endl;
+    const int64_t n = o.decode_context;
+    std::vector<float> rows(n * config.kv_dim());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = std::sin(0.37 * static_cast<double>(i));
+    decode_seed_yoco = SequenceState::Create(config);
+    decode_seed_yoco.position = n;
+    decode_seed_yoco.shared_k.Append(rows.data(), n);
+    decode_seed_yoco.shared_v.Append(rows.data(), n);
+    decode_seed_transformer = transformer.NewSequence();
+    decode_seed_transformer.position = n;
+    for (size_t l = 0; l < decode_seed_transformer.k.size(); ++l) {
+      decode_seed_transformer.k[l].Append(rows.data(), n);
+      decode_seed_transformer.v[l].Append(rows.data(), n);
     }
   }
 
@@ -163,14 +176,13 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     const int steps = o.decode_steps;
     std::vector<SequenceState> ys(batch, decode_seed_yoco);
     std::vector<TransformerBaseline::Sequence> ts(batch, decode_seed_transformer);
-    const int64_t kv = config.kv_dim();
     for (auto& s : ys) {
       s.shared_k.Reserve(s.shared_k.rows() + steps + 1);
       s.shared_v.Reserve(s.shared_v.rows() + steps + 1);
     }
     for (auto& s : ts) {
-      for (auto& layer : s.k) layer.reserve(layer.size() + (steps + 1) * kv);
-      for (auto& layer : s.v) layer.reserve(layer.size() + (steps + 1) * kv);
+      for (auto& layer : s.k) layer.Reserve(layer.rows() + steps + 1);
+      for (auto& layer : s.v) layer.Reserve(layer.rows() + steps + 1);
     }
     std::vector<int32_t> step_tokens(batch, 7);
     std::vector<ForwardSegment> segments;

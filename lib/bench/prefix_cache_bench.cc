@@ -33,8 +33,9 @@ absl::StatusOr<PrefixCacheBenchReport> RunPrefixCacheBench(const PrefixCacheBenc
   RandomModelOptions random;
   random.dtype = options.weights == WeightFormat::kF32 ? DType::kF32 : DType::kBF16;
   RETURN_IF_ERROR(WriteRandomModel(c, random, options.work_dir + "/yoco"));
-  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
-                   Model::Load(options.work_dir + "/yoco", options.weights));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<const Model> model,
+      Model::Load(options.work_dir + "/yoco", options.weights, options.config.kv_dtype));
   CpuBackend backend(model);
   PrefixCacheBenchReport report;
   report.threads = cpu::KernelThreads();

@@ -17,6 +17,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/sliding_window_attention.h"
+#include "lib/engine/kv_attention_inputs.h"
 
 namespace yoco {
 namespace {
@@ -250,19 +251,9 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
     if (j - i >= 16) {
       const Row& first = rows_[out_rows_[i]];
       const SequenceState& st = *segments[first.segment].state;
-      const float* keys = st.shared_k.f32();
-      const float* values = st.shared_v.f32();
-      if (st.shared_k.dtype() != KvDtype::kF32) {
-        // Widened once per run; the blocked kernel's O(T·n) work dwarfs the copy.
-        const int64_t n = first.position + (j - i);
-        float* wide = Sized(wide_kv_, 2 * n * KV);
-        st.shared_k.CopyToF32(0, n, wide);
-        st.shared_v.CopyToF32(0, n, wide + n * KV);
-        keys = wide;
-        values = wide + n * KV;
-      }
-      cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, keys, values, KV, 0,
-                           o + i * D, D, &scratch_);
+      const F32KvRows kv = F32RowsOf(st.shared_k, st.shared_v, first.position + (j - i), &wide_kv_);
+      cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, kv.k, kv.v, KV, 0, o + i * D,
+                           D, &scratch_);
     } else {
       for (int64_t r = i; r < j; ++r) singles.push_back(r);
     }
@@ -272,15 +263,8 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   for (int64_t r : singles) {
     const Row& row = rows_[out_rows_[r]];
     const SequenceState& st = *segments[row.segment].state;
-    cpu::DecodeQuery query{q + r * D, nullptr, nullptr, row.position + 1, o + r * D};
-    if (st.shared_k.dtype() == KvDtype::kF32) {
-      query.keys = st.shared_k.f32();
-      query.values = st.shared_v.f32();
-    } else {
-      query.keys_bf16 = st.shared_k.bf16();
-      query.values_bf16 = st.shared_v.bf16();
-    }
-    decode_queries_.push_back(query);
+    decode_queries_.push_back(
+        DecodeQueryOver(q + r * D, st.shared_k, st.shared_v, row.position + 1, o + r * D));
   }
   cpu::DecodeAttention(shape, decode_queries_.data(), static_cast<int64_t>(decode_queries_.size()),
                        &decode_scratch_);

@@ -28,6 +28,10 @@ ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors
 ABSL_FLAG(std::string, weights, "as-stored",
           "how matrices are held: as-stored, f32, bf16 or q8 (8-bit blocks: faster decode, "
           "approximate; prefill and decode workers must agree, bundles carry the choice)");
+ABSL_FLAG(std::string, kv_dtype, "f32",
+          "how the shared K/V is held: f32 or bf16 (half the bytes per cached token and per "
+          "decode step, approximate; prefill and decode workers must agree, bundles and snapshot "
+          "files carry the choice)");
 ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
 ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
 ABSL_FLAG(std::string, transport_key_file, "",
@@ -65,7 +69,12 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: --" << weights.status().message() << "\n";
     return 2;
   }
-  auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model), *weights);
+  auto kv_dtype = yoco::ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) {
+    std::cerr << "yoco-prefill: --" << kv_dtype.status().message() << "\n";
+    return 2;
+  }
+  auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model), *weights, *kv_dtype);
   if (!model.ok()) {
     std::cerr << "yoco-prefill: " << model.status().message() << "\n";
     return 1;

@@ -69,6 +69,33 @@ TEST_F(SnapshotStoreTest, RestoresExactlyAndPicksTheLongestPrefix) {
   EXPECT_EQ(store.stats().hit_tokens_memory, 768u);
 }
 
+// A store of a bf16-K/V engine keeps bf16 blocks (half the K/V bytes of fp32), gives them back
+// bit for bit, and refuses a state holding the other dtype.
+TEST_F(SnapshotStoreTest, Bf16KvBlocksRoundTripAtHalfTheBytes) {
+  const int64_t f32_block = BlockBytes();
+  config_.kv_dtype = KvDtype::kBF16;
+  EXPECT_EQ(f32_block - BlockBytes(), kCacheBlockTokens * 2 * config_.kv_dim() * 2);
+  SnapshotStore store(config_, Options(int64_t{1} << 30));
+  const auto tokens = testing::RandomTokens(300, 96, 4);
+  const auto keys = PrefixBlockKeys(1, "", tokens);  // 2 blocks
+  const SequenceState at256 = State(256, 4);
+  ASSERT_EQ(at256.shared_k.dtype(), KvDtype::kBF16);
+  ASSERT_TRUE(store.Insert(keys, tokens, at256, {}).ok());
+  EXPECT_EQ(store.stats().bytes, 2 * BlockBytes() + StateBytes());
+  const SnapshotHit hit = store.Lookup(keys, tokens);
+  ASSERT_EQ(hit.tokens, 256);
+  EXPECT_TRUE(hit.state == at256);
+
+  ModelConfig f32_config = config_;
+  f32_config.kv_dtype = KvDtype::kF32;
+  const SequenceState f32_state = testing::RandomState(f32_config, 256, 5);
+  const auto other_tokens = testing::RandomTokens(300, 96, 5);
+  EXPECT_EQ(store.Insert(PrefixBlockKeys(1, "", other_tokens), other_tokens, f32_state, {})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(SnapshotStoreTest, SharesKvBlocksBetweenSnapshotsOfOnePrefix) {
   SnapshotStore store(config_, Options(int64_t{1} << 30));
   const auto tokens = testing::RandomTokens(512, 96, 2);

@@ -1,7 +1,7 @@
 // The forward pass agrees with itself across its forms, for each way of holding the weights
-// (fp32, bf16, q8): prefill then decode gives the logits of the full forward pass at every
-// position; resumed prefill, batched decode and mixed batches give what separate calls give;
-// bad input changes nothing.
+// (fp32, bf16, q8) and the shared K/V (fp32, bf16): prefill then decode gives the logits of the
+// full forward pass at every position; resumed prefill, batched decode and mixed batches give what
+// separate calls give; bad input changes nothing.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -30,16 +30,19 @@ double MaxAbs(const std::vector<float>& v) {
   return m;
 }
 
-// (sliding window, weight format).
-class ForwardConsistencyTest : public ::testing::TestWithParam<std::tuple<bool, WeightFormat>> {
+// (sliding window, weight format, K/V dtype).
+class ForwardConsistencyTest
+    : public ::testing::TestWithParam<std::tuple<bool, WeightFormat, KvDtype>> {
  protected:
   void SetUp() override {
     const bool swa = std::get<0>(GetParam());
     const WeightFormat format = std::get<1>(GetParam());
-    model_ = MakeModel(
-        SmallConfig(swa ? std::optional<int>(16) : std::nullopt), swa ? 7 : 8,
-        std::string(swa ? "consistency_swa_" : "consistency_gret_") + WeightFormatName(format),
-        DType::kF32, format);
+    ModelConfig config = SmallConfig(swa ? std::optional<int>(16) : std::nullopt);
+    config.kv_dtype = std::get<2>(GetParam());
+    model_ = MakeModel(config, swa ? 7 : 8,
+                       std::string(swa ? "consistency_swa_" : "consistency_gret_") +
+                           WeightFormatName(format) + "_kv_" + KvDtypeName(config.kv_dtype),
+                       DType::kF32, format);
     ASSERT_NE(model_, nullptr);
     backend_ = std::make_unique<CpuBackend>(model_);
     V_ = model_->config().vocab_size;
@@ -211,14 +214,16 @@ INSTANTIATE_TEST_SUITE_P(SelfAttention, ForwardConsistencyTest,
                          ::testing::Combine(::testing::Values(false, true),
                                             ::testing::Values(WeightFormat::kAsStored,
                                                               WeightFormat::kBF16,
-                                                              WeightFormat::kQ8)),
+                                                              WeightFormat::kQ8),
+                                            ::testing::Values(KvDtype::kF32, KvDtype::kBF16)),
                          [](const auto& info) {
                            const WeightFormat format = std::get<1>(info.param);
                            return std::string(std::get<0>(info.param) ? "SlidingWindow"
                                                                       : "GatedRetention") +
                                   (format == WeightFormat::kBF16 ? "Bf16"
                                    : format == WeightFormat::kQ8 ? "Q8"
-                                                                 : "");
+                                                                 : "") +
+                                  (std::get<2>(info.param) == KvDtype::kBF16 ? "KvBf16" : "");
                          });
 
 TEST(ForwardLimitsTest, MaxSeqLenIsEnforced) {

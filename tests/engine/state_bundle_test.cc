@@ -18,12 +18,16 @@ using testing::MakeModel;
 using testing::RandomTokens;
 using testing::SmallConfig;
 
-class StateBundleTest : public ::testing::TestWithParam<bool> {
+// (sliding window, K/V dtype).
+class StateBundleTest : public ::testing::TestWithParam<std::tuple<bool, KvDtype>> {
  protected:
   void SetUp() override {
-    const bool swa = GetParam();
-    model_ = MakeModel(SmallConfig(swa ? std::optional<int>(16) : std::nullopt), 21,
-                       swa ? "bundle_swa" : "bundle_gret");
+    const bool swa = std::get<0>(GetParam());
+    ModelConfig config = SmallConfig(swa ? std::optional<int>(16) : std::nullopt);
+    config.kv_dtype = std::get<1>(GetParam());
+    model_ =
+        MakeModel(config, 21,
+                  std::string(swa ? "bundle_swa_" : "bundle_gret_") + KvDtypeName(config.kv_dtype));
     ASSERT_NE(model_, nullptr);
     backend_ = std::make_unique<CpuBackend>(model_);
   }
@@ -153,9 +157,36 @@ TEST_P(StateBundleTest, CorruptTruncatedAndForeignBundlesAreRefused) {
   EXPECT_EQ(ParseStateBundle(good, wider, fp).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(SelfAttention, StateBundleTest, ::testing::Values(false, true),
+// A bundle carries its K/V dtype: it is as long as that dtype makes it, and a worker that holds
+// the other dtype refuses it by name, whatever fingerprint it is given (a forged header).
+TEST_P(StateBundleTest, BundlesOfTheOtherKvDtypeAreRefused) {
+  int32_t first = -1;
+  auto gen =
+      Generation::Prefill(*backend_, RandomTokens(40, model_->config().vocab_size, 3), {}, &first);
+  ASSERT_TRUE(gen.ok());
+  const std::string bytes = SerializeStateBundle(gen->ToBundle(model_->fingerprint()));
+  const ModelConfig& config = model_->config();
+  EXPECT_EQ(bytes.size(), StateBundleBytes(config, 40, 0));
+  EXPECT_EQ(gen->state().shared_k.bytes(), 40 * config.kv_dim() * KvDtypeBytes(config.kv_dtype));
+
+  ModelConfig other = config;
+  other.kv_dtype = config.kv_dtype == KvDtype::kF32 ? KvDtype::kBF16 : KvDtype::kF32;
+  const absl::Status refused = ParseStateBundle(bytes, other, model_->fingerprint()).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("K/V dtype"), absl::string_view::npos) << refused;
+  // The same weights with the other K/V dtype are another model to bundles and snapshots.
+  auto other_model = MakeModel(other, 21, "bundle_other_kv");
+  ASSERT_NE(other_model, nullptr);
+  EXPECT_NE(other_model->fingerprint(), model_->fingerprint());
+}
+
+INSTANTIATE_TEST_SUITE_P(SelfAttention, StateBundleTest,
+                         ::testing::Combine(::testing::Values(false, true),
+                                            ::testing::Values(KvDtype::kF32, KvDtype::kBF16)),
                          [](const auto& info) {
-                           return info.param ? "SlidingWindow" : "GatedRetention";
+                           return std::string(std::get<0>(info.param) ? "SlidingWindow"
+                                                                      : "GatedRetention") +
+                                  (std::get<1>(info.param) == KvDtype::kBF16 ? "KvBf16" : "");
                          });
 
 }  // namespace

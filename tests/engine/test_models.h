@@ -34,8 +34,8 @@ inline std::string TempModelDir(const std::string& name) {
   return ::testing::TempDir() + "/yoco_test_models_" + std::to_string(getpid()) + "/" + name;
 }
 
-// Writes and loads a random model (held in `format`); norm weights are random too so they
-// are exercised.
+// Writes and loads a random model (held in `format`, K/V in config.kv_dtype); norm weights are
+// random too so they are exercised.
 inline std::shared_ptr<const Model> MakeModel(const ModelConfig& config, uint64_t seed,
                                               const std::string& name, DType dtype = DType::kF32,
                                               WeightFormat format = WeightFormat::kAsStored) {
@@ -47,7 +47,7 @@ inline std::shared_ptr<const Model> MakeModel(const ModelConfig& config, uint64_
   const std::string dir = TempModelDir(name);
   absl::Status st = WriteRandomModel(config, options, dir);
   EXPECT_TRUE(st.ok()) << st;
-  auto model = Model::Load(dir, format);
+  auto model = Model::Load(dir, format, config.kv_dtype);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
 }

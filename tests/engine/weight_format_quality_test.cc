@@ -1,6 +1,7 @@
 // What holding the weights in fewer bits costs: q8 against bf16 (the format q8 replaces) and
-// bf16 against fp32, on the golden sets' random-weight models and their prompts, and on the
-// trained default model (models/yoco-docqa-tiny, stored in bf16) with a document-QA prompt.
+// bf16 against fp32, and what holding the shared K/V in bf16 costs against fp32, on the golden
+// sets' random-weight models and their prompts, and on the trained default model
+// (models/yoco-docqa-tiny, stored in bf16) with a document-QA prompt.
 // Stated as the largest logit error over the prompt's positions (relative to the largest
 // logit), the share of positions whose greedy token (argmax) stays the same, and how many of
 // the 32 greedy tokens after the prompt stay the same. The bounds leave about 2x room over what
@@ -53,10 +54,10 @@ struct ModelRun {
   std::vector<int32_t> greedy;  // the greedy continuation of the prompt
 };
 
-ModelRun RunModel(const std::string& name, WeightFormat format, const std::vector<int32_t>& prompt,
-                  int new_tokens) {
+ModelRun RunModel(const std::string& name, WeightFormat format, KvDtype kv_dtype,
+                  const std::vector<int32_t>& prompt, int new_tokens) {
   ModelRun run;
-  auto model = Model::Load(ModelDir(name), format);
+  auto model = Model::Load(ModelDir(name), format, kv_dtype);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return run;
   CpuBackend backend(*model);
@@ -79,7 +80,7 @@ int64_t Argmax(const float* row, int64_t n) {
   return best;
 }
 
-// (golden set, format under test, format it is measured against, bounds).
+// (golden set, form under test, form it is measured against, bounds).
 struct Case {
   std::string golden;  // a golden set, or kDocQa
   WeightFormat format;
@@ -87,6 +88,7 @@ struct Case {
   double max_relative_error;    // max |Δlogit| / max |logit|
   double min_argmax_agreement;  // share of positions
   int min_greedy_prefix;        // leading greedy tokens that agree (of 32)
+  KvDtype kv = KvDtype::kF32;   // the K/V under test; the other side holds fp32 K/V
 };
 
 class WeightFormatQualityTest : public ::testing::TestWithParam<Case> {};
@@ -95,8 +97,8 @@ TEST_P(WeightFormatQualityTest, LogitErrorAndGreedyAgreementWithinBounds) {
   const Case& c = GetParam();
   constexpr int kNewTokens = 32;
   const std::vector<int32_t> prompt = Prompt(c.golden);
-  const ModelRun got = RunModel(c.golden, c.format, prompt, kNewTokens);
-  const ModelRun want = RunModel(c.golden, c.against, prompt, kNewTokens);
+  const ModelRun got = RunModel(c.golden, c.format, c.kv, prompt, kNewTokens);
+  const ModelRun want = RunModel(c.golden, c.against, KvDtype::kF32, prompt, kNewTokens);
   ASSERT_EQ(got.logits.size(), want.logits.size());
   ASSERT_FALSE(want.logits.empty());
   const int64_t V = static_cast<int64_t>(want.logits.size() / prompt.size());
@@ -118,9 +120,9 @@ TEST_P(WeightFormatQualityTest, LogitErrorAndGreedyAgreementWithinBounds) {
     ++prefix;
   }
   const std::string summary = absl::StrFormat(
-      "%s, %s against %s: max logit error %.3e (%.3f%% of max |logit| %.3f), argmax agreement "
-      "%d/%d, greedy tokens agreeing %d/%d",
-      c.golden, WeightFormatName(c.format), WeightFormatName(c.against), max_err,
+      "%s, %s (K/V %s) against %s (K/V f32): max logit error %.3e (%.3f%% of max |logit| %.3f), "
+      "argmax agreement %d/%d, greedy tokens agreeing %d/%d",
+      c.golden, WeightFormatName(c.format), KvDtypeName(c.kv), WeightFormatName(c.against), max_err,
       100 * max_err / max_ref, max_ref, agree, prompt.size(), prefix, kNewTokens);
   std::cout << summary << "\n";
   RecordProperty("quality", summary);
@@ -136,12 +138,19 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"yoco-tiny-swa", WeightFormat::kQ8, WeightFormat::kBF16, 0.015, 0.95, 16},
         Case{"yoco-tiny-gret", WeightFormat::kBF16, WeightFormat::kF32, 0.01, 0.97, 16},
         Case{"yoco-tiny-swa", WeightFormat::kBF16, WeightFormat::kF32, 0.01, 0.97, 16},
-        Case{kDocQa, WeightFormat::kQ8, WeightFormat::kAsStored, 0.03, 0.98, 24}),
+        Case{kDocQa, WeightFormat::kQ8, WeightFormat::kAsStored, 0.03, 0.98, 24},
+        Case{"yoco-tiny-gret", WeightFormat::kF32, WeightFormat::kF32, 0.0015, 0.98, 24,
+             KvDtype::kBF16},
+        Case{"yoco-tiny-swa", WeightFormat::kF32, WeightFormat::kF32, 0.001, 0.98, 24,
+             KvDtype::kBF16},
+        Case{kDocQa, WeightFormat::kAsStored, WeightFormat::kAsStored, 0.002, 0.98, 24,
+             KvDtype::kBF16}),
     [](const auto& info) {
       const Case& c = info.param;
       const std::string model = c.golden == kDocQa             ? "TrainedDocQa"
                                 : c.golden == "yoco-tiny-gret" ? "GatedRetention"
                                                                : "SlidingWindow";
+      if (c.kv == KvDtype::kBF16) return model + "Bf16KvAgainstF32Kv";
       return model + (c.format == WeightFormat::kQ8 ? "Q8AgainstBf16" : "Bf16AgainstF32");
     });
 

@@ -227,6 +227,44 @@ TEST(DisaggregatedTest, SmallBudgetPinAndTtlStillGiveTheTokensOfAMiss) {
   EXPECT_EQ(cached, 0);  // expired
 }
 
+// Workers holding the shared K/V in bf16: a shipped bundle, a cache hit and a miss give the
+// in-process bf16 engine's tokens; a decode worker holding fp32 K/V refuses their bundles.
+TEST(DisaggregatedTest, Bf16KvGivesTheInProcessTokensAndIsRefusedByAnF32Worker) {
+  ModelConfig config = testing::SmallConfig();
+  config.kv_dtype = KvDtype::kBF16;
+  auto model = testing::MakeModel(config, 48, "kv_bf16");
+  auto f32_model = testing::MakeModel(testing::SmallConfig(), 48, "kv_f32");
+  ASSERT_TRUE(model && f32_model);
+  PrefillWorkerOptions cache;
+  cache.cache_budget_bytes = 64 << 20;
+  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  ASSERT_TRUE(decode.ok());
+  CpuBackend local(model);
+
+  const int vocab = config.vocab_size;
+  const auto document = RandomTokens(300, vocab, 80);
+  ASSERT_TRUE((*prefill)->Precache(document, "", {}, nullptr).ok());
+  auto with_question = document;
+  const auto question = RandomTokens(20, vocab, 81);
+  with_question.insert(with_question.end(), question.begin() + 1, question.end());
+  const auto miss = RandomTokens(200, vocab, 82);
+  for (const bool hit : {true, false}) {
+    const std::vector<int32_t>& prompt = hit ? with_question : miss;
+    const auto [got, cached] = Serve(**prefill, **decode, prompt);
+    EXPECT_EQ(cached, hit ? 256 : 0);
+    EXPECT_EQ(got, *Generate(local, prompt, {6, {}, false})) << (hit ? "hit" : "miss");
+  }
+
+  auto f32_decode = DecodeWorker::Create(std::make_unique<CpuBackend>(f32_model), options);
+  ASSERT_TRUE(f32_decode.ok());
+  auto shipped = (*prefill)->Prefill(Call(miss, {}, (*f32_decode)->address()));
+  EXPECT_EQ(shipped.status().code(), absl::StatusCode::kFailedPrecondition) << shipped.status();
+}
+
 TEST(DisaggregatedTest, SnapshotCopiedToAnotherPrefillWorkerHitsThere) {
   auto model = testing::MakeModel(testing::SmallConfig(), 45, "cache_copy");
   auto other = testing::MakeModel(testing::SmallConfig(), 46, "cache_copy_other");

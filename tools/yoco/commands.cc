@@ -48,7 +48,11 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadBackend(const CommandLine& cl) {
   if (cl.Has("weights")) {
     ASSIGN_OR_RETURN(weights, ParseWeightFormat(*cl.String("weights")));
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(dir, weights));
+  KvDtype kv_dtype = KvDtype::kF32;
+  if (cl.Has("kv-dtype")) {
+    ASSIGN_OR_RETURN(kv_dtype, ParseKvDtype(*cl.String("kv-dtype")));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::Load(dir, weights, kv_dtype));
   return MakeBackend(std::move(model), choice);
 }
 
@@ -86,8 +90,9 @@ absl::Status RunInitModel(const std::vector<std::string>& args) {
 }
 
 absl::Status RunLogits(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"model", "tokens", "out", "threads",
-                                                             "backend", "device", "weights"}));
+  ASSIGN_OR_RETURN(CommandLine cl,
+                   CommandLine::Parse(args, {"model", "tokens", "out", "threads", "backend",
+                                             "device", "weights", "kv-dtype"}));
   ASSIGN_OR_RETURN(std::string out, cl.String("out"));
   ASSIGN_OR_RETURN(auto backend, LoadBackend(cl));
   const ModelConfig& config = backend->model().config();
@@ -100,12 +105,12 @@ absl::Status RunLogits(const std::vector<std::string>& args) {
 }
 
 absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out) {
-  ASSIGN_OR_RETURN(
-      CommandLine cl,
-      CommandLine::Parse(args,
-                         {"model", "tokens", "max-new-tokens", "temperature", "top-k", "top-p",
-                          "seed", "stop-tokens", "threads", "backend", "device", "weights"},
-                         {"stop-at-eos"}));
+  ASSIGN_OR_RETURN(CommandLine cl,
+                   CommandLine::Parse(args,
+                                      {"model", "tokens", "max-new-tokens", "temperature", "top-k",
+                                       "top-p", "seed", "stop-tokens", "threads", "backend",
+                                       "device", "weights", "kv-dtype"},
+                                      {"stop-at-eos"}));
   ASSIGN_OR_RETURN(int64_t max_new, cl.Int("max-new-tokens", std::nullopt));
   if (max_new < 0 || max_new > (1 << 24)) {
     return absl::InvalidArgumentError("--max-new-tokens must be in [0, 16777216]");
@@ -161,6 +166,9 @@ absl::StatusOr<BenchSetup> ParseBenchSetup(const CommandLine& cl, const char* wo
     return absl::InvalidArgumentError("--weights must be bf16, f32 or q8");
   }
   ASSIGN_OR_RETURN(setup.weights, ParseWeightFormat(weights));
+  if (cl.Has("kv-dtype")) {
+    ASSIGN_OR_RETURN(setup.config.kv_dtype, ParseKvDtype(*cl.String("kv-dtype")));
+  }
   std::string work = std::string("/tmp/") + work_prefix + "-XXXXXX";
   if (mkdtemp(work.data()) == nullptr) {
     return absl::InternalError("cannot create a temporary folder");
@@ -234,11 +242,11 @@ absl::Status RunCudaBench(const CommandLine& cl, std::ostream& out, std::ostream
 
 absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log) {
   ASSIGN_OR_RETURN(CommandLine cl,
-                   CommandLine::Parse(
-                       args,
-                       {"params", "threads", "json", "weights", "decode-steps", "prefill-lengths",
-                        "decode-batches", "decode-context", "decode-contexts", "backend", "device"},
-                       {"long"}));
+                   CommandLine::Parse(args,
+                                      {"params", "threads", "json", "weights", "kv-dtype",
+                                       "decode-steps", "prefill-lengths", "decode-batches",
+                                       "decode-context", "decode-contexts", "backend", "device"},
+                                      {"long"}));
   if (cl.Has("backend")) {
     ASSIGN_OR_RETURN(BackendKind kind, ParseBackendKind(*cl.String("backend")));
     if (kind == BackendKind::kCuda) return RunCudaBench(cl, out, log);
@@ -280,7 +288,8 @@ absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& o
                            std::ostream& log) {
   ASSIGN_OR_RETURN(
       CommandLine cl,
-      CommandLine::Parse(args, {"params", "threads", "json", "weights", "document-lengths"}, {}));
+      CommandLine::Parse(
+          args, {"params", "threads", "json", "weights", "kv-dtype", "document-lengths"}, {}));
   PrefixCacheBenchOptions options;
   if (cl.Has("document-lengths")) {
     ASSIGN_OR_RETURN(std::vector<int32_t> lengths, cl.IntList("document-lengths"));

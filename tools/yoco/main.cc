@@ -13,18 +13,20 @@ constexpr char kUsage[] =
     "  init-model --params P.json --seed S --out DIR [--dtype f32|bf16]\n"
     "  logits     --model DIR --tokens 0,17,5 --out F.npy [--threads T]\n"
     "             [--backend cpu|cuda] [--device N] [--weights as-stored|f32|bf16|q8]\n"
+    "             [--kv-dtype f32|bf16]\n"
     "  generate   --model DIR --tokens 0,17,5 --max-new-tokens N [--temperature T]\n"
     "             [--top-k K] [--top-p P] [--seed S] [--stop-tokens 2,..] [--stop-at-eos]\n"
     "             [--threads T] [--backend cpu|cuda] [--device N]\n"
-    "             [--weights as-stored|f32|bf16|q8]\n"
+    "             [--weights as-stored|f32|bf16|q8] [--kv-dtype f32|bf16]\n"
     "  bench      [--params P.json] [--threads T] [--json OUT.json] [--long]\n"
-    "             [--weights bf16|f32|q8] [--decode-steps N] [--prefill-lengths 512,2048]\n"
+    "             [--weights bf16|f32|q8] [--kv-dtype f32|bf16] [--decode-steps N]\n"
+    "             [--prefill-lengths 512,2048]\n"
     "             [--decode-batches 1,8,32] [--decode-context 2048]\n"
     "  bench --backend cuda [--device N] [--params P.json] [--json OUT.json]\n"
     "             [--prefill-lengths 32768,131072,524288] [--decode-batches 1,16,64]\n"
     "             [--decode-contexts 4096,131072] [--decode-steps N]\n"
     "  bench-cache [--params P.json] [--threads T] [--json OUT.json] [--weights bf16|f32|q8]\n"
-    "             [--document-lengths 2048,8192]\n";
+    "             [--kv-dtype f32|bf16] [--document-lengths 2048,8192]\n";
 
 }  // namespace
 

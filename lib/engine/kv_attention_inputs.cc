@@ -1,0 +1,28 @@
+// Attention inputs over KvRows.
+#include "lib/engine/kv_attention_inputs.h"
+
+namespace yoco {
+
+cpu::DecodeQuery DecodeQueryOver(const float* q, const KvRows& k, const KvRows& v, int64_t n,
+                                 float* out) {
+  cpu::DecodeQuery query{q, nullptr, nullptr, n, out};
+  if (k.dtype() == KvDtype::kF32) {
+    query.keys = k.f32();
+    query.values = v.f32();
+  } else {
+    query.keys_bf16 = k.bf16();
+    query.values_bf16 = v.bf16();
+  }
+  return query;
+}
+
+F32KvRows F32RowsOf(const KvRows& k, const KvRows& v, int64_t n, std::vector<float>* wide) {
+  if (k.dtype() == KvDtype::kF32) return {k.f32(), v.f32()};
+  const int64_t values = n * k.width();
+  if (static_cast<int64_t>(wide->size()) < 2 * values) wide->resize(2 * values);
+  k.CopyToF32(0, n, wide->data());
+  v.CopyToF32(0, n, wide->data() + values);
+  return {wide->data(), wide->data() + values};
+}
+
+}  // namespace yoco
