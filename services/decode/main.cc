@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   }
   auto kv_dtype = yoco::ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) {
-    std::cerr << "yoco-decode: --" << kv_dtype.status().message() << "\n";
+    std::cerr << "yoco-decode: --kv-dtype: " << kv_dtype.status().message() << "\n";
     return 2;
   }
   auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model), *weights, *kv_dtype);
