@@ -28,6 +28,17 @@ inline const ModelConfig& Config() {
   return config;
 }
 
+// The same shape with the shared K/V held in bf16 (bundles and snapshot files then hold bf16
+// rows: the parsers are fuzzed against both).
+inline const ModelConfig& Bf16KvConfig() {
+  static const ModelConfig config = [] {
+    ModelConfig c = Config();
+    c.kv_dtype = KvDtype::kBF16;
+    return c;
+  }();
+  return config;
+}
+
 // Checksummed formats: the last four bytes become the CRC-32C of the rest, so that mutations get
 // past the checksum into the parser behind it.
 void FixTrailingCrc(std::string& bytes);

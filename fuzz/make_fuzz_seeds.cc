@@ -55,6 +55,17 @@ int main(int argc, char** argv) {
   Write(dir, "snapshot_file_fuzz", "snapshot", snapshot);
   Write(dir, "disk_tier_scan_fuzz", "snapshot", snapshot);
 
+  // The same state with bf16 K/V rows.
+  yoco::SequenceState bf16_state = yoco::SequenceState::Create(yoco::fuzz::Bf16KvConfig());
+  bf16_state.position = 128;
+  bf16_state.shared_k.Append(k.data(), 128);
+  bf16_state.shared_v.Append(v.data(), 128);
+  yoco::StateBundle bf16_bundle{yoco::fuzz::kFingerprint, bf16_state, 7, {}};
+  Write(dir, "state_bundle_fuzz", "bundle_bf16_kv", yoco::SerializeStateBundle(bf16_bundle));
+  file.state = bf16_state;
+  Write(dir, "snapshot_file_fuzz", "snapshot_bf16_kv",
+        yoco::SerializeSnapshotFile(file, yoco::fuzz::kFingerprint, yoco::fuzz::kCacheKey));
+
   std::vector<yoco::TensorToWrite> tensors = {
       {"a.weight", yoco::DType::kF32, {2, 3}, std::string(24, '\1')},
       {"b.weight", yoco::DType::kBF16, {4}, std::string(8, '\2')},

@@ -1,5 +1,6 @@
-// Prefix-cache snapshot files from any bytes (checksum and tag recomputed): parsed or refused; what
-// parses has the size its header implies and serializes back to the same bytes.
+// Prefix-cache snapshot files from any bytes (checksum and tag recomputed), for fp32 and bf16 K/V
+// workers: parsed or refused; what parses has the size its header implies and serializes back to
+// the same bytes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,10 +11,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
   yoco::fuzz::FixSnapshotTrailer(bytes);
-  auto file = yoco::ParseSnapshotFile(bytes, yoco::fuzz::Config(), yoco::fuzz::kFingerprint,
-                                      yoco::fuzz::kCacheKey);
-  if (file.ok()) {
-    auto expected = yoco::SnapshotFileBytes(bytes, yoco::fuzz::Config());
+  for (const yoco::ModelConfig* config : {&yoco::fuzz::Config(), &yoco::fuzz::Bf16KvConfig()}) {
+    auto file =
+        yoco::ParseSnapshotFile(bytes, *config, yoco::fuzz::kFingerprint, yoco::fuzz::kCacheKey);
+    if (!file.ok()) continue;
+    auto expected = yoco::SnapshotFileBytes(bytes, *config);
     if (!expected.ok() || *expected != bytes.size()) __builtin_trap();
     if (yoco::SerializeSnapshotFile(*file, yoco::fuzz::kFingerprint, yoco::fuzz::kCacheKey) !=
         bytes)

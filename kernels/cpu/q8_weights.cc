@@ -91,6 +91,34 @@ inline void GroupRow1(const float* x, const uint8_t* data, int64_t cols, int64_t
   }
   for (int j = 0; j < 8; ++j) sums[j] = Sum16(acc[j]);
 }
+
+// Two input rows against all 8 rows of a group in one pass over it: each weight block is
+// widened once for both rows and the rows' x stay in registers (RowTile walks the group once
+// per weight row and reloads x each time). Per (input row, weight row) the same operations in
+// the same order as RowTile and GroupRow1, so the same bits.
+inline void GroupTile2(const float* x, int64_t ldx, const uint8_t* data, int64_t cols,
+                       int64_t group, float sums[8][2]) {
+  __m512 acc[8][2];
+  for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+  const int64_t blocks = cols / kQ8Block;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* chunk = Chunk(data, cols, group, b);
+    const float* xr = x + b * kQ8Block;
+    const __m512 x00 = _mm512_loadu_ps(xr), x01 = _mm512_loadu_ps(xr + 16);
+    const __m512 x10 = _mm512_loadu_ps(xr + ldx), x11 = _mm512_loadu_ps(xr + ldx + 16);
+    for (int j = 0; j < 8; ++j) {
+      const int8_t* q = ChunkRow(chunk, j);
+      const __m512 w0 = LoadQ8x16(q), w1 = LoadQ8x16(q + 16);
+      const __m512 s = _mm512_set1_ps(ChunkScale(chunk, j));
+      acc[j][0] = _mm512_fmadd_ps(_mm512_fmadd_ps(w1, x01, _mm512_mul_ps(w0, x00)), s, acc[j][0]);
+      acc[j][1] = _mm512_fmadd_ps(_mm512_fmadd_ps(w1, x11, _mm512_mul_ps(w0, x10)), s, acc[j][1]);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    sums[j][0] = Sum16(acc[j][0]);
+    sums[j][1] = Sum16(acc[j][1]);
+  }
+}
 #elif defined(YOCO_AVX2)
 inline __m256 LoadQ8x8(const int8_t* p) {
   return _mm256_cvtepi32_ps(
@@ -213,6 +241,25 @@ void Q8StreamGroups(const float* x, int64_t m, const uint8_t* data, int64_t rows
       for (int j = 0; j < live; ++j) Store(y + g * 8 + j, sums[j], accumulate);
       continue;
     }
+#if defined(__AVX512F__)
+    {
+      int64_t r = 0;
+      for (; r + 2 <= m; r += 2) {
+        float sums[8][2];
+        GroupTile2(x + r * cols, cols, data, cols, g, sums);
+        for (int j = 0; j < live; ++j) {
+          Store(y + r * rows + g * 8 + j, sums[j][0], accumulate);
+          Store(y + (r + 1) * rows + g * 8 + j, sums[j][1], accumulate);
+        }
+      }
+      if (r < m) {
+        float sums[8];
+        GroupRow1(x + r * cols, data, cols, g, sums);
+        for (int j = 0; j < live; ++j) Store(y + r * rows + g * 8 + j, sums[j], accumulate);
+      }
+      continue;
+    }
+#endif
     for (int j = 0; j < live; ++j) {
       const int64_t n = g * 8 + j;
       int64_t r = 0;
