@@ -1,7 +1,8 @@
-// Two regimes. Few rows (decode): a streaming kernel reads each weight row once per step and
-// applies it to every input row, so the step costs one pass over the weights. Many rows
-// (prefill): fp32 weights go straight to sgemm; bf16 weights are widened a block of rows at a
-// time, a cost amortised over the m input rows.
+// Two regimes. Few rows (decode batches; with AVX-512, up to 256 rows of packed bf16 and 32 of
+// q8): a streaming kernel reads each weight row once per call and applies it to every input
+// row, so a step costs one pass over the weights. Many rows (prefill): fp32 weights go straight
+// to sgemm; bf16 and q8 weights are widened a block of rows at a time, a cost amortised over the
+// m input rows.
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
@@ -13,8 +14,9 @@
 namespace yoco::cpu {
 namespace {
 
-// Up to this many input rows the streaming kernel is used: it reads each weight once per call
-// and, with its register tiles, runs near the FMA peak once the rows reach a handful.
+// Up to this many input rows the streaming kernel is used for every weight layout: it reads each
+// weight once per call and, with its register tiles, runs near the FMA peak once the rows reach
+// a handful.
 constexpr int64_t kStreamingRows = 8;
 // bf16 and q8 rows widened to fp32 per sgemm call: larger blocks measured faster up to 2048
 // rows at 16-32 input rows (fewer calls; 256: 437 tok/s at batch 32, 1024: 604), 1024 keeps
@@ -25,6 +27,22 @@ constexpr int64_t kWidenBlockRows = 1024;
 // 345-363 against 52-231 GFLOP/s at 32-64 rows), and the transpose back costs m·n moves.
 constexpr int64_t kTransposedRows = 256;
 constexpr int64_t kRowsPerTask = 32;  // weight rows per parallel task
+
+}  // namespace
+
+// With AVX-512 the packed bf16 groups keep the register tiles fed from L1 at any row count:
+// 304-313 GFLOP/s at 16-256 rows against widening + sgemm's 183-280 (a layer's projections,
+// 12.6 MB of bf16, 2 threads); q8 blocks win up to 32 rows (214-227 against 152-204) and tie
+// beyond; fp32 rows (no packing) fall to a quarter of sgemm's rate past 8.
+int64_t StreamingRows(const WeightMatrix& w) {
+#if defined(__AVX512F__)
+  if (w.packed) return kTransposedRows;
+  if (w.type == WeightType::kQ8) return 32;
+#endif
+  return kStreamingRows;
+}
+
+namespace {
 
 template <WeightType kType>
 inline float WeightAt(const void* row, int64_t i) {
@@ -184,19 +202,6 @@ inline void PackedGroupTile(const float* x, int64_t ldx, const uint16_t* group, 
 }
 #endif
 
-// Input rows [0, m) against a q8 matrix, a task per 32 weight rows as the packed bf16 layout.
-void StreamQ8(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate) {
-  const int64_t groups = (w.rows + 7) / 8;
-  constexpr int64_t kGroupsPerTask = kRowsPerTask / 8;
-  const int64_t tasks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
-  const uint8_t* data = static_cast<const uint8_t*>(w.data);
-#pragma omp parallel for schedule(static) if (w.rows * w.cols * m >= (1 << 16))
-  for (int64_t t = 0; t < tasks; ++t) {
-    Q8StreamGroups(x, m, data, w.rows, w.cols, y, accumulate, t * kGroupsPerTask,
-                   std::min(groups, (t + 1) * kGroupsPerTask));
-  }
-}
-
 // Input rows [0, m) against the packed groups [g0, g1) of a packed bf16 matrix.
 void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
                         int64_t g0, int64_t g1) {
@@ -242,28 +247,59 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
   }
 }
 
-void StreamPacked(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate) {
-  const int64_t groups = w.rows / 8;
-  constexpr int64_t kGroupsPerTask = kRowsPerTask / 8;
-  const int64_t tasks = (groups + kGroupsPerTask - 1) / kGroupsPerTask;
-#pragma omp parallel for schedule(static) if (w.rows * w.cols * m >= (1 << 16))
-  for (int64_t t = 0; t < tasks; ++t) {
-    StreamPackedGroups(x, m, w, y, accumulate, t * kGroupsPerTask,
-                       std::min(groups, (t + 1) * kGroupsPerTask));
-  }
-  // The rows after the last full group are stored row-major.
-  if (groups * 8 < w.rows) {
-    StreamBlock<WeightType::kBF16>(x, m, w, y, accumulate, groups * 8, w.rows);
+// The streaming kernel's unit of parallel work: kRowsPerTask weight rows of one matrix (a packed
+// bf16 matrix's rows after its last full group are one more task). How the rows are split
+// changes no result: every row's sums run the same way in any task.
+constexpr int64_t kGroupsPerTask = kRowsPerTask / 8;
+
+int64_t StreamTasks(const WeightMatrix& w) {
+  if (w.type == WeightType::kQ8) return ((w.rows + 7) / 8 + kGroupsPerTask - 1) / kGroupsPerTask;
+  if (w.packed) return (w.rows / 8 + kGroupsPerTask - 1) / kGroupsPerTask + (w.rows % 8 ? 1 : 0);
+  return (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+}
+
+void StreamTask(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
+                int64_t t) {
+  if (w.type == WeightType::kQ8) {
+    const int64_t groups = (w.rows + 7) / 8;
+    Q8StreamGroups(x, m, static_cast<const uint8_t*>(w.data), w.rows, w.cols, y, accumulate,
+                   t * kGroupsPerTask, std::min(groups, (t + 1) * kGroupsPerTask));
+  } else if (w.packed) {
+    const int64_t groups = w.rows / 8;
+    const int64_t g0 = t * kGroupsPerTask;
+    if (g0 < groups) {
+      StreamPackedGroups(x, m, w, y, accumulate, g0, std::min(groups, g0 + kGroupsPerTask));
+    } else {  // the rows after the last full group are stored row-major
+      StreamBlock<WeightType::kBF16>(x, m, w, y, accumulate, groups * 8, w.rows);
+    }
+  } else {
+    const int64_t n0 = t * kRowsPerTask, n1 = std::min(w.rows, n0 + kRowsPerTask);
+    if (w.type == WeightType::kF32) {
+      StreamBlock<WeightType::kF32>(x, m, w, y, accumulate, n0, n1);
+    } else {
+      StreamBlock<WeightType::kBF16>(x, m, w, y, accumulate, n0, n1);
+    }
   }
 }
 
-template <WeightType kType>
-void Stream(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate) {
-  const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for schedule(static) if (w.rows * w.cols * m >= (1 << 16))
+// Below this many multiply-adds a product runs on the calling thread alone.
+constexpr int64_t kParallelWork = int64_t{1} << 16;
+
+// The streaming products of several matrices over the same input rows as one parallel loop, so
+// the threads meet once for all of them instead of once per matrix.
+void StreamEach(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
+                bool accumulate) {
+  int64_t tasks = 0, work = 0;
+  for (const LinearOutput& out : outputs) {
+    tasks += StreamTasks(*out.w);
+    work += out.w->rows * out.w->cols * m;
+  }
+#pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t t = 0; t < tasks; ++t) {
-    StreamBlock<kType>(x, m, w, y, accumulate, t * kRowsPerTask,
-                       std::min(w.rows, (t + 1) * kRowsPerTask));
+    int64_t local = t;
+    size_t i = 0;
+    while (local >= StreamTasks(*outputs[i].w)) local -= StreamTasks(*outputs[i++].w);
+    StreamTask(x, m, *outputs[i].w, outputs[i].y, accumulate, local);
   }
 }
 
@@ -326,16 +362,9 @@ void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
             std::vector<float>* scratch) {
   if (m == 0) return;
   const int64_t k = w.cols, n = w.rows;
-  if (m <= kStreamingRows) {
-    if (w.type == WeightType::kQ8) {
-      StreamQ8(x, m, w, y, accumulate);
-    } else if (w.packed) {
-      StreamPacked(x, m, w, y, accumulate);
-    } else if (w.type == WeightType::kF32) {
-      Stream<WeightType::kF32>(x, m, w, y, accumulate);
-    } else {
-      Stream<WeightType::kBF16>(x, m, w, y, accumulate);
-    }
+  if (m <= StreamingRows(w)) {
+    const LinearOutput out{&w, y};
+    StreamEach(x, m, {&out, 1}, accumulate);
     return;
   }
   const bool transposed = m <= kTransposedRows;
@@ -368,6 +397,70 @@ void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
       Gemm(false, true, m, nb, k, 1.0f, x, k, wide, k, accumulate ? 1.0f : 0.0f, y + n0, n);
     }
   }
+}
+
+namespace {
+
+// FusedLinear's products beyond the streaming kernel's rows: the widened rows of all the
+// matrices, back to back, go through sgemm a block at a time in the transposed form.
+void WidenedEach(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
+                 std::vector<float>* scratch) {
+  int64_t total = 0;
+  for (const LinearOutput& out : outputs) total += out.w->rows;
+  const int64_t k = outputs[0].w->cols;
+  const int64_t block = std::min(kWidenBlockRows, total);
+  if (static_cast<int64_t>(scratch->size()) < block * (k + m)) scratch->resize(block * (k + m));
+  float* wide = scratch->data();
+  float* yt = wide + block * k;
+  for (int64_t n0 = 0; n0 < total; n0 += block) {
+    const int64_t nb = std::min(block, total - n0);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < nb; ++r) {
+      int64_t row = n0 + r;
+      size_t i = 0;
+      while (row >= outputs[i].w->rows) row -= outputs[i++].w->rows;
+      outputs[i].w->RowToFloat(row, wide + r * k);
+    }
+    Gemm(false, true, nb, m, k, 1.0f, wide, k, x, k, 0.0f, yt, m);
+    int64_t first = 0;  // matrix i's first row in the concatenation
+    for (const LinearOutput& out : outputs) {
+      const int64_t begin = std::max(first, n0), end = std::min(first + out.w->rows, n0 + nb);
+      if (begin < end) {
+        TransposeInto(yt + (begin - n0) * m, end - begin, m, out.y + (begin - first), out.w->rows,
+                      false);
+      }
+      first += out.w->rows;
+    }
+  }
+}
+
+}  // namespace
+
+void FusedLinear(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
+                 std::vector<float>* scratch) {
+  if (m == 0) return;
+  constexpr size_t kMax = 8;  // sorted on the stack: a decode step allocates nothing here
+  if (outputs.size() > kMax) {
+    FusedLinear(x, m, outputs.subspan(0, kMax), scratch);
+    FusedLinear(x, m, outputs.subspan(kMax), scratch);
+    return;
+  }
+  // Each matrix goes where Linear would send it; those that meet in a path share its pass.
+  // fp32 weights are not widened, and many input rows take the plain sgemm form: those run one
+  // by one.
+  LinearOutput streamed[kMax], widened[kMax];
+  size_t n_streamed = 0, n_widened = 0;
+  for (const LinearOutput& out : outputs) {
+    if (m <= StreamingRows(*out.w)) {
+      streamed[n_streamed++] = out;
+    } else if (out.w->type != WeightType::kF32 && m <= kTransposedRows) {
+      widened[n_widened++] = out;
+    } else {
+      Linear(x, m, *out.w, out.y, false, scratch);
+    }
+  }
+  if (n_streamed > 0) StreamEach(x, m, {streamed, n_streamed}, /*accumulate=*/false);
+  if (n_widened > 0) WidenedEach(x, m, {widened, n_widened}, scratch);
 }
 
 }  // namespace yoco::cpu

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "kernels/cpu/q8_weights.h"
 
 namespace yoco::cpu {
@@ -39,10 +40,29 @@ inline bool CanPackBf16(int64_t rows, int64_t cols) { return rows >= 8 && cols %
 // layout. REQUIRES: CanPackBf16(rows, cols).
 void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst);
 
+// Up to how many input rows Linear streams `w` (reads each weight once and applies it to every
+// row) rather than widening it for sgemm. There a row's result is the same bits whatever the
+// number of rows computed with it, so a sequence's tokens do not depend on its decode batch.
+int64_t StreamingRows(const WeightMatrix& w);
+
 // y[m, w.rows] = x[m, w.cols] · Wᵀ (+ y when `accumulate`: the residual add folded in).
 // `scratch` holds widened bf16 or q8 blocks for large m.
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
             std::vector<float>* scratch);
+
+// One product of FusedLinear: y[m, w->rows] = x · w->ᵀ.
+struct LinearOutput {
+  const WeightMatrix* w;
+  float* y;
+};
+
+// The products of several matrices with the same input rows (a layer's q/k/v/g projections, the
+// FFN's fc1 and gate) in one pass, so the threads meet once for all of them and, where the rows
+// are widened for sgemm, each call covers rows of several matrices. A y that Linear would stream
+// holds the bits Linear gives it alone; the others the same values to rounding. The matrices
+// share `cols`.
+void FusedLinear(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
+                 std::vector<float>* scratch);
 
 }  // namespace yoco::cpu
 

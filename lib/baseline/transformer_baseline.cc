@@ -149,9 +149,8 @@ absl::Status TransformerBaseline::Forward(absl::Span<Sequence* const> sequences,
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& w = layers_[l];
     cpu::RmsNorm(h, R, D, D, w.attn_norm.data(), eps, a);
-    cpu::Linear(a, R, w.q, q, false, &wide_);
-    cpu::Linear(a, R, w.k, k, false, &wide_);
-    cpu::Linear(a, R, w.v, v, false, &wide_);
+    const cpu::LinearOutput projections[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}};
+    cpu::FusedLinear(a, R, projections, &wide_);
     for (int64_t r = 0; r < R; ++r) {
       const int64_t p = row_position_[r];
       cpu::ApplyRope(q + r * D, Ha, da, rope_.cos(p), rope_.sin(p));

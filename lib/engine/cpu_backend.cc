@@ -119,11 +119,8 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   float* g = Sized(g_, R * D);
   float* gt = Sized(gt_, R * Hs);
   float* o = Sized(o_, R * D);
-  cpu::Linear(a, R, w.q, q, false, &wide_);
-  cpu::Linear(a, R, w.k, k, false, &wide_);
-  cpu::Linear(a, R, w.v, v, false, &wide_);
-  cpu::Linear(a, R, w.g, g, false, &wide_);
-  cpu::Linear(a, R, w.gt, gt, false, &wide_);
+  const cpu::LinearOutput projections[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}, {&w.g, g}, {&w.gt, gt}};
+  cpu::FusedLinear(a, R, projections, &wide_);
 
   const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
   for (int64_t r = 0; r < R; ++r) {
@@ -172,9 +169,8 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
   float* k = Sized(k_, R * D);
   float* v = Sized(v_, R * D);
   float* o = Sized(o_, R * D);
-  cpu::Linear(a, R, w.q, q, false, &wide_);
-  cpu::Linear(a, R, w.k, k, false, &wide_);
-  cpu::Linear(a, R, w.v, v, false, &wide_);
+  const cpu::LinearOutput projections[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}};
+  cpu::FusedLinear(a, R, projections, &wide_);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
     cpu::ApplyRope(q + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
@@ -201,8 +197,8 @@ void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
   float* kk = Sized(kv_k_, R * KV);
   float* vv = Sized(kv_v_, R * KV);
   cpu::RmsNorm(h_.data(), R, D, D, weights_.kv_norm, static_cast<float>(config_.norm_eps), a);
-  cpu::Linear(a, R, weights_.kv_k, kk, false, &wide_);
-  cpu::Linear(a, R, weights_.kv_v, vv, false, &wide_);
+  const cpu::LinearOutput projections[] = {{&weights_.kv_k, kk}, {&weights_.kv_v, vv}};
+  cpu::FusedLinear(a, R, projections, &wide_);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
     cpu::ApplyRope(kk + r * KV, config_.n_attn_kv_heads, config_.cross_head_dim(),

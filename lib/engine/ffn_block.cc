@@ -13,8 +13,8 @@ void FfnBlock(const FfnWeights& w, const float* norm_weight, float eps, float* h
   if (static_cast<int64_t>(s->up.size()) < rows * F) s->up.resize(rows * F);
   if (static_cast<int64_t>(s->gate.size()) < rows * F) s->gate.resize(rows * F);
   cpu::RmsNorm(h, rows, D, D, norm_weight, eps, s->normed.data());
-  cpu::Linear(s->normed.data(), rows, w.fc1, s->up.data(), false, &s->wide);
-  cpu::Linear(s->normed.data(), rows, w.gate, s->gate.data(), false, &s->wide);
+  const cpu::LinearOutput projections[] = {{&w.fc1, s->up.data()}, {&w.gate, s->gate.data()}};
+  cpu::FusedLinear(s->normed.data(), rows, projections, &s->wide);
   cpu::SiluMul(s->up.data(), s->gate.data(), rows * F);
   cpu::Linear(s->up.data(), rows, w.fc2, h, /*accumulate=*/true, &s->wide);
 }

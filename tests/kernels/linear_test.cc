@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "tests/kernels/random_inputs.h"
 
@@ -46,7 +47,7 @@ TEST_P(LinearTest, MatchesDoubleProductInEveryLayout) {
                                        {wb.data(), WeightType::kBF16, rows, cols}};
   if (packable) layouts.push_back({packed.data(), WeightType::kBF16, rows, cols, true});
 
-  for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 40}) {
+  for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 33, 256, 257}) {
     const std::vector<float> x = testing::RandomFloats(m * cols, 2 + m);
     const std::vector<float> residual = testing::RandomFloats(m * rows, 100 + m);
     for (size_t l = 0; l < layouts.size(); ++l) {
@@ -54,10 +55,10 @@ TEST_P(LinearTest, MatchesDoubleProductInEveryLayout) {
       for (bool accumulate : {false, true}) {
         std::vector<float> y = residual, scratch;
         cpu::Linear(x.data(), m, w, y.data(), accumulate, &scratch);
-        // In the packed layout decode streams, up to the streaming kernel's 8 rows a row's
-        // result is the same bits alone as in the batch (a sequence's tokens must not depend
-        // on its decode batch). Row-major tails leave FMA contraction to the compiler.
-        for (int64_t r = 0; w.packed && m <= 8 && r < m; ++r) {
+        // In the packed layout decode streams, up to the streaming kernel's rows a row's result
+        // is the same bits alone as in the batch (a sequence's tokens must not depend on its
+        // decode batch). Row-major tails leave FMA contraction to the compiler.
+        for (int64_t r = 0; w.packed && m <= cpu::StreamingRows(w) && r < m; ++r) {
           std::vector<float> single(residual.begin() + r * rows, residual.begin() + (r + 1) * rows);
           cpu::Linear(x.data() + r * cols, 1, w, single.data(), accumulate, &scratch);
           ASSERT_EQ(0, std::memcmp(single.data(), y.data() + r * rows, rows * sizeof(float)))
@@ -119,7 +120,7 @@ TEST(Q8LinearTest, QuantizesWithinHalfAStepAndMatchesDoubleProduct) {
       }
     }
     std::vector<float> single(rows);
-    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 40}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 32, 33, 40}) {
       const std::vector<float> x = testing::RandomFloats(m * cols, 2 + m);
       const std::vector<float> residual = testing::RandomFloats(m * rows, 100 + m);
       for (bool accumulate : {false, true}) {
@@ -136,13 +137,80 @@ TEST(Q8LinearTest, QuantizesWithinHalfAStepAndMatchesDoubleProduct) {
         }
         EXPECT_LT(max_err, 1e-5 * std::max(max_ref, 1.0) * std::sqrt(double(cols)))
             << "m " << m << " accumulate " << accumulate;
-        if (m > 8 || accumulate) continue;  // beyond 8 rows: sgemm on widened rows
-        for (int64_t r = 0; r < m; ++r) {   // the streaming kernel, one row at a time
+        if (m > cpu::StreamingRows(w) || accumulate) continue;  // beyond: sgemm, widened rows
+        for (int64_t r = 0; r < m; ++r) {  // the streaming kernel, one row at a time
           cpu::Linear(x.data() + r * cols, 1, w, single.data(), false, &scratch);
           ASSERT_EQ(0, std::memcmp(single.data(), y.data() + r * rows, rows * sizeof(float)))
               << "m " << m << " row " << r;
         }
       }
+    }
+  }
+}
+
+// FusedLinear gives each matrix what Linear gives it alone: the same bits where Linear streams
+// it, the same values to rounding where rows are widened for sgemm (one call then spans
+// matrices, so its blocks cut across them), for mixed layouts and every path's row counts.
+TEST(FusedLinearTest, GivesEachMatrixWhatLinearGivesItAlone) {
+  constexpr int64_t kCols = 64;
+  struct Matrix {
+    int64_t rows;
+    WeightType type;
+    bool packed;
+    std::vector<float> f32;
+    std::vector<uint16_t> bf16;
+    std::vector<uint8_t> q8;
+    WeightMatrix w;
+  };
+  std::vector<Matrix> matrices;
+  matrices.reserve(6);
+  const std::tuple<int64_t, WeightType, bool> kinds[] = {
+      {96, WeightType::kBF16, true}, {1030, WeightType::kBF16, true},
+      {6, WeightType::kBF16, false}, {40, WeightType::kQ8, false},
+      {50, WeightType::kF32, false}, {17, WeightType::kBF16, true}};
+  for (const auto& [rows, type, packed] : kinds) {
+    Matrix& mat = matrices.emplace_back();
+    mat.rows = rows;
+    mat.f32 = testing::RandomFloats(rows * kCols, 30 + static_cast<int>(matrices.size()));
+    const void* data = mat.f32.data();
+    if (type == WeightType::kBF16) {
+      std::vector<uint16_t> plain(rows * kCols);
+      for (int64_t i = 0; i < rows * kCols; ++i) plain[i] = ToBf16(mat.f32[i]);
+      mat.bf16 = plain;
+      if (packed) cpu::PackBf16Rows(plain.data(), rows, kCols, mat.bf16.data());
+      data = mat.bf16.data();
+    } else if (type == WeightType::kQ8) {
+      mat.q8.resize(cpu::Q8Bytes(rows, kCols));
+      cpu::QuantizeQ8(mat.f32.data(), rows, kCols, mat.q8.data());
+      data = mat.q8.data();
+    }
+    mat.w = WeightMatrix{data, type, rows, kCols, packed};
+  }
+  for (int64_t m : {1, 3, 8, 9, 32, 33, 256, 257, 300}) {
+    const std::vector<float> x = testing::RandomFloats(m * kCols, 60 + m);
+    std::vector<std::vector<float>> fused(matrices.size());
+    std::vector<cpu::LinearOutput> outputs;
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      fused[i].assign(m * matrices[i].rows, -1.0f);
+      outputs.push_back({&matrices[i].w, fused[i].data()});
+    }
+    std::vector<float> scratch;
+    cpu::FusedLinear(x.data(), m, outputs, &scratch);
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      const WeightMatrix& w = matrices[i].w;
+      std::vector<float> alone(m * w.rows);
+      cpu::Linear(x.data(), m, w, alone.data(), false, &scratch);
+      if (m <= cpu::StreamingRows(w)) {
+        ASSERT_EQ(0, std::memcmp(alone.data(), fused[i].data(), alone.size() * sizeof(float)))
+            << "matrix " << i << " m " << m;
+        continue;
+      }
+      double max_err = 0, max_ref = 0;
+      for (size_t j = 0; j < alone.size(); ++j) {
+        max_err = std::max(max_err, double(std::fabs(alone[j] - fused[i][j])));
+        max_ref = std::max(max_ref, double(std::fabs(alone[j])));
+      }
+      EXPECT_LE(max_err, 1e-5 * std::max(max_ref, 1.0)) << "matrix " << i << " m " << m;
     }
   }
 }
