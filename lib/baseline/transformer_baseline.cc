@@ -34,7 +34,7 @@ int64_t TransformerBaseline::Sequence::bytes() const {
 }
 
 cpu::WeightMatrix TransformerBaseline::MakeMatrix(int64_t rows, int64_t cols, WeightFormat format,
-                                                  uint64_t* state) {
+                                                  uint64_t* state, bool pack) {
   const int64_t n = rows * cols;
   const float amplitude = 0.02f * std::sqrt(3.0f);  // uniform with std 0.02
   if (format == WeightFormat::kQ8 && cpu::CanQuantizeQ8(rows, cols)) {
@@ -58,6 +58,15 @@ cpu::WeightMatrix TransformerBaseline::MakeMatrix(int64_t rows, int64_t cols, We
   }
   cpu::WeightMatrix m{data.get(), bf16 ? cpu::WeightType::kBF16 : cpu::WeightType::kF32, rows,
                       cols};
+  // Streamed bf16 matrices in the layout YOCO's loader gives them, so the two models' products
+  // run the same kernels; the embedding is read a row at a time and stays row-major.
+  if (bf16 && pack && cpu::CanPackBf16(rows, cols)) {
+    std::unique_ptr<uint8_t[]> packed(new uint8_t[n * 2]);
+    cpu::PackBf16Rows(reinterpret_cast<const uint16_t*>(data.get()), rows, cols,
+                      reinterpret_cast<uint16_t*>(packed.get()));
+    data = std::move(packed);
+    m = {data.get(), cpu::WeightType::kBF16, rows, cols, true};
+  }
   storage_.push_back(std::move(data));
   return m;
 }
@@ -67,7 +76,7 @@ TransformerBaseline::TransformerBaseline(const ModelConfig& config, WeightFormat
     : config_(config), rope_(config.cross_head_dim(), config.rope_theta) {
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x1234567ull;
   const int64_t D = config.dim, F = config.hidden_dim, V = config.vocab_size, KV = config.kv_dim();
-  embed_ = MakeMatrix(V, D, format, &state);
+  embed_ = MakeMatrix(V, D, format, &state, /*pack=*/false);
   output_ = MakeMatrix(V, D, format, &state);
   final_norm_.assign(D, 1.0f);
   for (int l = 0; l < config.n_layers; ++l) {

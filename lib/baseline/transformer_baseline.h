@@ -49,7 +49,8 @@ class TransformerBaseline {
     FfnWeights ffn;
   };
 
-  cpu::WeightMatrix MakeMatrix(int64_t rows, int64_t cols, WeightFormat format, uint64_t* state);
+  cpu::WeightMatrix MakeMatrix(int64_t rows, int64_t cols, WeightFormat format, uint64_t* state,
+                               bool pack = true);
 
   ModelConfig config_;
   std::vector<std::unique_ptr<uint8_t[]>> storage_;

@@ -1,6 +1,6 @@
 // The benchmark's Transformer baseline is a real causal Transformer: decoding token by token
 // gives the logits of prefilling the longer prompt, batched decode equals separate decode, and
-// its cache grows by one K/V row per layer per token.
+// its cache grows by one K/V row per layer per token, whichever way it holds its weights.
 #include "lib/baseline/transformer_baseline.h"
 
 #include <gtest/gtest.h>
@@ -17,9 +17,12 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-TEST(TransformerBaselineTest, DecodeEqualsPrefillAndBatchesAgree) {
+// For each way the benchmark holds the weights (bf16 ones are packed as YOCO's loader packs them).
+class TransformerBaselineTest : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(TransformerBaselineTest, DecodeEqualsPrefillAndBatchesAgree) {
   const ModelConfig config = testing::SmallConfig();
-  TransformerBaseline model(config, WeightFormat::kF32, 3);
+  TransformerBaseline model(config, GetParam(), 3);
   const auto tokens = testing::RandomTokens(150, config.vocab_size, 4);
   std::vector<float> full, step;
 
@@ -55,6 +58,13 @@ TEST(TransformerBaselineTest, DecodeEqualsPrefillAndBatchesAgree) {
   EXPECT_EQ(model.Forward({&pa, 1}, {&bad_span, 1}, &step).code(),
             absl::StatusCode::kInvalidArgument);
 }
+
+INSTANTIATE_TEST_SUITE_P(Weights, TransformerBaselineTest,
+                         ::testing::Values(WeightFormat::kF32, WeightFormat::kBF16,
+                                           WeightFormat::kQ8),
+                         [](const auto& info) {
+                           return std::string(WeightFormatName(info.param));
+                         });
 
 }  // namespace
 }  // namespace yoco
