@@ -33,10 +33,12 @@ constexpr int64_t kRowsPerTask = 32;  // weight rows per parallel task
 // With AVX-512 the packed bf16 groups keep the register tiles fed from L1 at any row count:
 // 304-313 GFLOP/s at 16-256 rows against widening + sgemm's 183-280 (a layer's projections,
 // 12.6 MB of bf16, 2 threads); q8 blocks win up to 32 rows (214-227 against 152-204) and tie
-// beyond; fp32 rows (no packing) fall to a quarter of sgemm's rate past 8.
+// beyond; fp32 rows (no packing) fall to a quarter of sgemm's rate past 8. Matrices of fewer
+// rows than a group (a layer's decay-gate logits) cost nothing either way and stream with the
+// packed ones, so that a whole bf16 model is streamed alike.
 int64_t StreamingRows(const WeightMatrix& w) {
 #if defined(__AVX512F__)
-  if (w.packed) return kTransposedRows;
+  if (w.packed || w.rows < 8) return kTransposedRows;
   if (w.type == WeightType::kQ8) return 32;
 #endif
   return kStreamingRows;

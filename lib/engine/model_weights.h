@@ -81,10 +81,11 @@ class ModelWeights {
   // Bytes of all matrices as held in memory, and their elements.
   int64_t matrix_bytes() const;
   int64_t matrix_params() const;
+  // Every matrix, the embedding first.
+  std::vector<const Matrix*> matrices() const;
 
  private:
   ModelWeights() = default;
-  std::vector<const Matrix*> matrices() const;
 
   Checkpoint checkpoint_;
   std::vector<std::unique_ptr<uint8_t[]>> converted_;  // tensors not used in place
