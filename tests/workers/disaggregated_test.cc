@@ -33,15 +33,29 @@ using Stream = testing::DecodeEventCollector;
 
 UcxTransportOptions Loopback() { return BundleTransportOptions("tcp", "lo"); }
 
+// A prefill worker on loopback UCX with a prefix cache of `cache_bytes` (none at 0).
+absl::StatusOr<std::unique_ptr<PrefillWorker>> StartPrefill(std::shared_ptr<const Model> model,
+                                                            int64_t cache_bytes = 0) {
+  PrefillWorkerOptions options;
+  options.cache_budget_bytes = cache_bytes;
+  return PrefillWorker::Create(std::make_unique<CpuBackend>(std::move(model)), Loopback(), options);
+}
+
+// A decode worker on loopback UCX batching up to `max_batch` sequences (0: the default).
+absl::StatusOr<std::unique_ptr<DecodeWorker>> StartDecode(std::shared_ptr<const Model> model,
+                                                          int max_batch = 0) {
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  if (max_batch > 0) options.batcher.max_batch = max_batch;
+  return DecodeWorker::Create(std::make_unique<CpuBackend>(std::move(model)), options);
+}
+
 TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
   auto model = testing::MakeModel(testing::SmallConfig(), 41, "disaggregated");
   ASSERT_NE(model, nullptr);
-  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback());
+  auto prefill = StartPrefill(model);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
-  DecodeWorkerOptions options;
-  options.transport = Loopback();
-  options.batcher.max_batch = 4;
-  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  auto decode = StartDecode(model, /*max_batch=*/4);
   ASSERT_TRUE(decode.ok()) << decode.status();
   CpuBackend local(model);
 
@@ -84,11 +98,9 @@ TEST(DisaggregatedTest, BundleFromAnotherModelIsRefused) {
   auto ours = testing::MakeModel(testing::SmallConfig(), 42, "refuse_ours");
   auto theirs = testing::MakeModel(testing::SmallConfig(), 43, "refuse_theirs");
   ASSERT_TRUE(ours && theirs);
-  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(theirs), Loopback());
+  auto prefill = StartPrefill(theirs);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
-  DecodeWorkerOptions options;
-  options.transport = Loopback();
-  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(ours), options);
+  auto decode = StartDecode(ours);
   ASSERT_TRUE(decode.ok());
   auto shipped = (*prefill)->Prefill(
       Call(RandomTokens(30, ours->config().vocab_size, 1), {}, (*decode)->address()));
@@ -103,9 +115,7 @@ TEST(DisaggregatedTest, PromptBeyondMaxSeqLenIsRefusedBeforeAnyWork) {
   config.max_seq_len = 300;
   auto model = testing::MakeModel(config, 47, "max_seq_len");
   ASSERT_NE(model, nullptr);
-  PrefillWorkerOptions cache;
-  cache.cache_budget_bytes = 16 << 20;
-  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  auto prefill = StartPrefill(model, 16 << 20);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
   const auto prompt = RandomTokens(301, config.vocab_size, 3);
   auto shipped = (*prefill)->Prefill(Call(prompt, {}, "unused: refused first"));
@@ -121,13 +131,9 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
   auto model = testing::MakeModel(testing::SmallConfig(), 44, "cache_hit");
   ASSERT_TRUE(model);
   CpuBackend local(model);
-  PrefillWorkerOptions cache;
-  cache.cache_budget_bytes = 64 << 20;
-  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  auto prefill = StartPrefill(model, 64 << 20);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
-  DecodeWorkerOptions options;
-  options.transport = Loopback();
-  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  auto decode = StartDecode(model);
   ASSERT_TRUE(decode.ok());
 
   const int vocab = model->config().vocab_size;
@@ -190,14 +196,10 @@ TEST(DisaggregatedTest, SmallBudgetPinAndTtlStillGiveTheTokensOfAMiss) {
   CpuBackend local(model);
   const ModelConfig& c = model->config();
   // Room for about two one-block snapshots.
-  PrefillWorkerOptions cache;
-  cache.cache_budget_bytes =
-      2 * (testing::SnapshotBlockBytes(c) + testing::SnapshotStateBytes(c)) + 1000;
-  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  auto prefill = StartPrefill(
+      model, 2 * (testing::SnapshotBlockBytes(c) + testing::SnapshotStateBytes(c)) + 1000);
   ASSERT_TRUE(prefill.ok());
-  DecodeWorkerOptions options;
-  options.transport = Loopback();
-  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  auto decode = StartDecode(model);
   ASSERT_TRUE(decode.ok());
 
   std::vector<std::vector<int32_t>> docs, prompts, want;
@@ -235,13 +237,9 @@ TEST(DisaggregatedTest, Bf16KvGivesTheInProcessTokensAndIsRefusedByAnF32Worker) 
   auto model = testing::MakeModel(config, 48, "kv_bf16");
   auto f32_model = testing::MakeModel(testing::SmallConfig(), 48, "kv_f32");
   ASSERT_TRUE(model && f32_model);
-  PrefillWorkerOptions cache;
-  cache.cache_budget_bytes = 64 << 20;
-  auto prefill = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
+  auto prefill = StartPrefill(model, 64 << 20);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
-  DecodeWorkerOptions options;
-  options.transport = Loopback();
-  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  auto decode = StartDecode(model);
   ASSERT_TRUE(decode.ok());
   CpuBackend local(model);
 
@@ -259,7 +257,7 @@ TEST(DisaggregatedTest, Bf16KvGivesTheInProcessTokensAndIsRefusedByAnF32Worker) 
     EXPECT_EQ(got, *Generate(local, prompt, {6, {}, false})) << (hit ? "hit" : "miss");
   }
 
-  auto f32_decode = DecodeWorker::Create(std::make_unique<CpuBackend>(f32_model), options);
+  auto f32_decode = StartDecode(f32_model);
   ASSERT_TRUE(f32_decode.ok());
   auto shipped = (*prefill)->Prefill(Call(miss, {}, (*f32_decode)->address()));
   EXPECT_EQ(shipped.status().code(), absl::StatusCode::kFailedPrecondition) << shipped.status();
@@ -272,13 +270,11 @@ TEST(DisaggregatedTest, SnapshotCopiedToAnotherPrefillWorkerHitsThere) {
   CpuBackend local(model);
   PrefillWorkerOptions cache;
   cache.cache_budget_bytes = 64 << 20;
-  auto a = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
-  auto b = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), cache);
-  auto foreign = PrefillWorker::Create(std::make_unique<CpuBackend>(other), Loopback(), cache);
+  auto a = StartPrefill(model, cache.cache_budget_bytes);
+  auto b = StartPrefill(model, cache.cache_budget_bytes);
+  auto foreign = StartPrefill(other, cache.cache_budget_bytes);
   ASSERT_TRUE(a.ok() && b.ok() && foreign.ok());
-  DecodeWorkerOptions options;
-  options.transport = Loopback();
-  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  auto decode = StartDecode(model);
   ASSERT_TRUE(decode.ok());
 
   const int vocab = model->config().vocab_size;
