@@ -316,6 +316,39 @@ void TransposeInto(const float* yt, int64_t rows, int64_t m, float* y, int64_t l
   }
 }
 
+// Products beyond the streaming kernel's rows, taken in the transposed form: the widened rows of
+// all the matrices, back to back, go through sgemm a block at a time.
+void WidenedEach(const float* x, int64_t m, absl::Span<const LinearOutput> outputs, bool accumulate,
+                 std::vector<float>* scratch) {
+  int64_t total = 0;
+  for (const LinearOutput& out : outputs) total += out.w->rows;
+  const int64_t k = outputs[0].w->cols;
+  const int64_t block = std::min(kWidenBlockRows, total);
+  if (static_cast<int64_t>(scratch->size()) < block * (k + m)) scratch->resize(block * (k + m));
+  float* wide = scratch->data();
+  float* yt = wide + block * k;
+  for (int64_t n0 = 0; n0 < total; n0 += block) {
+    const int64_t nb = std::min(block, total - n0);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < nb; ++r) {
+      int64_t row = n0 + r;
+      size_t i = 0;
+      while (row >= outputs[i].w->rows) row -= outputs[i++].w->rows;
+      outputs[i].w->RowToFloat(row, wide + r * k);
+    }
+    Gemm(false, true, nb, m, k, 1.0f, wide, k, x, k, 0.0f, yt, m);
+    int64_t first = 0;  // matrix i's first row in the concatenation
+    for (const LinearOutput& out : outputs) {
+      const int64_t begin = std::max(first, n0), end = std::min(first + out.w->rows, n0 + nb);
+      if (begin < end) {
+        TransposeInto(yt + (begin - n0) * m, end - begin, m, out.y + (begin - first), out.w->rows,
+                      accumulate);
+      }
+      first += out.w->rows;
+    }
+  }
+}
+
 }  // namespace
 
 void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst) {
@@ -381,62 +414,21 @@ void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
     TransposeInto(scratch->data(), n, m, y, n, accumulate);
     return;
   }
-  const int64_t block = std::min(kWidenBlockRows, n);
-  const int64_t wide_floats = block * k;
-  if (static_cast<int64_t>(scratch->size()) < wide_floats + (transposed ? block * m : 0)) {
-    scratch->resize(wide_floats + (transposed ? block * m : 0));
+  if (transposed) {
+    const LinearOutput out{&w, y};
+    WidenedEach(x, m, {&out, 1}, accumulate, scratch);
+    return;
   }
+  const int64_t block = std::min(kWidenBlockRows, n);
+  if (static_cast<int64_t>(scratch->size()) < block * k) scratch->resize(block * k);
   float* wide = scratch->data();
-  float* yt = wide + wide_floats;
   for (int64_t n0 = 0; n0 < n; n0 += block) {
     const int64_t nb = std::min(block, n - n0);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < nb; ++r) w.RowToFloat(n0 + r, wide + r * k);
-    if (transposed) {
-      Gemm(false, true, nb, m, k, 1.0f, wide, k, x, k, 0.0f, yt, m);
-      TransposeInto(yt, nb, m, y + n0, n, accumulate);
-    } else {
-      Gemm(false, true, m, nb, k, 1.0f, x, k, wide, k, accumulate ? 1.0f : 0.0f, y + n0, n);
-    }
+    Gemm(false, true, m, nb, k, 1.0f, x, k, wide, k, accumulate ? 1.0f : 0.0f, y + n0, n);
   }
 }
-
-namespace {
-
-// FusedLinear's products beyond the streaming kernel's rows: the widened rows of all the
-// matrices, back to back, go through sgemm a block at a time in the transposed form.
-void WidenedEach(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
-                 std::vector<float>* scratch) {
-  int64_t total = 0;
-  for (const LinearOutput& out : outputs) total += out.w->rows;
-  const int64_t k = outputs[0].w->cols;
-  const int64_t block = std::min(kWidenBlockRows, total);
-  if (static_cast<int64_t>(scratch->size()) < block * (k + m)) scratch->resize(block * (k + m));
-  float* wide = scratch->data();
-  float* yt = wide + block * k;
-  for (int64_t n0 = 0; n0 < total; n0 += block) {
-    const int64_t nb = std::min(block, total - n0);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < nb; ++r) {
-      int64_t row = n0 + r;
-      size_t i = 0;
-      while (row >= outputs[i].w->rows) row -= outputs[i++].w->rows;
-      outputs[i].w->RowToFloat(row, wide + r * k);
-    }
-    Gemm(false, true, nb, m, k, 1.0f, wide, k, x, k, 0.0f, yt, m);
-    int64_t first = 0;  // matrix i's first row in the concatenation
-    for (const LinearOutput& out : outputs) {
-      const int64_t begin = std::max(first, n0), end = std::min(first + out.w->rows, n0 + nb);
-      if (begin < end) {
-        TransposeInto(yt + (begin - n0) * m, end - begin, m, out.y + (begin - first), out.w->rows,
-                      false);
-      }
-      first += out.w->rows;
-    }
-  }
-}
-
-}  // namespace
 
 void FusedLinear(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
                  std::vector<float>* scratch) {
@@ -462,7 +454,7 @@ void FusedLinear(const float* x, int64_t m, absl::Span<const LinearOutput> outpu
     }
   }
   if (n_streamed > 0) StreamEach(x, m, {streamed, n_streamed}, /*accumulate=*/false);
-  if (n_widened > 0) WidenedEach(x, m, {widened, n_widened}, scratch);
+  if (n_widened > 0) WidenedEach(x, m, {widened, n_widened}, /*accumulate=*/false, scratch);
 }
 
 }  // namespace yoco::cpu
