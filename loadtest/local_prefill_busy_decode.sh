@@ -11,6 +11,7 @@
 #   loadtest/local_prefill_busy_decode.sh [MODEL_DIR] [CONCURRENCY] [REQUESTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source loadtest/wait_for_routers.sh
 model=${1:-build/models/yoco-tiny}
 concurrency=${2:-16}
 requests=${3:-96}
@@ -39,13 +40,7 @@ for r in "$shipped 0 8" "$local 1000000 1000000" "$defaults 128 8"; do
     --snapshot-conversations=false 2>> "$log/router" &
   pids+=($!)
 done
-for address in "$shipped" "$local" "$defaults"; do
-  for i in $(seq 1 150); do
-    build/bin/yoco-cli --router "$address" generate --tokens 0,5 --max-new-tokens 2 > /dev/null \
-      2>&1 && break
-    sleep 0.2
-  done
-done
+wait_for_routers "$shipped" "$local" "$defaults"
 echo "| prompt tokens | router | output tokens/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | local prefills |"
 echo "|---|---|---|---|---|---|"
 for len in 32 128 512; do

@@ -9,6 +9,7 @@
 #   loadtest/local_prefill_crossover.sh [MODEL_DIR] [REQUESTS_PER_LENGTH]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source loadtest/wait_for_routers.sh
 model=${1:-build/models/yoco-tiny}
 n=${2:-15}
 port=${YOCO_PORT:-50181}
@@ -30,13 +31,7 @@ for r in "$remote 0" "$local 1000000"; do
     --local-prefill-max-tokens "$2" --snapshot-conversations=false 2>> "$log/router" &
   pids+=($!)
 done
-for address in "$remote" "$local"; do
-  for i in $(seq 1 150); do
-    build/bin/yoco-cli --router "$address" generate --tokens 0,5 --max-new-tokens 2 > /dev/null \
-      2>&1 && break
-    sleep 0.2
-  done
-done
+wait_for_routers "$remote" "$local"
 vocab=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab_size"])' \
   "$model/params.json")
 ttft() {  # router, length, seed -> ms
