@@ -170,14 +170,19 @@ inline void PackedGroup1(const float* x, const uint16_t* group, int64_t k, float
 // each lane accumulates exactly what the AVX2 tiles' lane does, in the same order: the same
 // bits as Tile and PackedGroup1, with a quarter of the instructions. The all-lanes masked
 // intrinsics: GCC 12's plain ones warn of an uninitialised use.
+// `prefetch` (may be null): the next group, asked for in L1 one chunk per chunk computed.
 template <int M>
 inline void PackedGroupTile(const float* x, int64_t ldx, const uint16_t* group, int64_t k, float* y,
-                            int64_t ldy, bool accumulate) {
+                            int64_t ldy, bool accumulate, const uint16_t* prefetch) {
   __m512 acc[M][4];
   for (int r = 0; r < M; ++r)
     for (int p = 0; p < 4; ++p) acc[r][p] = _mm512_setzero_ps();
   for (int64_t c = 0; c < k; c += 8) {
     const uint16_t* chunk = group + c * 8;
+    if (prefetch != nullptr) {  // a chunk is 128 bytes: two lines
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + c * 8), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + c * 8 + 32), _MM_HINT_T0);
+    }
     __m512 wv[4];
     for (int p = 0; p < 4; ++p) {
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + p * 16));
@@ -220,15 +225,23 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
     }
 #endif
 #if defined(__AVX512F__)
+    // The first tile over a group asks for the next: left to the hardware prefetcher, the group
+    // arrives only when the tiles ask for it, and the reads and the arithmetic do not overlap
+    // (measured, 2 threads, 126 MB of weights: 4 rows 2.53 -> 1.96 ms, 8 rows 6.60 -> 4.85 ms,
+    // 32 rows 16.2 -> 14.8 ms; a group ahead is as good as 2 or 4).
+    const uint16_t* next = g + 1 < w.rows / 8 ? group + 8 * k : nullptr;
     int64_t r = 0;
     for (; r + 4 <= m; r += 4) {
-      PackedGroupTile<4>(x + r * k, k, group, k, y + r * w.rows + n0, w.rows, accumulate);
+      PackedGroupTile<4>(x + r * k, k, group, k, y + r * w.rows + n0, w.rows, accumulate,
+                         r == 0 ? next : nullptr);
     }
     for (; r + 2 <= m; r += 2) {
-      PackedGroupTile<2>(x + r * k, k, group, k, y + r * w.rows + n0, w.rows, accumulate);
+      PackedGroupTile<2>(x + r * k, k, group, k, y + r * w.rows + n0, w.rows, accumulate,
+                         r == 0 ? next : nullptr);
     }
     for (; r < m; ++r) {
-      PackedGroupTile<1>(x + r * k, k, group, k, y + r * w.rows + n0, w.rows, accumulate);
+      PackedGroupTile<1>(x + r * k, k, group, k, y + r * w.rows + n0, w.rows, accumulate,
+                         r == 0 ? next : nullptr);
     }
     continue;
 #endif

@@ -68,6 +68,13 @@ inline void RowTile(const float* x, int64_t ldx, const uint8_t* data, int64_t co
   for (int r = 0; r < M; ++r) sums[r] = Sum16(acc[r]);
 }
 
+// Asks for the chunk 8 chunks ahead of `chunk` in L1 (its 288 bytes: five lines). Chunks are
+// stored back to back, a group's after the previous group's, so this runs into the next group.
+inline void PrefetchAhead(const uint8_t* chunk) {
+  const char* p = reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes;
+  for (int line = 0; line < 5; ++line) _mm_prefetch(p + 64 * line, _MM_HINT_T0);
+}
+
 inline void GroupRow1(const float* x, const uint8_t* data, int64_t cols, int64_t group,
                       float* sums) {
   __m512 acc[8];
@@ -75,11 +82,7 @@ inline void GroupRow1(const float* x, const uint8_t* data, int64_t cols, int64_t
   const int64_t blocks = cols / kQ8Block;
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* chunk = Chunk(data, cols, group, b);
-    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes + 64, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes + 128, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes + 192, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(chunk) + 8 * kChunkBytes + 256, _MM_HINT_T0);
+    PrefetchAhead(chunk);
     const float* xr = x + b * kQ8Block;
     const __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16);
     for (int j = 0; j < 8; ++j) {
@@ -95,14 +98,16 @@ inline void GroupRow1(const float* x, const uint8_t* data, int64_t cols, int64_t
 // Two input rows against all 8 rows of a group in one pass over it: each weight block is
 // widened once for both rows and the rows' x stay in registers (RowTile walks the group once
 // per weight row and reloads x each time). Per (input row, weight row) the same operations in
-// the same order as RowTile and GroupRow1, so the same bits.
+// the same order as RowTile and GroupRow1, so the same bits. The first pass over a group
+// (`prefetch`) asks for what follows, as GroupRow1 does: later passes find it in L1.
 inline void GroupTile2(const float* x, int64_t ldx, const uint8_t* data, int64_t cols,
-                       int64_t group, float sums[8][2]) {
+                       int64_t group, bool prefetch, float sums[8][2]) {
   __m512 acc[8][2];
   for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
   const int64_t blocks = cols / kQ8Block;
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* chunk = Chunk(data, cols, group, b);
+    if (prefetch) PrefetchAhead(chunk);
     const float* xr = x + b * kQ8Block;
     const __m512 x00 = _mm512_loadu_ps(xr), x01 = _mm512_loadu_ps(xr + 16);
     const __m512 x10 = _mm512_loadu_ps(xr + ldx), x11 = _mm512_loadu_ps(xr + ldx + 16);
@@ -246,7 +251,7 @@ void Q8StreamGroups(const float* x, int64_t m, const uint8_t* data, int64_t rows
       int64_t r = 0;
       for (; r + 2 <= m; r += 2) {
         float sums[8][2];
-        GroupTile2(x + r * cols, cols, data, cols, g, sums);
+        GroupTile2(x + r * cols, cols, data, cols, g, /*prefetch=*/r == 0, sums);
         for (int j = 0; j < live; ++j) {
           Store(y + r * rows + g * 8 + j, sums[j][0], accumulate);
           Store(y + (r + 1) * rows + g * 8 + j, sums[j][1], accumulate);

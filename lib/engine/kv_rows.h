@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kernels/cpu/cache_line_allocator.h"
 
 namespace yoco {
 
@@ -59,8 +60,9 @@ class KvRows {
  private:
   KvDtype dtype_ = KvDtype::kF32;
   int64_t width_ = 0;
-  std::vector<float> f32_;      // dtype kF32
-  std::vector<uint16_t> bf16_;  // dtype kBF16
+  // Cache-line aligned: decode attention reads the rows with 64-byte loads.
+  cpu::CacheLineVector<float> f32_;      // dtype kF32
+  cpu::CacheLineVector<uint16_t> bf16_;  // dtype kBF16
 };
 
 }  // namespace yoco
