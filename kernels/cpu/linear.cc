@@ -77,9 +77,12 @@ inline __m256 LoadWeights8(const void* row, int64_t i) {
 // y[r, n0 + j] for r < M, j < NB: a register tile of M input rows × NB weight rows. Column i
 // of weight row j is element i * kStride of rows[j] (1: row-major; 8: a packed group, where
 // 8 columns of one row are followed by the same columns of the group's other 7 rows).
+// `prefetch` (packed groups only; may be null): the next group, asked for in L1 one 128-byte
+// chunk per 8 columns computed.
 template <WeightType kType, int M, int NB, int kStride = 1>
 inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0, float* y,
-                 bool accumulate, const void* const* packed_rows = nullptr) {
+                 bool accumulate, const void* const* packed_rows = nullptr,
+                 const uint16_t* prefetch = nullptr) {
   const int64_t k = w.cols;
   const void* rows[NB];
   for (int j = 0; j < NB; ++j) {
@@ -92,6 +95,10 @@ inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0,
   for (int r = 0; r < M; ++r)
     for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_ps();
   for (; i + 8 <= k; i += 8) {
+    if (prefetch != nullptr) {
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + i * 8), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + i * 8 + 32), _MM_HINT_T0);
+    }
     __m256 wv[NB];
     for (int j = 0; j < NB; ++j) wv[j] = LoadWeights8<kType>(rows[j], i * kStride);
     for (int r = 0; r < M; ++r) {
@@ -224,12 +231,13 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
       continue;
     }
 #endif
-#if defined(__AVX512F__)
     // The first tile over a group asks for the next: left to the hardware prefetcher, the group
     // arrives only when the tiles ask for it, and the reads and the arithmetic do not overlap
-    // (measured, 2 threads, 126 MB of weights: 4 rows 2.53 -> 1.96 ms, 8 rows 6.60 -> 4.85 ms,
-    // 32 rows 16.2 -> 14.8 ms; a group ahead is as good as 2 or 4).
+    // (measured with AVX-512, 2 threads, 126 MB of weights: 4 rows 2.53 -> 1.96 ms, 8 rows
+    // 6.60 -> 4.85 ms, 32 rows 16.2 -> 14.8 ms; a group ahead is as good as 2 or 4; asking for
+    // the whole group at once is slower). One row streams at the bus's pace without it.
     const uint16_t* next = g + 1 < w.rows / 8 ? group + 8 * k : nullptr;
+#if defined(__AVX512F__)
     int64_t r = 0;
     for (; r + 4 <= m; r += 4) {
       PackedGroupTile<4>(x + r * k, k, group, k, y + r * w.rows + n0, w.rows, accumulate,
@@ -245,18 +253,24 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
     }
     continue;
 #endif
-    // Two weight rows at a time, so a tile stays within the group (8 rows).
+    // Two weight rows at a time, so a tile stays within the group (8 rows). The first tile asks
+    // for the next group, as above (-march=x86-64-v3 on the same VM: 2 rows 5.7 -> 4.5 ms, 4 rows
+    // 7.2 -> 6.1, 8 rows 14.3 -> 11.1; the whole group asked for at once: 5.0, 7.0, 11.8).
     for (int64_t jj = 0; jj < 8; jj += 2) {
       const void* rows[2] = {group + jj * 8, group + (jj + 1) * 8};
+      const uint16_t* first = jj == 0 ? next : nullptr;
       int64_t r = 0;
       for (; r + 4 <= m; r += 4) {
-        Tile<kB, 4, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows);
+        Tile<kB, 4, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows,
+                          r == 0 ? first : nullptr);
       }
       for (; r + 2 <= m; r += 2) {
-        Tile<kB, 2, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows);
+        Tile<kB, 2, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows,
+                          r == 0 ? first : nullptr);
       }
       for (; r < m; ++r) {
-        Tile<kB, 1, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows);
+        Tile<kB, 1, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows,
+                          r == 0 ? first : nullptr);
       }
     }
   }
