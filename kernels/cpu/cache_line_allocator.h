@@ -24,8 +24,9 @@ struct CacheLineAllocator {
   T* allocate(std::size_t n) {
     return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kCacheLineBytes}));
   }
-  void deallocate(T* p, std::size_t n) {
-    ::operator delete (p, n * sizeof(T), std::align_val_t{kCacheLineBytes});
+  // The unsized form: clang (the fuzzing build) leaves sized deallocation off by default.
+  void deallocate(T* p, std::size_t /*n*/) {
+    ::operator delete (p, std::align_val_t{kCacheLineBytes});
   }
 
   friend bool operator==(const CacheLineAllocator&, const CacheLineAllocator&) { return true; }
