@@ -20,7 +20,10 @@ std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage) {
   config.contains_helpshort_flags = config.contains_help_flags;
   const absl::string_view path = argc > 0 ? argv[0] : "yoco";
   const std::string name(path.substr(path.rfind('/') + 1));  // npos + 1 == 0: no folder
-  config.version_string = [name] { return absl::StrCat(name, " ", YOCO_VERSION, "\n"); };
+  // The -march the code runs with: which of the image's two builds a CPU got.
+  config.version_string = [name] {
+    return absl::StrCat(name, " ", YOCO_VERSION, " (", YOCO_BUILD_ARCH, ")\n");
+  };
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   UnderscoreFlagNames(argc, argv);
