@@ -76,13 +76,11 @@ inline __m256 LoadWeights8(const void* row, int64_t i) {
 
 // y[r, n0 + j] for r < M, j < NB: a register tile of M input rows × NB weight rows. Column i
 // of weight row j is element i * kStride of rows[j] (1: row-major; 8: a packed group, where
-// 8 columns of one row are followed by the same columns of the group's other 7 rows).
-// `prefetch` (packed groups only; may be null): the next group, asked for in L1 one 128-byte
-// chunk per 8 columns computed.
+// 8 columns of one row are followed by the same columns of the group's other 7 rows; only builds
+// without AVX2 take packed groups here).
 template <WeightType kType, int M, int NB, int kStride = 1>
 inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0, float* y,
-                 bool accumulate, const void* const* packed_rows = nullptr,
-                 const uint16_t* prefetch = nullptr) {
+                 bool accumulate, const void* const* packed_rows = nullptr) {
   const int64_t k = w.cols;
   const void* rows[NB];
   for (int j = 0; j < NB; ++j) {
@@ -95,10 +93,6 @@ inline void Tile(const float* x, int64_t ldx, const WeightMatrix& w, int64_t n0,
   for (int r = 0; r < M; ++r)
     for (int j = 0; j < NB; ++j) acc[r][j] = _mm256_setzero_ps();
   for (; i + 8 <= k; i += 8) {
-    if (prefetch != nullptr) {
-      _mm_prefetch(reinterpret_cast<const char*>(prefetch + i * 8), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(prefetch + i * 8 + 32), _MM_HINT_T0);
-    }
     __m256 wv[NB];
     for (int j = 0; j < NB; ++j) wv[j] = LoadWeights8<kType>(rows[j], i * kStride);
     for (int r = 0; r < M; ++r) {
@@ -153,9 +147,9 @@ void StreamBlock(const float* x, int64_t m, const WeightMatrix& w, float* y, boo
   }
 }
 
-#ifdef YOCO_AVX2
+#if defined(__AVX512F__)
 // One packed group of 8 weight rows against one input row: 8 independent FMA chains over one
-// contiguous stream.
+// contiguous stream. The same bits as PackedGroupTile below.
 inline void PackedGroup1(const float* x, const uint16_t* group, int64_t k, float* y,
                          bool accumulate) {
   __m256 acc[8];
@@ -170,12 +164,10 @@ inline void PackedGroup1(const float* x, const uint16_t* group, int64_t k, float
     y[j] = accumulate ? y[j] + v : v;
   }
 }
-#endif
 
-#if defined(__AVX512F__)
 // M input rows against all 8 rows of a packed group. A zmm holds two weight rows' 8 columns, so
-// each lane accumulates exactly what the AVX2 tiles' lane does, in the same order: the same
-// bits as Tile and PackedGroup1, with a quarter of the instructions. The all-lanes masked
+// each lane accumulates exactly what PackedGroup1's lane does, in the same order: the same bits
+// as PackedGroup1, with a quarter of the instructions. The all-lanes masked
 // intrinsics: GCC 12's plain ones warn of an uninitialised use.
 // `prefetch` (may be null): the next group, asked for in L1 one chunk per chunk computed.
 template <int M>
@@ -214,23 +206,83 @@ inline void PackedGroupTile(const float* x, int64_t ldx, const uint16_t* group, 
     }
   }
 }
+#elif defined(YOCO_AVX2)
+// Without AVX-512, a packed group's chunk (8 columns of its 8 rows) is read as 4 ymm loads of a
+// row pair each, and a load is widened to fp32 with one instruction per 8 values: shifting each
+// 32-bit lane left by 16 gives both rows' even columns, clearing its low half their odd ones,
+// where a zero-extending load and a shift per 8 values took twice the vector-ALU work. The input
+// rows are read interleaved to match (InterleavePairs). Streaming 126 MB (40 × 2048×768), 2
+// threads, -march=x86-64-v3: 2 rows 4.3-5.5 -> 3.4-3.6 ms, 4 rows 5.5 -> 4.6-4.9, 8 rows 9.4 ->
+// 8.2-8.5 (in L2: unchanged; 8 rows as 8 × 1 pair instead of 4 × 2 pairs: slower). Every tile
+// sums a lane as even then odd column, chunk after chunk, and a row as its 4 lanes: the same bits
+// for any number of input rows.
+
+// Each 8 columns of x (m × k, k % 8 == 0) reordered as x0 x2 x4 x6 x1 x3 x5 x7.
+void InterleavePairs(const float* x, int64_t m, int64_t k, float* out) {
+  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int64_t i = 0; i < m * k; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + i), order));
+  }
+}
+
+inline float Sum4(__m128 s) {
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// M interleaved input rows (xi, k apart) against the P row pairs of a packed group starting at
+// pair p0: y[r * ldy + j] for its rows j. `prefetch` (may be null): the next group, asked for in
+// L1 one 128-byte chunk per chunk computed.
+template <int M, int P>
+inline void PackedPairTile(const float* xi, int64_t k, const uint16_t* group, int p0, float* y,
+                           int64_t ldy, bool accumulate, const uint16_t* prefetch) {
+  const __m256i high_halves = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 acc[M][P];
+  for (int r = 0; r < M; ++r)
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < k; c += 8) {
+    const uint16_t* chunk = group + c * 8;
+    if (prefetch != nullptr) {
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + c * 8), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + c * 8 + 32), _MM_HINT_T0);
+    }
+    __m256 even[P], odd[P];
+    for (int p = 0; p < P; ++p) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + (p0 + p) * 16));
+      even[p] = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+      odd[p] = _mm256_castsi256_ps(_mm256_and_si256(h, high_halves));
+    }
+    for (int r = 0; r < M; ++r) {
+      const __m256 xe = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xi + r * k + c));
+      const __m256 xo = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xi + r * k + c + 4));
+      for (int p = 0; p < P; ++p) {
+        acc[r][p] = _mm256_fmadd_ps(even[p], xe, acc[r][p]);
+        acc[r][p] = _mm256_fmadd_ps(odd[p], xo, acc[r][p]);
+      }
+    }
+  }
+  for (int r = 0; r < M; ++r) {
+    for (int p = 0; p < P; ++p) {
+      const float v0 = Sum4(_mm256_castps256_ps128(acc[r][p]));
+      const float v1 = Sum4(_mm256_extractf128_ps(acc[r][p], 1));
+      float* yr = y + r * ldy + 2 * (p0 + p);
+      yr[0] = accumulate ? yr[0] + v0 : v0;
+      yr[1] = accumulate ? yr[1] + v1 : v1;
+    }
+  }
+}
 #endif
 
-// Input rows [0, m) against the packed groups [g0, g1) of a packed bf16 matrix.
-void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
-                        int64_t g0, int64_t g1) {
+// Input rows [0, m) against the packed groups [g0, g1) of a packed bf16 matrix; xi: x as
+// InterleavePairs reorders it (builds with AVX2 but not AVX-512 only).
+void StreamPackedGroups(const float* x, const float* xi, int64_t m, const WeightMatrix& w, float* y,
+                        bool accumulate, int64_t g0, int64_t g1) {
   const int64_t k = w.cols;
   const uint16_t* base = static_cast<const uint16_t*>(w.data);
-  constexpr WeightType kB = WeightType::kBF16;
   for (int64_t g = g0; g < g1; ++g) {
     const uint16_t* group = base + g * 8 * k;
     const int64_t n0 = g * 8;
-#ifdef YOCO_AVX2
-    if (m == 1) {
-      PackedGroup1(x, group, k, y + n0, accumulate);
-      continue;
-    }
-#endif
     // The first tile over a group asks for the next: left to the hardware prefetcher, the group
     // arrives only when the tiles ask for it, and the reads and the arithmetic do not overlap
     // (measured with AVX-512, 2 threads, 126 MB of weights: 4 rows 2.53 -> 1.96 ms, 8 rows
@@ -238,6 +290,10 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
     // the whole group at once is slower). One row streams at the bus's pace without it.
     const uint16_t* next = g + 1 < w.rows / 8 ? group + 8 * k : nullptr;
 #if defined(__AVX512F__)
+    if (m == 1) {
+      PackedGroup1(x, group, k, y + n0, accumulate);
+      continue;
+    }
     int64_t r = 0;
     for (; r + 4 <= m; r += 4) {
       PackedGroupTile<4>(x + r * k, k, group, k, y + r * w.rows + n0, w.rows, accumulate,
@@ -252,27 +308,40 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
                          r == 0 ? next : nullptr);
     }
     continue;
-#endif
-    // Two weight rows at a time, so a tile stays within the group (8 rows). The first tile asks
-    // for the next group, as above (-march=x86-64-v3 on the same VM: 2 rows 5.7 -> 4.5 ms, 4 rows
-    // 7.2 -> 6.1, 8 rows 14.3 -> 11.1; the whole group asked for at once: 5.0, 7.0, 11.8).
-    for (int64_t jj = 0; jj < 8; jj += 2) {
-      const void* rows[2] = {group + jj * 8, group + (jj + 1) * 8};
-      const uint16_t* first = jj == 0 ? next : nullptr;
+#elif defined(YOCO_AVX2)
+    if (m == 1) {
+      PackedPairTile<1, 4>(xi, k, group, 0, y + n0, w.rows, accumulate, nullptr);
+      continue;
+    }
+    // Two row pairs at a time (16 registers). The first tile asks for the next group, as above
+    // (-march=x86-64-v3 on the same VM: 2 rows 5.7 -> 4.5 ms, 4 rows 7.2 -> 6.1, 8 rows 14.3 ->
+    // 11.1; the whole group asked for at once: 5.0, 7.0, 11.8).
+    for (int p0 = 0; p0 < 4; p0 += 2) {
+      const uint16_t* first = p0 == 0 ? next : nullptr;
       int64_t r = 0;
       for (; r + 4 <= m; r += 4) {
-        Tile<kB, 4, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows,
-                          r == 0 ? first : nullptr);
+        PackedPairTile<4, 2>(xi + r * k, k, group, p0, y + r * w.rows + n0, w.rows, accumulate,
+                             r == 0 ? first : nullptr);
       }
       for (; r + 2 <= m; r += 2) {
-        Tile<kB, 2, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows,
-                          r == 0 ? first : nullptr);
+        PackedPairTile<2, 2>(xi + r * k, k, group, p0, y + r * w.rows + n0, w.rows, accumulate,
+                             r == 0 ? first : nullptr);
       }
       for (; r < m; ++r) {
-        Tile<kB, 1, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate, rows,
-                          r == 0 ? first : nullptr);
+        PackedPairTile<1, 2>(xi + r * k, k, group, p0, y + r * w.rows + n0, w.rows, accumulate,
+                             r == 0 ? first : nullptr);
       }
     }
+#else
+    (void)next;  // without AVX2, prefetching is left to the hardware
+    for (int64_t jj = 0; jj < 8; jj += 2) {
+      const void* rows[2] = {group + jj * 8, group + (jj + 1) * 8};
+      for (int64_t r = 0; r < m; ++r) {
+        Tile<WeightType::kBF16, 1, 2, 8>(x + r * k, k, w, n0 + jj, y + r * w.rows, accumulate,
+                                         rows);
+      }
+    }
+#endif
   }
 }
 
@@ -287,8 +356,8 @@ int64_t StreamTasks(const WeightMatrix& w) {
   return (w.rows + kRowsPerTask - 1) / kRowsPerTask;
 }
 
-void StreamTask(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
-                int64_t t) {
+void StreamTask(const float* x, const float* xi, int64_t m, const WeightMatrix& w, float* y,
+                bool accumulate, int64_t t) {
   if (w.type == WeightType::kQ8) {
     const int64_t groups = (w.rows + 7) / 8;
     Q8StreamGroups(x, m, static_cast<const uint8_t*>(w.data), w.rows, w.cols, y, accumulate,
@@ -297,7 +366,7 @@ void StreamTask(const float* x, int64_t m, const WeightMatrix& w, float* y, bool
     const int64_t groups = w.rows / 8;
     const int64_t g0 = t * kGroupsPerTask;
     if (g0 < groups) {
-      StreamPackedGroups(x, m, w, y, accumulate, g0, std::min(groups, g0 + kGroupsPerTask));
+      StreamPackedGroups(x, xi, m, w, y, accumulate, g0, std::min(groups, g0 + kGroupsPerTask));
     } else {  // the rows after the last full group are stored row-major
       StreamBlock<WeightType::kBF16>(x, m, w, y, accumulate, groups * 8, w.rows);
     }
@@ -316,19 +385,30 @@ constexpr int64_t kParallelWork = int64_t{1} << 16;
 
 // The streaming products of several matrices over the same input rows as one parallel loop, so
 // the threads meet once for all of them instead of once per matrix.
-void StreamEach(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
-                bool accumulate) {
+void StreamEach(const float* x, int64_t m, absl::Span<const LinearOutput> outputs, bool accumulate,
+                std::vector<float>* scratch) {
   int64_t tasks = 0, work = 0;
   for (const LinearOutput& out : outputs) {
     tasks += StreamTasks(*out.w);
     work += out.w->rows * out.w->cols * m;
   }
+  const float* xi = nullptr;
+#if defined(YOCO_AVX2) && !defined(__AVX512F__)
+  // Once for all the matrices: m·k/8 permutes against their m·k·n/8 FMAs.
+  if (std::any_of(outputs.begin(), outputs.end(),
+                  [](const LinearOutput& o) { return o.w->packed; })) {
+    const int64_t k = outputs[0].w->cols;
+    if (static_cast<int64_t>(scratch->size()) < m * k) scratch->resize(m * k);
+    InterleavePairs(x, m, k, scratch->data());
+    xi = scratch->data();
+  }
+#endif
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
   for (int64_t t = 0; t < tasks; ++t) {
     int64_t local = t;
     size_t i = 0;
     while (local >= StreamTasks(*outputs[i].w)) local -= StreamTasks(*outputs[i++].w);
-    StreamTask(x, m, *outputs[i].w, outputs[i].y, accumulate, local);
+    StreamTask(x, xi, m, *outputs[i].w, outputs[i].y, accumulate, local);
   }
 }
 
@@ -426,7 +506,7 @@ void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
   const int64_t k = w.cols, n = w.rows;
   if (m <= StreamingRows(w)) {
     const LinearOutput out{&w, y};
-    StreamEach(x, m, {&out, 1}, accumulate);
+    StreamEach(x, m, {&out, 1}, accumulate, scratch);
     return;
   }
   const bool transposed = m <= kTransposedRows;
@@ -480,7 +560,7 @@ void FusedLinear(const float* x, int64_t m, absl::Span<const LinearOutput> outpu
       Linear(x, m, *out.w, out.y, false, scratch);
     }
   }
-  if (n_streamed > 0) StreamEach(x, m, {streamed, n_streamed}, /*accumulate=*/false);
+  if (n_streamed > 0) StreamEach(x, m, {streamed, n_streamed}, /*accumulate=*/false, scratch);
   if (n_widened > 0) WidenedEach(x, m, {widened, n_widened}, /*accumulate=*/false, scratch);
 }
 

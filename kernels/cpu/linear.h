@@ -46,7 +46,8 @@ void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst
 int64_t StreamingRows(const WeightMatrix& w);
 
 // y[m, w.rows] = x[m, w.cols] · Wᵀ (+ y when `accumulate`: the residual add folded in).
-// `scratch` holds widened bf16 or q8 blocks for large m.
+// `scratch` holds widened bf16 or q8 blocks for large m, or (AVX2 without AVX-512) the input
+// rows reordered for the packed bf16 tiles.
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
             std::vector<float>* scratch);
 
