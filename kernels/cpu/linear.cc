@@ -35,11 +35,19 @@ constexpr int64_t kRowsPerTask = 32;  // weight rows per parallel task
 // 12.6 MB of bf16, 2 threads); q8 blocks win up to 32 rows (214-227 against 152-204) and tie
 // beyond; fp32 rows (no packing) fall to a quarter of sgemm's rate past 8. Matrices of fewer
 // rows than a group (a layer's decay-gate logits) cost nothing either way and stream with the
-// packed ones, so that a whole bf16 model is streamed alike.
+// packed ones, so that a whole bf16 model is streamed alike. With AVX2 alone the packed pair
+// tiles beat widening + an AVX2 sgemm up to 32 rows (126 MB of bf16, 2 threads, oneDNN held to
+// AVX2: 12 rows 11.7-12.1 against 20.2-20.5 ms, 16 rows 14.8-15.0 against 18.9-19.0, 32 rows
+// 27.3-27.4 against 30.6-31.0; 64 rows tie), but not an AVX-512 sgemm, which oneDNN picks at run
+// time on an AVX-512 CPU whatever this build's -march (16 rows 15.3 against 14.6 ms, 32 rows
+// 27.5 against 20.6).
 int64_t StreamingRows(const WeightMatrix& w) {
 #if defined(__AVX512F__)
   if (w.packed || w.rows < 8) return kTransposedRows;
   if (w.type == WeightType::kQ8) return 32;
+#elif defined(YOCO_AVX2)
+  static const bool sgemm_has_avx512 = __builtin_cpu_supports("avx512f");
+  if ((w.packed || w.rows < 8) && !sgemm_has_avx512) return 32;
 #endif
   return kStreamingRows;
 }
