@@ -48,8 +48,8 @@ static void ExecAvx512Variant(char** argv) {
   }
   if (access(variant, X_OK) != 0) return;
   execv(variant, argv);
-  fprintf(stderr, "yoco: cannot execute the AVX-512 build %s (%s); running the %s build\n",
-          variant, strerror(errno), YOCO_BUILD_ARCH);
+  fprintf(stderr, "yoco: cannot execute the AVX-512 build %s (%s); running the %s build\n", variant,
+          strerror(errno), YOCO_BUILD_ARCH);
 }
 
 __attribute__((constructor(101))) static void YocoCheckRequiredCpu(int argc, char** argv,
