@@ -105,6 +105,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
                    Model::Load(o.work_dir, o.weights, config.kv_dtype));
   CpuBackend yoco(model);
+  CpuBackend profiled(model, {.profile = true});
   TransformerBaseline transformer(config, o.weights, 2);
   std::vector<float> logits;
 
@@ -170,15 +171,16 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   const SequenceState& seed = decode_seed_yoco;
   const double kv_bytes = seed.shared_k.bytes() + seed.shared_v.bytes();
   const double state_bytes = seed.bytes() - kv_bytes;
-  const double step_state_bytes = config.n_cross_layers() * kv_bytes + 2 * state_bytes;
+  const double step_attention_bytes = config.n_cross_layers() * kv_bytes;
+  const double step_state_bytes = step_attention_bytes + 2 * state_bytes;
   const double bytes_per_s = report.membw_gbs * 1e9;
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;
     std::vector<SequenceState> ys(batch, decode_seed_yoco);
     std::vector<TransformerBaseline::Sequence> ts(batch, decode_seed_transformer);
     for (auto& s : ys) {
-      s.shared_k.Reserve(s.shared_k.rows() + steps + 1);
-      s.shared_v.Reserve(s.shared_v.rows() + steps + 1);
+      s.shared_k.Reserve(s.shared_k.rows() + 2 * (steps + 1));
+      s.shared_v.Reserve(s.shared_v.rows() + 2 * (steps + 1));
     }
     for (auto& s : ts) {
       for (auto& layer : s.k) layer.Reserve(layer.rows() + steps + 1);
@@ -204,11 +206,25 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     for (int s = 0; s < steps; ++s) transformer_step();
     const double tt = (Seconds() - t0) / steps;
     const double floor_s = (step_weight_bytes + batch * step_state_bytes) / bytes_per_s;
-    const double bound_s = std::max(step_weight_bytes / bytes_per_s,
-                                    batch * matrix_flops_per_row / (report.sgemm_gflops * 1e9)) +
-                           batch * step_state_bytes / bytes_per_s;
-    report.decode.push_back(
-        {batch, o.decode_context, batch / yt, batch / tt, batch / floor_s, batch / bound_s});
+    const double products_s = std::max(step_weight_bytes / bytes_per_s,
+                                       batch * matrix_flops_per_row / (report.sgemm_gflops * 1e9));
+    const double bound_s = products_s + batch * step_state_bytes / bytes_per_s;
+    DecodeMeasurement m{batch,      o.decode_context, batch / yt,
+                        batch / tt, batch / floor_s,  batch / bound_s};
+    // The profiled steps continue the same sequences, one step longer each, after the timed
+    // ones (a step's cost hardly depends on a few more keys).
+    (void)profiled.Forward(segments, &logits);
+    profiled.ResetProfile();
+    for (int s = 0; s < steps; ++s) (void)profiled.Forward(segments, &logits);
+    const CpuProfile& p = profiled.profile();
+    m.projection_ms = p.projection_ms / steps;
+    m.ffn_ms = p.ffn_ms / steps;
+    m.retention_ms = p.retention_ms / steps;
+    m.attention_ms = p.attention_ms / steps;
+    m.step_ms = p.total_ms / steps;
+    m.products_bound_ms = 1e3 * products_s;
+    m.attention_bound_ms = 1e3 * batch * step_attention_bytes / bytes_per_s;
+    report.decode.push_back(m);
     log << absl::StrFormat(
                "decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f, bound %.1f",
                batch, batch / yt, batch / tt, batch / floor_s, batch / bound_s)
@@ -241,7 +257,15 @@ std::string EngineBenchReport::ToJson() const {
                            {"transformer_tokens_per_s", d.transformer_tokens_per_s},
                            {"floor_tokens_per_s", d.floor_tokens_per_s},
                            {"bound_tokens_per_s", d.bound_tokens_per_s},
-                           {"bound_fraction", d.yoco_tokens_per_s / d.bound_tokens_per_s}});
+                           {"bound_fraction", d.yoco_tokens_per_s / d.bound_tokens_per_s},
+                           {"step_ms",
+                            {{"projections", d.projection_ms},
+                             {"ffn", d.ffn_ms},
+                             {"retention", d.retention_ms},
+                             {"attention", d.attention_ms},
+                             {"total", d.step_ms},
+                             {"products_bound", d.products_bound_ms},
+                             {"attention_bound", d.attention_bound_ms}}}});
   }
   j["cache_bytes"] = nlohmann::json::array();
   for (const auto& c : cache_bytes) {
@@ -276,6 +300,17 @@ std::string EngineBenchReport::ToTable() const {
                         d.batch, d.context, d.yoco_tokens_per_s, d.transformer_tokens_per_s,
                         d.yoco_tokens_per_s / d.transformer_tokens_per_s, d.floor_tokens_per_s,
                         d.bound_tokens_per_s, 100.0 * d.yoco_tokens_per_s / d.bound_tokens_per_s));
+  }
+  absl::StrAppend(&out,
+                  "\nYOCO decode step, ms   batch  projections     ffn  retention  attention   "
+                  "other   total   products bound  attention bound\n");
+  for (const auto& d : decode) {
+    const double other = d.step_ms - d.projection_ms - d.ffn_ms - d.retention_ms - d.attention_ms;
+    absl::StrAppend(
+        &out, absl::StrFormat("                     %7d  %11.2f  %6.2f  %9.2f  %9.2f  "
+                              "%6.2f  %6.2f   %14.2f  %15.2f\n",
+                              d.batch, d.projection_ms, d.ffn_ms, d.retention_ms, d.attention_ms,
+                              other, d.step_ms, d.products_bound_ms, d.attention_bound_ms));
   }
   absl::StrAppend(&out, "\ncache bytes  n   YOCO            Transformer     Transformer/YOCO\n");
   for (const auto& c : cache_bytes) {

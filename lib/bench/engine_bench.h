@@ -46,6 +46,11 @@ struct DecodeMeasurement {
   // The batch-aware bound: the weights' products cannot beat the sgemm rate either, so
   // batch / (max(weight bytes / membw, matrix FLOP / sgemm) + batch·state bytes / membw).
   double bound_tokens_per_s = 0;
+  // Where a YOCO step's time goes (ms per step, a separate profiled run: CpuBackendOptions::
+  // profile), next to what each kind of work needs at the measured rates: the products at
+  // max(weight bytes / membw, FLOP / sgemm), the attention at its K/V bytes / membw.
+  double projection_ms = 0, ffn_ms = 0, retention_ms = 0, attention_ms = 0, step_ms = 0;
+  double products_bound_ms = 0, attention_bound_ms = 0;
 };
 
 struct CacheBytesMeasurement {

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -28,10 +29,17 @@ T* Sized(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
+double NowMs() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(std::shared_ptr<const Model> model, CpuBackendOptions options)
     : model_(std::move(model)),
+      options_(options),
       config_(model_->config()),
       weights_(model_->weights()),
       self_rope_(config_.self_head_dim(), config_.rope_theta),
@@ -39,9 +47,18 @@ CpuBackend::CpuBackend(std::shared_ptr<const Model> model, CpuBackendOptions opt
   cpu::SetKernelThreads(options.threads);
 }
 
+template <typename Work>
+void CpuBackend::Timed(double CpuProfile::*kind, Work work) {
+  if (!options_.profile) return work();
+  const double t0 = NowMs();
+  work();
+  profile_.*kind += NowMs() - t0;
+}
+
 absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
                                  std::vector<float>* logits) {
   if (absl::Status st = ValidateSegments(config_, segments); !st.ok()) return st;
+  const double start_ms = options_.profile ? NowMs() : 0;
   const int64_t D = config_.dim;
   const int64_t V = config_.vocab_size;
 
@@ -80,15 +97,21 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
 
   const int64_t Q = static_cast<int64_t>(out_rows_.size());
   logits->resize(Q * V);
-  if (Q == 0) return absl::OkStatus();
-  float* hx = Sized(hx_, Q * D);
-  for (int64_t i = 0; i < Q; ++i)
-    std::memcpy(hx + i * D, h_.data() + out_rows_[i] * D, D * sizeof(float));
-  for (int l = 0; l < config_.n_cross_layers(); ++l) CrossLayer(l, segments);
+  if (Q > 0) {
+    float* hx = Sized(hx_, Q * D);
+    for (int64_t i = 0; i < Q; ++i)
+      std::memcpy(hx + i * D, h_.data() + out_rows_[i] * D, D * sizeof(float));
+    for (int l = 0; l < config_.n_cross_layers(); ++l) CrossLayer(l, segments);
 
-  float* a = Sized(a_, Q * D);
-  cpu::RmsNorm(hx, Q, D, D, weights_.final_norm, static_cast<float>(config_.norm_eps), a);
-  cpu::Linear(a, Q, weights_.output, logits->data(), false, &wide_);
+    float* a = Sized(a_, Q * D);
+    cpu::RmsNorm(hx, Q, D, D, weights_.final_norm, static_cast<float>(config_.norm_eps), a);
+    Timed(&CpuProfile::projection_ms,
+          [&] { cpu::Linear(a, Q, weights_.output, logits->data(), false, &wide_); });
+  }
+  if (options_.profile) {
+    profile_.total_ms += NowMs() - start_ms;
+    profile_.calls += 1;
+  }
   return absl::OkStatus();
 }
 
@@ -103,7 +126,9 @@ void CpuBackend::SelfLayer(int layer, absl::Span<const ForwardSegment> segments)
   } else {
     SlidingWindowMixer(layer, segments);
   }
-  FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), h_.data(), R, &ffn_scratch_);
+  Timed(&CpuProfile::ffn_ms, [&] {
+    FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), h_.data(), R, &ffn_scratch_);
+  });
 }
 
 void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment> segments) {
@@ -120,7 +145,7 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   float* gt = Sized(gt_, R * Hs);
   float* o = Sized(o_, R * D);
   const cpu::LinearOutput projections[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}, {&w.g, g}, {&w.gt, gt}};
-  cpu::FusedLinear(a, R, projections, &wide_);
+  Timed(&CpuProfile::projection_ms, [&] { cpu::FusedLinear(a, R, projections, &wide_); });
 
   const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
   for (int64_t r = 0; r < R; ++r) {
@@ -136,26 +161,29 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   const int64_t per_thread = cpu::GatedRetentionScratchFloats(cpu::kRetentionChunk, ds);
   float* scratch = Sized(scratch_, cpu::KernelThreads() * per_thread);
   const int64_t tasks = static_cast<int64_t>(segments.size()) * Hs;
+  Timed(&CpuProfile::retention_ms, [&] {
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const size_t s = static_cast<size_t>(task / Hs);
-    const int hh = static_cast<int>(task % Hs);
-    const int64_t r0 = segment_begin_[s];
-    const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
-    float* S = segments[s].state->self_states[layer].data() + int64_t{hh} * ds * ds;
-    const int64_t off = r0 * D + int64_t{hh} * ds;
-    if (T == 1) {  // decode: the recurrent form
-      cpu::GatedRetentionStep(ds, q + off, k + off, v + off, gt[r0 * Hs + hh], S, o + off);
-    } else {
-      cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S,
-                                   o + off, D, cpu::kRetentionChunk,
-                                   scratch + omp_get_thread_num() * per_thread);
+    for (int64_t task = 0; task < tasks; ++task) {
+      const size_t s = static_cast<size_t>(task / Hs);
+      const int hh = static_cast<int>(task % Hs);
+      const int64_t r0 = segment_begin_[s];
+      const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
+      float* S = segments[s].state->self_states[layer].data() + int64_t{hh} * ds * ds;
+      const int64_t off = r0 * D + int64_t{hh} * ds;
+      if (T == 1) {  // decode: the recurrent form
+        cpu::GatedRetentionStep(ds, q + off, k + off, v + off, gt[r0 * Hs + hh], S, o + off);
+      } else {
+        cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S,
+                                     o + off, D, cpu::kRetentionChunk,
+                                     scratch + omp_get_thread_num() * per_thread);
+      }
     }
-  }
+  });
   // Per-head RMSNorm without weight, then the swish gate on g, then out_proj into the residual.
   cpu::RmsNorm(o, R * Hs, ds, ds, nullptr, static_cast<float>(config_.norm_eps), o);
   cpu::SiluMul(g, o, R * D);
-  cpu::Linear(g, R, w.out, h_.data(), /*accumulate=*/true, &wide_);
+  Timed(&CpuProfile::projection_ms,
+        [&] { cpu::Linear(g, R, w.out, h_.data(), /*accumulate=*/true, &wide_); });
 }
 
 void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> segments) {
@@ -170,23 +198,26 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
   float* v = Sized(v_, R * D);
   float* o = Sized(o_, R * D);
   const cpu::LinearOutput projections[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}};
-  cpu::FusedLinear(a, R, projections, &wide_);
+  Timed(&CpuProfile::projection_ms, [&] { cpu::FusedLinear(a, R, projections, &wide_); });
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
     cpu::ApplyRope(q + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
     cpu::ApplyRope(k + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
   }
   const cpu::SlidingWindowShape shape{Hs, ds, *config_.sliding_window};
-  for (size_t s = 0; s < segments.size(); ++s) {
-    const int64_t off = segment_begin_[s] * D;
-    SequenceState* st = segments[s].state;
-    float* ring_k = st->self_states[layer].data();
-    float* ring_v = ring_k + shape.window * D;
-    cpu::SlidingWindowAttention(shape, st->position,
-                                static_cast<int64_t>(segments[s].tokens.size()), q + off, k + off,
-                                v + off, ring_k, ring_v, o + off, &window_scratch_);
-  }
-  cpu::Linear(o, R, w.out, h_.data(), /*accumulate=*/true, &wide_);
+  Timed(&CpuProfile::retention_ms, [&] {
+    for (size_t s = 0; s < segments.size(); ++s) {
+      const int64_t off = segment_begin_[s] * D;
+      SequenceState* st = segments[s].state;
+      float* ring_k = st->self_states[layer].data();
+      float* ring_v = ring_k + shape.window * D;
+      cpu::SlidingWindowAttention(shape, st->position,
+                                  static_cast<int64_t>(segments[s].tokens.size()), q + off, k + off,
+                                  v + off, ring_k, ring_v, o + off, &window_scratch_);
+    }
+  });
+  Timed(&CpuProfile::projection_ms,
+        [&] { cpu::Linear(o, R, w.out, h_.data(), /*accumulate=*/true, &wide_); });
 }
 
 void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
@@ -198,7 +229,7 @@ void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
   float* vv = Sized(kv_v_, R * KV);
   cpu::RmsNorm(h_.data(), R, D, D, weights_.kv_norm, static_cast<float>(config_.norm_eps), a);
   const cpu::LinearOutput projections[] = {{&weights_.kv_k, kk}, {&weights_.kv_v, vv}};
-  cpu::FusedLinear(a, R, projections, &wide_);
+  Timed(&CpuProfile::projection_ms, [&] { cpu::FusedLinear(a, R, projections, &wide_); });
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
     cpu::ApplyRope(kk + r * KV, config_.n_attn_kv_heads, config_.cross_head_dim(),
@@ -228,7 +259,7 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   float* q = Sized(q_, Q * D);
   float* o = Sized(o_, Q * D);
   cpu::RmsNorm(hx_.data(), Q, D, D, w.mixer_norm, static_cast<float>(config_.norm_eps), a);
-  cpu::Linear(a, Q, w.q, q, false, &wide_);
+  Timed(&CpuProfile::projection_ms, [&] { cpu::Linear(a, Q, w.q, q, false, &wide_); });
   const cpu::GqaShape shape{Ha, config_.n_attn_kv_heads, da};
   for (int64_t i = 0; i < Q; ++i) {
     const int64_t p = rows_[out_rows_[i]].position;
@@ -238,34 +269,40 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   // consecutive query rows of one segment (full-sequence scoring) go through the blocked kernel;
   // single rows (decode, prefill's last position) through the decode kernel, all at once.
   const int64_t KV = config_.kv_dim();
-  int64_t i = 0;
-  std::vector<int64_t>& singles = single_rows_;  // rows attended as decode queries
-  singles.clear();
-  while (i < Q) {
-    int64_t j = i + 1;
-    while (j < Q && rows_[out_rows_[j]].segment == rows_[out_rows_[i]].segment) ++j;
-    if (j - i >= 16) {
-      const Row& first = rows_[out_rows_[i]];
-      const SequenceState& st = *segments[first.segment].state;
-      const F32KvRows kv = F32RowsOf(st.shared_k, st.shared_v, first.position + (j - i), &wide_kv_);
-      cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, kv.k, kv.v, KV, 0, o + i * D,
-                           D, &scratch_);
-    } else {
-      for (int64_t r = i; r < j; ++r) singles.push_back(r);
+  Timed(&CpuProfile::attention_ms, [&] {
+    int64_t i = 0;
+    std::vector<int64_t>& singles = single_rows_;  // rows attended as decode queries
+    singles.clear();
+    while (i < Q) {
+      int64_t j = i + 1;
+      while (j < Q && rows_[out_rows_[j]].segment == rows_[out_rows_[i]].segment) ++j;
+      if (j - i >= 16) {
+        const Row& first = rows_[out_rows_[i]];
+        const SequenceState& st = *segments[first.segment].state;
+        const F32KvRows kv =
+            F32RowsOf(st.shared_k, st.shared_v, first.position + (j - i), &wide_kv_);
+        cpu::CausalAttention(shape, first.position, j - i, q + i * D, D, kv.k, kv.v, KV, 0,
+                             o + i * D, D, &scratch_);
+      } else {
+        for (int64_t r = i; r < j; ++r) singles.push_back(r);
+      }
+      i = j;
     }
-    i = j;
-  }
-  decode_queries_.clear();
-  for (int64_t r : singles) {
-    const Row& row = rows_[out_rows_[r]];
-    const SequenceState& st = *segments[row.segment].state;
-    decode_queries_.push_back(
-        DecodeQueryOver(q + r * D, st.shared_k, st.shared_v, row.position + 1, o + r * D));
-  }
-  cpu::DecodeAttention(shape, decode_queries_.data(), static_cast<int64_t>(decode_queries_.size()),
-                       &decode_scratch_);
-  cpu::Linear(o, Q, w.out, hx_.data(), /*accumulate=*/true, &wide_);
-  FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), hx_.data(), Q, &ffn_scratch_);
+    decode_queries_.clear();
+    for (int64_t r : singles) {
+      const Row& row = rows_[out_rows_[r]];
+      const SequenceState& st = *segments[row.segment].state;
+      decode_queries_.push_back(
+          DecodeQueryOver(q + r * D, st.shared_k, st.shared_v, row.position + 1, o + r * D));
+    }
+    cpu::DecodeAttention(shape, decode_queries_.data(),
+                         static_cast<int64_t>(decode_queries_.size()), &decode_scratch_);
+  });
+  Timed(&CpuProfile::projection_ms,
+        [&] { cpu::Linear(o, Q, w.out, hx_.data(), /*accumulate=*/true, &wide_); });
+  Timed(&CpuProfile::ffn_ms, [&] {
+    FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), hx_.data(), Q, &ffn_scratch_);
+  });
 }
 
 }  // namespace yoco

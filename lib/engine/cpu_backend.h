@@ -15,6 +15,19 @@ namespace yoco {
 
 struct CpuBackendOptions {
   int threads = 0;  // kernel threads (process-wide); 0: one per core
+  // Time each kind of work (a clock read around each, ~100 per decode step): profile() then says
+  // where a call's time went.
+  bool profile = false;
+};
+
+// Milliseconds by kind of work, summed over the calls since the last reset.
+struct CpuProfile {
+  double projection_ms = 0;  // mixer, shared K/V and output products
+  double ffn_ms = 0;         // the FFN blocks (norm, two fused products, gate, product)
+  double retention_ms = 0;   // gated retention (or sliding-window attention)
+  double attention_ms = 0;   // the cross decoder's attention over the shared K/V
+  double total_ms = 0;       // wall time of the calls; the rest is norms, RoPE, embedding, K/V
+  int calls = 0;             // appends
 };
 
 class CpuBackend : public Backend {
@@ -24,6 +37,9 @@ class CpuBackend : public Backend {
   const Model& model() const override { return *model_; }
   absl::Status Forward(absl::Span<const ForwardSegment> segments,
                        std::vector<float>* logits) override;
+
+  const CpuProfile& profile() const { return profile_; }
+  void ResetProfile() { profile_ = {}; }
 
  private:
   // Per-row bookkeeping of one Forward call.
@@ -37,8 +53,13 @@ class CpuBackend : public Backend {
   void SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> segments);
   void AppendSharedKv(absl::Span<const ForwardSegment> segments);
   void CrossLayer(int layer, absl::Span<const ForwardSegment> segments);
+  // Runs `work`, adding its wall time to `kind` when profiling.
+  template <typename Work>
+  void Timed(double CpuProfile::*kind, Work work);
 
   std::shared_ptr<const Model> model_;
+  CpuBackendOptions options_;
+  CpuProfile profile_;
   const ModelConfig& config_;
   const ModelWeights& weights_;
   cpu::RopeTable self_rope_;   // head dim ds

@@ -250,6 +250,37 @@ TEST_P(ForwardConsistencyTest, BadInputIsRefusedAndChangesNothing) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(ForwardConsistencyTest, ProfilingChangesNoBitAndAccountsForEveryCall) {
+  CpuBackend profiled(model_, {.profile = true});
+  const auto prompt = RandomTokens(40, static_cast<int>(V_), 21);
+  SequenceState plain_state = SequenceState::Create(model_->config());
+  SequenceState profiled_state = plain_state;
+  std::vector<float> plain, timed;
+  for (int call = 0; call < 3; ++call) {
+    const int32_t next = static_cast<int32_t>(call + 5);
+    absl::Span<const int32_t> tokens =
+        call == 0 ? absl::MakeConstSpan(prompt) : absl::Span<const int32_t>(&next, 1);
+    ForwardSegment a{&plain_state, tokens, LogitsMode::kLast};
+    ForwardSegment b{&profiled_state, tokens, LogitsMode::kLast};
+    ASSERT_TRUE(backend_->Forward({&a, 1}, &plain).ok());
+    ASSERT_TRUE(profiled.Forward({&b, 1}, &timed).ok());
+    ASSERT_EQ(plain.size(), timed.size());
+    EXPECT_EQ(std::memcmp(plain.data(), timed.data(), plain.size() * sizeof(float)), 0)
+        << "call " << call;
+  }
+  const CpuProfile& p = profiled.profile();
+  EXPECT_EQ(p.calls, 3);
+  EXPECT_GT(p.projection_ms, 0);
+  EXPECT_GT(p.ffn_ms, 0);
+  EXPECT_GT(p.retention_ms, 0);
+  EXPECT_GT(p.attention_ms, 0);
+  EXPECT_LE(p.projection_ms + p.ffn_ms + p.retention_ms + p.attention_ms, p.total_ms);
+  EXPECT_EQ(backend_->profile().calls, 0);  // off unless asked for
+  profiled.ResetProfile();
+  EXPECT_EQ(profiled.profile().calls, 0);
+  EXPECT_EQ(profiled.profile().total_ms, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(SelfAttention, ForwardConsistencyTest,
                          ::testing::Combine(::testing::Values(false, true),
                                             ::testing::Values(WeightFormat::kAsStored,
