@@ -68,14 +68,75 @@ void GatedRetentionChunkwise(int64_t T, int d, const float* q, const float* k, c
   }
 }
 
+#if defined(__AVX512F__)
+namespace {
+
+// Columns [c0, c0 + 16·kBlocks) of a step over every state row: those columns of v and of out
+// stay in registers, where the plain loop loads and stores out[j] again for each row (batch-32
+// decode of the 12-layer dim-768 shape, 1152 heads of d = 128, 2 threads: 3.5-6.4 -> 2.5-2.7 ms;
+// in `yoco bench`'s profile 5.3-5.6 -> 2.5-2.7 ms a step).
+template <int kBlocks>
+void StepColumns(int d, int c0, const float* q, const float* k, const float* v, float gamma,
+                 float* state, float* out) {
+  __m512 vv[kBlocks], acc[kBlocks];
+  for (int b = 0; b < kBlocks; ++b) {
+    vv[b] = _mm512_loadu_ps(v + c0 + 16 * b);
+    acc[b] = _mm512_setzero_ps();
+  }
+  const __m512 g = _mm512_set1_ps(gamma);
+  for (int i = 0; i < d; ++i) {
+    float* row = state + int64_t{i} * d + c0;
+    const __m512 ki = _mm512_set1_ps(k[i]), qi = _mm512_set1_ps(q[i]);
+    for (int b = 0; b < kBlocks; ++b) {
+      const __m512 s = _mm512_fmadd_ps(ki, vv[b], _mm512_mul_ps(g, _mm512_loadu_ps(row + 16 * b)));
+      _mm512_storeu_ps(row + 16 * b, s);
+      acc[b] = _mm512_fmadd_ps(qi, s, acc[b]);
+    }
+  }
+  for (int b = 0; b < kBlocks; ++b) _mm512_storeu_ps(out + c0 + 16 * b, acc[b]);
+}
+
+}  // namespace
+#endif
+
 void GatedRetentionStep(int d, const float* q, const float* k, const float* v, float log_decay,
                         float* state, float* out) {
   const float gamma = std::exp(log_decay);
-  for (int j = 0; j < d; ++j) out[j] = 0.0f;
+  int c0 = 0;
+#if defined(__AVX512F__)
+  for (; c0 + 128 <= d; c0 += 128) StepColumns<8>(d, c0, q, k, v, gamma, state, out);
+  switch ((d - c0) / 16) {
+    case 7:
+      StepColumns<7>(d, c0, q, k, v, gamma, state, out);
+      break;
+    case 6:
+      StepColumns<6>(d, c0, q, k, v, gamma, state, out);
+      break;
+    case 5:
+      StepColumns<5>(d, c0, q, k, v, gamma, state, out);
+      break;
+    case 4:
+      StepColumns<4>(d, c0, q, k, v, gamma, state, out);
+      break;
+    case 3:
+      StepColumns<3>(d, c0, q, k, v, gamma, state, out);
+      break;
+    case 2:
+      StepColumns<2>(d, c0, q, k, v, gamma, state, out);
+      break;
+    case 1:
+      StepColumns<1>(d, c0, q, k, v, gamma, state, out);
+      break;
+    default:
+      break;
+  }
+  c0 += (d - c0) / 16 * 16;
+#endif
+  for (int j = c0; j < d; ++j) out[j] = 0.0f;
   for (int i = 0; i < d; ++i) {
     float* row = state + int64_t{i} * d;
     const float ki = k[i], qi = q[i];
-    for (int j = 0; j < d; ++j) {
+    for (int j = c0; j < d; ++j) {
       row[j] = gamma * row[j] + ki * v[j];
       out[j] += qi * row[j];
     }

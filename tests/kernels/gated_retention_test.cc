@@ -83,10 +83,14 @@ INSTANTIATE_TEST_SUITE_P(Lengths, ChunkwiseTest,
                                            ChunkCase{600, 256, true}, ChunkCase{129, 64, true},
                                            ChunkCase{513, 256, true}));
 
-TEST(GatedRetentionStepTest, RecurrentStepsMatchParallelForm) {
-  const int d = 64;
+// Head dims that take every column path of the step: 8 register blocks of 16 (128), fewer (64,
+// 80), both (144), and columns after the last block of 16 (24, 136, 7).
+class GatedRetentionStepTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GatedRetentionStepTest, RecurrentStepsMatchParallelForm) {
+  const int d = GetParam();
   const int64_t T = 70;
-  Inputs in = MakeInputs(T, d, 77, /*nonzero_state=*/true);
+  Inputs in = MakeInputs(T, d, 77 + d, /*nonzero_state=*/true);
   std::vector<float> state = in.state;
   std::vector<float> out(T * in.ld);
   for (int64_t t = 0; t < T; ++t) {
@@ -104,6 +108,9 @@ TEST(GatedRetentionStepTest, RecurrentStepsMatchParallelForm) {
     EXPECT_LT(Compare(state.data() + int64_t{head} * d * d, d, 0, final_state).max_abs_error, 2e-5);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, GatedRetentionStepTest,
+                         ::testing::Values(7, 24, 64, 80, 128, 136, 144));
 
 TEST(GatedRetentionTest, ChunkwiseThenRecurrentEqualsOneChunkwisePass) {
   // A prefill followed by decode steps must give what one pass over all tokens gives.
