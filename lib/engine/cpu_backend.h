@@ -26,8 +26,9 @@ struct CpuProfile {
   double ffn_ms = 0;         // the FFN blocks (norm, two fused products, gate, product)
   double retention_ms = 0;   // gated retention (or sliding-window attention)
   double attention_ms = 0;   // the cross decoder's attention over the shared K/V
-  double total_ms = 0;       // wall time of the calls; the rest is norms, RoPE, embedding, K/V
-  int calls = 0;             // appends
+  // Wall time of the calls; the rest of it is norms, RoPE, the embedding and the K/V appends.
+  double total_ms = 0;
+  int calls = 0;  // Forward calls
 };
 
 class CpuBackend : public Backend {
