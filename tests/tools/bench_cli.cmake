@@ -31,6 +31,13 @@ foreach(field batch context yoco_tokens_per_s transformer_tokens_per_s floor_tok
     message(FATAL_ERROR "decode.${field} = ${v}")
   endif()
 endforeach()
+# Where a decode step's time goes: every kind measured, each bound positive.
+foreach(field projections ffn retention attention total products_bound attention_bound)
+  string(JSON v GET "${json}" decode 1 step_ms ${field})
+  if(NOT v GREATER 0)
+    message(FATAL_ERROR "decode.step_ms.${field} = ${v}")
+  endif()
+endforeach()
 # YOCO keeps one layer of K/V: at 300 tokens the same-shape Transformer holds more.
 string(JSON y GET "${json}" cache_bytes 1 yoco)
 string(JSON t GET "${json}" cache_bytes 1 transformer)
