@@ -105,30 +105,14 @@ void GatedRetentionStep(int d, const float* q, const float* k, const float* v, f
   int c0 = 0;
 #if defined(__AVX512F__)
   for (; c0 + 128 <= d; c0 += 128) StepColumns<8>(d, c0, q, k, v, gamma, state, out);
-  switch ((d - c0) / 16) {
-    case 7:
-      StepColumns<7>(d, c0, q, k, v, gamma, state, out);
-      break;
-    case 6:
-      StepColumns<6>(d, c0, q, k, v, gamma, state, out);
-      break;
-    case 5:
-      StepColumns<5>(d, c0, q, k, v, gamma, state, out);
-      break;
-    case 4:
-      StepColumns<4>(d, c0, q, k, v, gamma, state, out);
-      break;
-    case 3:
-      StepColumns<3>(d, c0, q, k, v, gamma, state, out);
-      break;
-    case 2:
-      StepColumns<2>(d, c0, q, k, v, gamma, state, out);
-      break;
-    case 1:
-      StepColumns<1>(d, c0, q, k, v, gamma, state, out);
-      break;
-    default:
-      break;
+  // The columns left after the blocks of 128, in blocks of 16.
+  using StepColumnsFn =
+      void (*)(int, int, const float*, const float*, const float*, float, float*, float*);
+  static constexpr StepColumnsFn kRemaining[] = {nullptr,        StepColumns<1>, StepColumns<2>,
+                                                 StepColumns<3>, StepColumns<4>, StepColumns<5>,
+                                                 StepColumns<6>, StepColumns<7>};
+  if (const int blocks = (d - c0) / 16; blocks > 0) {
+    kRemaining[blocks](d, c0, q, k, v, gamma, state, out);
   }
   c0 += (d - c0) / 16 * 16;
 #endif
