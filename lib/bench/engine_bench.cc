@@ -173,18 +173,31 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   const double state_bytes = seed.bytes() - kv_bytes;
   const double step_attention_bytes = config.n_cross_layers() * kv_bytes;
   const double step_state_bytes = step_attention_bytes + 2 * state_bytes;
-  const double bytes_per_s = report.membw_gbs * 1e9;
+  // A step's least time at a given read bandwidth: bytes alone (the floor), and with the
+  // products' FLOP at the sgemm rate (the bound).
+  auto floor_s = [&](int batch, double bytes_per_s) {
+    return (step_weight_bytes + batch * step_state_bytes) / bytes_per_s;
+  };
+  auto products_s = [&](int batch, double bytes_per_s) {
+    return std::max(step_weight_bytes / bytes_per_s,
+                    batch * matrix_flops_per_row / (report.sgemm_gflops * 1e9));
+  };
+  auto bound_s = [&](int batch, double bytes_per_s) {
+    return products_s(batch, bytes_per_s) + batch * step_state_bytes / bytes_per_s;
+  };
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;
+    const int rounds = std::max(o.decode_rounds, 1);
+    const int64_t grown = int64_t{rounds + 1} * (steps + 1);  // every round's and the profile's
     std::vector<SequenceState> ys(batch, decode_seed_yoco);
     std::vector<TransformerBaseline::Sequence> ts(batch, decode_seed_transformer);
     for (auto& s : ys) {
-      s.shared_k.Reserve(s.shared_k.rows() + 2 * (steps + 1));
-      s.shared_v.Reserve(s.shared_v.rows() + 2 * (steps + 1));
+      s.shared_k.Reserve(s.shared_k.rows() + grown);
+      s.shared_v.Reserve(s.shared_v.rows() + grown);
     }
     for (auto& s : ts) {
-      for (auto& layer : s.k) layer.Reserve(layer.rows() + steps + 1);
-      for (auto& layer : s.v) layer.Reserve(layer.rows() + steps + 1);
+      for (auto& layer : s.k) layer.Reserve(layer.rows() + grown);
+      for (auto& layer : s.v) layer.Reserve(layer.rows() + grown);
     }
     std::vector<int32_t> step_tokens(batch, 7);
     std::vector<ForwardSegment> segments;
@@ -199,35 +212,58 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     auto transformer_step = [&] { (void)transformer.Forward(tptr, tspans, &logits); };
     yoco_step();
     transformer_step();
-    double t0 = Seconds();
-    for (int s = 0; s < steps; ++s) yoco_step();
-    const double yt = (Seconds() - t0) / steps;
-    t0 = Seconds();
-    for (int s = 0; s < steps; ++s) transformer_step();
-    const double tt = (Seconds() - t0) / steps;
-    const double floor_s = (step_weight_bytes + batch * step_state_bytes) / bytes_per_s;
-    const double products_s = std::max(step_weight_bytes / bytes_per_s,
-                                       batch * matrix_flops_per_row / (report.sgemm_gflops * 1e9));
-    const double bound_s = products_s + batch * step_state_bytes / bytes_per_s;
-    DecodeMeasurement m{batch,      o.decode_context, batch / yt,
-                        batch / tt, batch / floor_s,  batch / bound_s};
+    // Each round measures the bandwidth next to the steps it bounds: on a shared machine the
+    // rate moves by a third within a minute, and one figure taken at the start skews every
+    // ratio after it. Sequences grow by `steps` keys a round, which changes a step's cost by
+    // a fraction of a percent at the contexts measured.
+    std::vector<double> membw, yoco_tps, transformer_tps, floor_tps, bound_tps, speedup, fraction;
+    for (int r = 0; r < rounds; ++r) {
+      const double bytes_per_s = MeasureReadBandwidthGbs(int64_t{256} << 20, 3) * 1e9;
+      double t0 = Seconds();
+      for (int s = 0; s < steps; ++s) yoco_step();
+      const double yt = (Seconds() - t0) / steps;
+      t0 = Seconds();
+      for (int s = 0; s < steps; ++s) transformer_step();
+      const double tt = (Seconds() - t0) / steps;
+      membw.push_back(bytes_per_s / 1e9);
+      yoco_tps.push_back(batch / yt);
+      transformer_tps.push_back(batch / tt);
+      floor_tps.push_back(batch / floor_s(batch, bytes_per_s));
+      bound_tps.push_back(batch / bound_s(batch, bytes_per_s));
+      speedup.push_back(tt / yt);
+      fraction.push_back(bound_s(batch, bytes_per_s) / yt);
+    }
+    DecodeMeasurement m;
+    m.batch = batch;
+    m.context = o.decode_context;
+    m.rounds = rounds;
+    m.membw_gbs = SpreadOf(membw).median;
+    m.yoco_tokens_per_s = SpreadOf(yoco_tps).median;
+    m.transformer_tokens_per_s = SpreadOf(transformer_tps).median;
+    m.floor_tokens_per_s = SpreadOf(floor_tps).median;
+    m.bound_tokens_per_s = SpreadOf(bound_tps).median;
+    m.yoco_over_transformer = SpreadOf(speedup);
+    m.bound_fraction = SpreadOf(fraction);
     // The profiled steps continue the same sequences, one step longer each, after the timed
     // ones (a step's cost hardly depends on a few more keys).
     (void)profiled.Forward(segments, &logits);
     profiled.ResetProfile();
     for (int s = 0; s < steps; ++s) (void)profiled.Forward(segments, &logits);
     const CpuProfile& p = profiled.profile();
+    const double bytes_per_s = m.membw_gbs * 1e9;
     m.projection_ms = p.projection_ms / steps;
     m.ffn_ms = p.ffn_ms / steps;
     m.retention_ms = p.retention_ms / steps;
     m.attention_ms = p.attention_ms / steps;
     m.step_ms = p.total_ms / steps;
-    m.products_bound_ms = 1e3 * products_s;
+    m.products_bound_ms = 1e3 * products_s(batch, bytes_per_s);
     m.attention_bound_ms = 1e3 * batch * step_attention_bytes / bytes_per_s;
     report.decode.push_back(m);
     log << absl::StrFormat(
-               "decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f, bound %.1f",
-               batch, batch / yt, batch / tt, batch / floor_s, batch / bound_s)
+               "decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f, bound %.1f "
+               "(medians of %d rounds; YOCO/bound %.0f-%.0f%%)",
+               batch, m.yoco_tokens_per_s, m.transformer_tokens_per_s, m.floor_tokens_per_s,
+               m.bound_tokens_per_s, rounds, 100 * m.bound_fraction.min, 100 * m.bound_fraction.max)
         << std::endl;
   }
   std::error_code ec;
@@ -253,11 +289,18 @@ std::string EngineBenchReport::ToJson() const {
   for (const auto& d : decode) {
     j["decode"].push_back({{"batch", d.batch},
                            {"context", d.context},
+                           {"rounds", d.rounds},
+                           {"membw_gbs", d.membw_gbs},
                            {"yoco_tokens_per_s", d.yoco_tokens_per_s},
                            {"transformer_tokens_per_s", d.transformer_tokens_per_s},
                            {"floor_tokens_per_s", d.floor_tokens_per_s},
                            {"bound_tokens_per_s", d.bound_tokens_per_s},
-                           {"bound_fraction", d.yoco_tokens_per_s / d.bound_tokens_per_s},
+                           {"yoco_over_transformer", d.yoco_over_transformer.median},
+                           {"yoco_over_transformer_min", d.yoco_over_transformer.min},
+                           {"yoco_over_transformer_max", d.yoco_over_transformer.max},
+                           {"bound_fraction", d.bound_fraction.median},
+                           {"bound_fraction_min", d.bound_fraction.min},
+                           {"bound_fraction_max", d.bound_fraction.max},
                            {"step_ms",
                             {{"projections", d.projection_ms},
                              {"ffn", d.ffn_ms},
@@ -290,16 +333,20 @@ std::string EngineBenchReport::ToTable() const {
   }
   absl::StrAppend(
       &out,
-      "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   YOCO/Transformer   floor "
-      "tok/s   bound tok/s   YOCO/bound\n");
+      "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   YOCO/Transformer (range)   "
+      "floor tok/s   bound tok/s   YOCO/bound (range)   rounds\n");
   for (const auto& d : decode) {
-    absl::StrAppend(
-        &out,
-        absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %15.2fx   %11.1f   %11.1f   "
-                        "%9.0f%%\n",
-                        d.batch, d.context, d.yoco_tokens_per_s, d.transformer_tokens_per_s,
-                        d.yoco_tokens_per_s / d.transformer_tokens_per_s, d.floor_tokens_per_s,
-                        d.bound_tokens_per_s, 100.0 * d.yoco_tokens_per_s / d.bound_tokens_per_s));
+    const std::string speedup =
+        absl::StrFormat("%.2fx (%.2f-%.2f)", d.yoco_over_transformer.median,
+                        d.yoco_over_transformer.min, d.yoco_over_transformer.max);
+    const std::string fraction =
+        absl::StrFormat("%.0f%% (%.0f-%.0f)", 100 * d.bound_fraction.median,
+                        100 * d.bound_fraction.min, 100 * d.bound_fraction.max);
+    absl::StrAppend(&out, absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %24s   %11.1f   "
+                                          "%11.1f   %18s   %6d\n",
+                                          d.batch, d.context, d.yoco_tokens_per_s,
+                                          d.transformer_tokens_per_s, speedup, d.floor_tokens_per_s,
+                                          d.bound_tokens_per_s, fraction, d.rounds));
   }
   absl::StrAppend(&out,
                   "\nYOCO decode step, ms   batch  projections     ffn  retention  attention   "

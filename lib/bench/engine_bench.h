@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/bench/spread.h"
 #include "lib/engine/model_config.h"
 #include "lib/engine/model_weights.h"
 
@@ -21,7 +22,10 @@ struct EngineBenchOptions {
   std::vector<int64_t> prefill_lengths = {512, 2048, 8192};
   std::vector<int> decode_batches = {1, 8, 32};
   int64_t decode_context = 2048;
-  int decode_steps = 8;  // timed steps per batch size (after one warm-up step)
+  int decode_steps = 8;  // timed steps per batch size and round (after one warm-up step)
+  // Rounds per batch size, each measuring the read bandwidth, then YOCO's steps, then the
+  // Transformer's: the decode figures are the rounds' medians, with their range.
+  int decode_rounds = 3;
   std::string work_dir;  // where the random YOCO checkpoint is written
 };
 
@@ -35,10 +39,16 @@ struct PrefillMeasurement {
   double yoco_gflops = 0;  // YOCO prefill's own FLOP count / time
 };
 
+// Decode tokens/s, floor and bound are the medians over the rounds; the ratios are taken per
+// round (against the bandwidth measured in that round) and reported as their median and range.
 struct DecodeMeasurement {
   int batch = 0;
   int64_t context = 0;
+  int rounds = 0;
+  double membw_gbs = 0;  // the rounds' median read bandwidth (the profile's bounds use it)
   double yoco_tokens_per_s = 0, transformer_tokens_per_s = 0;
+  Spread yoco_over_transformer;
+  Spread bound_fraction;  // YOCO's tokens/s over the bound
   // YOCO's memory floor: batch / ((weight bytes + batch·state bytes) / membw), where a
   // sequence's state bytes per step are its shared K/V read by every cross layer plus its
   // self-decoder states read and written.

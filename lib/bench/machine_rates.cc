@@ -1,6 +1,7 @@
 // Machine rate probes.
 #include "lib/bench/machine_rates.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -32,8 +33,8 @@ double MeasureSgemmGflops() {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-double MeasureReadBandwidthGbs() {
-  const int64_t n = int64_t{1} << 28;  // floats: 1 GiB
+double MeasureReadBandwidthGbs(int64_t bytes, int passes) {
+  const int64_t n = std::max<int64_t>(bytes / sizeof(float) / 32 * 32, 32);  // floats
   std::unique_ptr<float[], decltype(&std::free)> buf(
       static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), &std::free);
   float* data = buf.get();
@@ -41,7 +42,7 @@ double MeasureReadBandwidthGbs() {
   for (int64_t i = 0; i < n; ++i) data[i] = 1.0f;
   double best = 1e30;
   volatile float sink = 0.0f;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < passes; ++rep) {
     const double t0 = Seconds();
     float total = 0.0f;
 #pragma omp parallel reduction(+ : total)

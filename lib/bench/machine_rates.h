@@ -3,13 +3,15 @@
 #ifndef YOCO_LIB_BENCH_MACHINE_RATES_H_
 #define YOCO_LIB_BENCH_MACHINE_RATES_H_
 
+#include <cstdint>
+
 namespace yoco {
 
 // GFLOP/s of a 2048x2048x2048 sgemm on the kernel threads (best of a few runs).
 double MeasureSgemmGflops();
 
-// GB/s of reading a 1 GiB buffer with every kernel thread (best of a few passes).
-double MeasureReadBandwidthGbs();
+// GB/s of reading a buffer of `bytes` with every kernel thread (best of `passes`).
+double MeasureReadBandwidthGbs(int64_t bytes = int64_t{1} << 30, int passes = 5);
 
 }  // namespace yoco
 

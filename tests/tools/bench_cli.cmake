@@ -2,6 +2,7 @@
 # with positive measurements.
 execute_process(COMMAND ${YOCO} bench --params ${PARAMS} --json ${OUT} --prefill-lengths 64,300
                         --decode-batches 1,4 --decode-context 300 --decode-steps 2
+                        --decode-rounds 2
                 RESULT_VARIABLE rc OUTPUT_VARIABLE table ERROR_VARIABLE log)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "yoco bench failed (${rc}): ${log}")
@@ -31,6 +32,23 @@ foreach(field batch context yoco_tokens_per_s transformer_tokens_per_s floor_tok
     message(FATAL_ERROR "decode.${field} = ${v}")
   endif()
 endforeach()
+# Two rounds per batch: the ratios are their median within their range.
+string(JSON rounds GET "${json}" decode 1 rounds)
+if(NOT rounds EQUAL 2)
+  message(FATAL_ERROR "decode.rounds = ${rounds}")
+endif()
+foreach(ratio yoco_over_transformer bound_fraction)
+  string(JSON lo GET "${json}" decode 1 ${ratio}_min)
+  string(JSON mid GET "${json}" decode 1 ${ratio})
+  string(JSON hi GET "${json}" decode 1 ${ratio}_max)
+  if(NOT lo GREATER 0 OR lo GREATER mid OR mid GREATER hi)
+    message(FATAL_ERROR "decode.${ratio}: min ${lo}, median ${mid}, max ${hi}")
+  endif()
+endforeach()
+string(JSON bw GET "${json}" decode 1 membw_gbs)
+if(NOT bw GREATER 0)
+  message(FATAL_ERROR "decode.membw_gbs = ${bw}")
+endif()
 # Where a decode step's time goes: every kind measured, each bound positive.
 foreach(field projections ffn retention attention total products_bound attention_bound)
   string(JSON v GET "${json}" decode 1 step_ms ${field})

@@ -241,12 +241,13 @@ absl::Status RunCudaBench(const CommandLine& cl, std::ostream& out, std::ostream
 }  // namespace
 
 absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, std::ostream& log) {
-  ASSIGN_OR_RETURN(CommandLine cl,
-                   CommandLine::Parse(args,
-                                      {"params", "threads", "json", "weights", "kv-dtype",
-                                       "decode-steps", "prefill-lengths", "decode-batches",
-                                       "decode-context", "decode-contexts", "backend", "device"},
-                                      {"long"}));
+  ASSIGN_OR_RETURN(
+      CommandLine cl,
+      CommandLine::Parse(args,
+                         {"params", "threads", "json", "weights", "kv-dtype", "decode-steps",
+                          "decode-rounds", "prefill-lengths", "decode-batches", "decode-context",
+                          "decode-contexts", "backend", "device"},
+                         {"long"}));
   if (cl.Has("backend")) {
     ASSIGN_OR_RETURN(BackendKind kind, ParseBackendKind(*cl.String("backend")));
     if (kind == BackendKind::kCuda) return RunCudaBench(cl, out, log);
@@ -256,6 +257,10 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
   if (steps < 1 || steps > 10000)
     return absl::InvalidArgumentError("--decode-steps must be in [1, 10000]");
   options.decode_steps = static_cast<int>(steps);
+  ASSIGN_OR_RETURN(int64_t rounds, cl.Int("decode-rounds", 3));
+  if (rounds < 1 || rounds > 100)
+    return absl::InvalidArgumentError("--decode-rounds must be in [1, 100]");
+  options.decode_rounds = static_cast<int>(rounds);
   if (cl.Has("prefill-lengths")) {
     ASSIGN_OR_RETURN(std::vector<int32_t> lengths, cl.IntList("prefill-lengths"));
     options.prefill_lengths.assign(lengths.begin(), lengths.end());

@@ -20,7 +20,7 @@ constexpr char kUsage[] =
     "             [--weights as-stored|f32|bf16|q8] [--kv-dtype f32|bf16]\n"
     "  bench      [--params P.json] [--threads T] [--json OUT.json] [--long]\n"
     "             [--weights bf16|f32|q8] [--kv-dtype f32|bf16] [--decode-steps N]\n"
-    "             [--prefill-lengths 512,2048]\n"
+    "             [--decode-rounds R] [--prefill-lengths 512,2048]\n"
     "             [--decode-batches 1,8,32] [--decode-context 2048]\n"
     "  bench --backend cuda [--device N] [--params P.json] [--json OUT.json]\n"
     "             [--prefill-lengths 32768,131072,524288] [--decode-batches 1,16,64]\n"
