@@ -15,21 +15,50 @@
 namespace yoco::cpu {
 namespace {
 
-constexpr int64_t kKeysPerTask = 512;
+// Keys per range: a sequence's keys are always cut the same way, whatever the batch, so its
+// output is the same bits in any batch.
+constexpr int64_t kKeysPerRange = 512;
 constexpr int64_t kValueBlock = 32;  // V rows per block, kept in L1 across the head sweeps
 // Rows ahead whose K (V) lines are prefetched: the hardware prefetcher alone leaves each core
 // at about a third of the machine's read bandwidth (microbenchmark: batch 32 × 2048 keys,
 // 21 -> 26-30 GB/s; 64 rows measured as good as 128).
 constexpr int64_t kPrefetchKeys = 64;
 
-// Asks for rows [0, count) of a row-major matrix (stride ld) in L1.
-template <typename T>
-inline void PrefetchRows(const T* rows, int64_t count, int64_t ld) {
+// The rows a thread reads after the current pass (the range's V rows after its K rows, the
+// next range's K rows after its V rows): the pass's last blocks ask for them, so that the next
+// pass does not start cold.
+struct NextRows {
+  const char* data = nullptr;
+  int64_t row_bytes = 0;
+  int64_t count = 0;
+};
+
+// Always inlined: GCC 12 finds a function whose only effect is a prefetch free of side effects,
+// and drops every call it does not inline.
+[[gnu::always_inline]] inline void PrefetchBytes(const char* p, int64_t bytes) {
 #ifdef YOCO_AVX2
-  const char* p = reinterpret_cast<const char*>(rows);
-  for (int64_t b = 0; b < count * ld * int64_t{sizeof(T)}; b += 64)
-    _mm_prefetch(p + b, _MM_HINT_T0);
+  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
 #endif
+}
+
+// Asks in L1 for rows [first, first + count) of a pass over `len` rows (stride ld) that
+// starts at `rows`, running on into `next` past its end.
+template <typename T>
+[[gnu::always_inline]] inline void PrefetchAhead(const T* rows, int64_t ld, int64_t len,
+                                                 const NextRows& next, int64_t first,
+                                                 int64_t count) {
+  const int64_t row_bytes = ld * int64_t{sizeof(T)};
+  if (first + count <= len) {  // the common case: one contiguous run of this pass's rows
+    PrefetchBytes(reinterpret_cast<const char*>(rows + first * ld), count * row_bytes);
+    return;
+  }
+  for (int64_t r = first; r < first + count; ++r) {
+    if (r < len) {
+      PrefetchBytes(reinterpret_cast<const char*>(rows + r * ld), row_bytes);
+    } else if (r - len < next.count) {
+      PrefetchBytes(next.data + (r - len) * next.row_bytes, next.row_bytes);
+    }
+  }
 }
 
 // K/V element loads for both storage types: fp32, and bf16 bits (uint16_t) widened exactly.
@@ -97,7 +126,7 @@ inline __m512 SumLanes16(__m512* v) {
 // a time so each block of whole K rows is read from memory once.
 template <typename T>
 void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t begin, int64_t end,
-                float scale, float* scores) {
+                float scale, const NextRows& next, float* scores) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t ld = int64_t{shape.kv_heads} * d;
@@ -108,7 +137,7 @@ void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t be
     const __m512 vscale = _mm512_set1_ps(scale);
     for (; i0 + 16 <= len; i0 += 16) {
       const T* k = keys + (begin + i0) * ld;
-      if (i0 + kPrefetchKeys + 16 <= len) PrefetchRows(k + kPrefetchKeys * ld, 16, ld);
+      PrefetchAhead(keys + begin * ld, ld, len, next, i0 + kPrefetchKeys, 16);
       for (int h = 0; h < shape.q_heads; ++h) {
         const float* qh = q + int64_t{h} * d;
         const T* kh = k + int64_t{h / group} * d;
@@ -129,7 +158,7 @@ void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t be
     const __m256 vscale = _mm256_set1_ps(scale);
     for (; i0 + 8 <= len; i0 += 8) {
       const T* k = keys + (begin + i0) * ld;
-      if (i0 + kPrefetchKeys + 8 <= len) PrefetchRows(k + kPrefetchKeys * ld, 8, ld);
+      PrefetchAhead(keys + begin * ld, ld, len, next, i0 + kPrefetchKeys, 8);
       for (int h = 0; h < shape.q_heads; ++h) {
         const float* qh = q + int64_t{h} * d;
         const T* kh = k + int64_t{h / group} * d;
@@ -217,7 +246,7 @@ void WeightedSumTile512(const T* v, int64_t ld, int64_t rows, const float* p, in
 // acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] for every head; acc is [q_heads, d] in L1.
 template <typename T>
 void TaskWeightedSum(const GqaShape& shape, const T* values, int64_t begin, int64_t end,
-                     const float* p, float* acc) {
+                     const float* p, const NextRows& next, float* acc) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t ld = int64_t{shape.kv_heads} * d;
@@ -225,9 +254,7 @@ void TaskWeightedSum(const GqaShape& shape, const T* values, int64_t begin, int6
   for (int64_t i = 0; i < int64_t{shape.q_heads} * d; ++i) acc[i] = 0.0f;
   for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
     const int64_t b1 = std::min(len, b0 + kValueBlock);
-    if (b0 + kPrefetchKeys + kValueBlock <= len) {
-      PrefetchRows(values + (begin + b0 + kPrefetchKeys) * ld, kValueBlock, ld);
-    }
+    PrefetchAhead(values + begin * ld, ld, len, next, b0 + kPrefetchKeys, kValueBlock);
 #if defined(__AVX512F__)
     if (d % 64 == 0) {
       for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
@@ -298,69 +325,87 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
   const int d = shape.head_dim;
   const int H = shape.q_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // Key ranges: whole sequences when there are enough of them to fill the threads, otherwise
-  // ranges of kKeysPerTask.
-  const int threads = omp_get_max_threads();
-  const int64_t split = count >= 2 * threads ? int64_t{1} << 40 : kKeysPerTask;
-  std::vector<DecodeAttentionScratch::Task>& tasks = scratch->tasks;
-  std::vector<int64_t>& first_task = scratch->first_task;
-  tasks.clear();
-  first_task.resize(count + 1);
-  int64_t max_len = 0;
+  std::vector<int64_t>& first_range = scratch->first_range;
+  first_range.resize(count + 1);
+  first_range[0] = 0;
   for (int64_t s = 0; s < count; ++s) {
-    first_task[s] = static_cast<int64_t>(tasks.size());
-    for (int64_t b = 0; b < queries[s].n; b += split) {
-      tasks.push_back({s, b, std::min(queries[s].n, b + split)});
-      max_len = std::max(max_len, tasks.back().end - b);
+    first_range[s + 1] = first_range[s] + (queries[s].n + kKeysPerRange - 1) / kKeysPerRange;
+  }
+  const int64_t ranges = first_range[count];
+  // Tasks: whole sequences when there are enough of them to fill the threads; otherwise runs of
+  // ranges, about four tasks a thread so a slow thread can be caught up with, and as long as
+  // that allows (each task starts its K and V streams cold).
+  const int threads = omp_get_max_threads();
+  const int64_t per_task =
+      count >= 2 * threads ? int64_t{1} << 40 : std::max<int64_t>(1, ranges / (4 * threads));
+  std::vector<DecodeAttentionScratch::Task>& tasks = scratch->tasks;
+  tasks.clear();
+  for (int64_t s = 0; s < count; ++s) {
+    for (int64_t r = first_range[s]; r < first_range[s + 1]; r += per_task) {
+      tasks.push_back({s, r, std::min(first_range[s + 1], r + per_task)});
     }
   }
-  first_task[count] = static_cast<int64_t>(tasks.size());
   const int64_t partial_floats = int64_t{H} * (d + 2);
-  if (static_cast<int64_t>(scratch->partial.size()) <
-      static_cast<int64_t>(tasks.size()) * partial_floats) {
-    scratch->partial.resize(tasks.size() * partial_floats);
+  if (static_cast<int64_t>(scratch->partial.size()) < ranges * partial_floats) {
+    scratch->partial.resize(ranges * partial_floats);
   }
-  if (static_cast<int64_t>(scratch->scores.size()) < threads * H * max_len)
-    scratch->scores.resize(threads * H * max_len);
+  if (static_cast<int64_t>(scratch->scores.size()) < threads * H * kKeysPerRange)
+    scratch->scores.resize(threads * H * kKeysPerRange);
 
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t t = 0; t < tasks.size(); ++t) {
     const DecodeAttentionScratch::Task& task = tasks[t];
     const DecodeQuery& dq = queries[task.query];
-    const int64_t len = task.end - task.begin;
-    float* scores = scratch->scores.data() + omp_get_thread_num() * H * max_len;
-    float* part = scratch->partial.data() + t * partial_floats;  // [H][max, sum] then [H, d]
-    if (dq.keys_bf16 != nullptr) {
-      TaskScores(shape, dq.q, dq.keys_bf16, task.begin, task.end, scale, scores);
-    } else {
-      TaskScores(shape, dq.q, dq.keys, task.begin, task.end, scale, scores);
-    }
-    for (int h = 0; h < H; ++h) {
-      float* s = scores + h * len;
-      const float m = MaxOf(s, len);
-      part[2 * h] = m;
-      part[2 * h + 1] = ExpShiftSum(s, len, m);
-    }
-    if (dq.values_bf16 != nullptr) {
-      TaskWeightedSum(shape, dq.values_bf16, task.begin, task.end, scores, part + 2 * H);
-    } else {
-      TaskWeightedSum(shape, dq.values, task.begin, task.end, scores, part + 2 * H);
+    float* scores = scratch->scores.data() + omp_get_thread_num() * H * kKeysPerRange;
+    for (int64_t r = task.first_range; r < task.end_range; ++r) {
+      const int64_t begin = (r - first_range[task.query]) * kKeysPerRange;
+      const int64_t end = std::min(dq.n, begin + kKeysPerRange);
+      const int64_t len = end - begin;
+      float* part = scratch->partial.data() + r * partial_floats;  // [H][max, sum] then [H, d]
+      const int64_t row_floats = int64_t{shape.kv_heads} * d;
+      auto rows_of = [&](const float* f32, const uint16_t* bf16, int64_t row, int64_t count) {
+        return bf16 != nullptr ? NextRows{reinterpret_cast<const char*>(bf16 + row * row_floats),
+                                          row_floats * int64_t{sizeof(uint16_t)}, count}
+                               : NextRows{reinterpret_cast<const char*>(f32 + row * row_floats),
+                                          row_floats * int64_t{sizeof(float)}, count};
+      };
+      const NextRows values_next = rows_of(dq.values, dq.values_bf16, begin, len);
+      const NextRows keys_next =
+          r + 1 < task.end_range
+              ? rows_of(dq.keys, dq.keys_bf16, end, std::min(kKeysPerRange, dq.n - end))
+              : NextRows{};
+      if (dq.keys_bf16 != nullptr) {
+        TaskScores(shape, dq.q, dq.keys_bf16, begin, end, scale, values_next, scores);
+      } else {
+        TaskScores(shape, dq.q, dq.keys, begin, end, scale, values_next, scores);
+      }
+      for (int h = 0; h < H; ++h) {
+        float* sh = scores + h * len;
+        const float m = MaxOf(sh, len);
+        part[2 * h] = m;
+        part[2 * h + 1] = ExpShiftSum(sh, len, m);
+      }
+      if (dq.values_bf16 != nullptr) {
+        TaskWeightedSum(shape, dq.values_bf16, begin, end, scores, keys_next, part + 2 * H);
+      } else {
+        TaskWeightedSum(shape, dq.values, begin, end, scores, keys_next, part + 2 * H);
+      }
     }
   }
 
-  // Merge each sequence's ranges: out_h = Σ_t e^(m_t − m) acc_t / Σ_t e^(m_t − m) l_t.
+  // Merge each sequence's ranges in order: out_h = Σ_r e^(m_r − m) acc_r / Σ_r e^(m_r − m) l_r.
 #pragma omp parallel for schedule(static) if (count > 1)
   for (int64_t s = 0; s < count; ++s) {
     for (int h = 0; h < H; ++h) {
       float m = -INFINITY;
-      for (int64_t t = first_task[s]; t < first_task[s + 1]; ++t) {
-        m = std::max(m, scratch->partial[t * partial_floats + 2 * h]);
+      for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
+        m = std::max(m, scratch->partial[r * partial_floats + 2 * h]);
       }
       float* out = queries[s].out + int64_t{h} * d;
       for (int c = 0; c < d; ++c) out[c] = 0.0f;
       float total = 0.0f;
-      for (int64_t t = first_task[s]; t < first_task[s + 1]; ++t) {
-        const float* part = scratch->partial.data() + t * partial_floats;
+      for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
+        const float* part = scratch->partial.data() + r * partial_floats;
         const float f = std::exp(part[2 * h] - m);
         total += f * part[2 * h + 1];
         Axpy(f, part + 2 * H + int64_t{h} * d, out, d);

@@ -1,7 +1,8 @@
 // Decode attention: one new query token per sequence, all its heads, over the sequence's
-// cached K/V rows (GQA, scale 1/√d). Work is split into (sequence, key range) tasks whose
-// partial softmax results are merged, so a single sequence still uses every thread and each
-// task streams whole K/V rows from memory once.
+// cached K/V rows (GQA, scale 1/√d). A sequence's keys are split into ranges of a fixed length
+// whose partial softmax results are merged in order, so its output does not depend on the batch
+// it is in; the ranges are grouped into tasks (whole sequences for a large batch, a few ranges
+// each for a small one) so that a single sequence still uses every thread.
 #ifndef YOCO_KERNELS_CPU_DECODE_ATTENTION_H_
 #define YOCO_KERNELS_CPU_DECODE_ATTENTION_H_
 
@@ -27,12 +28,12 @@ struct DecodeQuery {
 struct DecodeAttentionScratch {
   struct Task {
     int64_t query;
-    int64_t begin, end;  // key range
+    int64_t first_range, end_range;  // consecutive ranges of the query's keys
   };
   std::vector<Task> tasks;
-  std::vector<int64_t> first_task;  // [queries + 1]
-  std::vector<float> partial;       // per task: [q_heads][max, sum], then [q_heads, d]
-  std::vector<float> scores;        // per thread: q_heads × key range
+  std::vector<int64_t> first_range;  // [queries + 1]: query s's ranges are numbered from here
+  std::vector<float> partial;        // per range: [q_heads][max, sum], then [q_heads, d]
+  std::vector<float> scores;         // per thread: q_heads × range length
 };
 
 void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t count,

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <vector>
+
 #include "kernels/cpu/decode_attention.h"
 #include "lib/engine/dtype.h"
 #include "tests/kernels/random_inputs.h"
@@ -111,6 +114,50 @@ TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
           }
         }
       }
+    }
+  }
+}
+
+// A query's output is the same bits alone as in any batch, so a sequence's tokens cannot depend
+// on the sequences it is batched with: its keys are split into the same ranges whatever the
+// batch (here lengths across one and many ranges; batches that split work by sequence and by
+// range).
+TEST_P(DecodeAttentionTest, AQueryGivesTheSameBitsAloneAsInAnyBatch) {
+  const bool bf16 = GetParam();
+  const cpu::GqaShape shape{12, 4, 64};
+  const int64_t D = shape.q_heads * shape.head_dim, KV = shape.kv_heads * shape.head_dim;
+  constexpr int64_t kMost = 48;
+  std::vector<std::vector<float>> q(kMost), k(kMost), v(kMost), out(kMost);
+  std::vector<std::vector<uint16_t>> k16(kMost), v16(kMost);
+  std::vector<cpu::DecodeQuery> queries(kMost);
+  for (int64_t s = 0; s < kMost; ++s) {
+    const int64_t n = std::vector<int64_t>{1500, 600, 2100, 33, 4100}[s % 5];
+    q[s] = RandomFloats(D, 140 + s, -3.0f, 3.0f);
+    k[s] = RandomFloats(n * KV, 150 + s);
+    v[s] = RandomFloats(n * KV, 160 + s);
+    out[s].assign(D, 0.0f);
+    queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
+    if (bf16) {
+      for (auto [rows, bits] : {std::pair{&k[s], &k16[s]}, std::pair{&v[s], &v16[s]}}) {
+        for (float x : *rows) bits->push_back(FloatToBf16(x));
+      }
+      queries[s].keys = queries[s].values = nullptr;
+      queries[s].keys_bf16 = k16[s].data();
+      queries[s].values_bf16 = v16[s].data();
+    }
+  }
+  cpu::DecodeAttentionScratch scratch;
+  std::vector<std::vector<float>> alone(kMost);
+  for (int64_t s = 0; s < kMost; ++s) {
+    cpu::DecodeAttention(shape, &queries[s], 1, &scratch);
+    alone[s] = out[s];
+  }
+  for (int64_t batch : {int64_t{2}, int64_t{5}, int64_t{16}, kMost}) {
+    for (auto& o : out) o.assign(D, -1.0f);
+    cpu::DecodeAttention(shape, queries.data(), batch, &scratch);
+    for (int64_t s = 0; s < batch; ++s) {
+      ASSERT_EQ(0, std::memcmp(alone[s].data(), out[s].data(), D * sizeof(float)))
+          << "batch " << batch << " query " << s << " (" << queries[s].n << " keys)";
     }
   }
 }
