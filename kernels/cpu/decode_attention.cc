@@ -352,6 +352,14 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
   if (static_cast<int64_t>(scratch->scores.size()) < threads * H * kKeysPerRange)
     scratch->scores.resize(threads * H * kKeysPerRange);
 
+  const int64_t row_floats = int64_t{shape.kv_heads} * d;
+  auto rows_of = [&](const float* f32, const uint16_t* bf16, int64_t row, int64_t count) {
+    return bf16 != nullptr ? NextRows{reinterpret_cast<const char*>(bf16 + row * row_floats),
+                                      row_floats * int64_t{sizeof(uint16_t)}, count}
+                           : NextRows{reinterpret_cast<const char*>(f32 + row * row_floats),
+                                      row_floats * int64_t{sizeof(float)}, count};
+  };
+
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t t = 0; t < tasks.size(); ++t) {
     const DecodeAttentionScratch::Task& task = tasks[t];
@@ -362,13 +370,6 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
       const int64_t end = std::min(dq.n, begin + kKeysPerRange);
       const int64_t len = end - begin;
       float* part = scratch->partial.data() + r * partial_floats;  // [H][max, sum] then [H, d]
-      const int64_t row_floats = int64_t{shape.kv_heads} * d;
-      auto rows_of = [&](const float* f32, const uint16_t* bf16, int64_t row, int64_t count) {
-        return bf16 != nullptr ? NextRows{reinterpret_cast<const char*>(bf16 + row * row_floats),
-                                          row_floats * int64_t{sizeof(uint16_t)}, count}
-                               : NextRows{reinterpret_cast<const char*>(f32 + row * row_floats),
-                                          row_floats * int64_t{sizeof(float)}, count};
-      };
       const NextRows values_next = rows_of(dq.values, dq.values_bf16, begin, len);
       const NextRows keys_next =
           r + 1 < task.end_range

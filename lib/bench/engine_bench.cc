@@ -225,13 +225,14 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
       t0 = Seconds();
       for (int s = 0; s < steps; ++s) transformer_step();
       const double tt = (Seconds() - t0) / steps;
+      const double bound = bound_s(batch, bytes_per_s);
       membw.push_back(bytes_per_s / 1e9);
       yoco_tps.push_back(batch / yt);
       transformer_tps.push_back(batch / tt);
       floor_tps.push_back(batch / floor_s(batch, bytes_per_s));
-      bound_tps.push_back(batch / bound_s(batch, bytes_per_s));
+      bound_tps.push_back(batch / bound);
       speedup.push_back(tt / yt);
-      fraction.push_back(bound_s(batch, bytes_per_s) / yt);
+      fraction.push_back(bound / yt);
     }
     DecodeMeasurement m;
     m.batch = batch;

@@ -60,6 +60,21 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CausalAttentionTest,
                                            CausalCase{0, 200, 16}, CausalCase{15, 130, 16},
                                            CausalCase{300, 5, 0}));
 
+// Makes `query` read bf16 copies of its K/V rows (k16, v16) and rounds the fp32 rows to the
+// same values, which are what a reference then attends over.
+void ReadBf16Rows(std::vector<float>* k, std::vector<float>* v, std::vector<uint16_t>* k16,
+                  std::vector<uint16_t>* v16, cpu::DecodeQuery* query) {
+  for (auto [rows, bits] : {std::pair{k, k16}, std::pair{v, v16}}) {
+    for (float& x : *rows) {
+      bits->push_back(FloatToBf16(x));
+      x = Bf16ToFloat(bits->back());
+    }
+  }
+  query->keys = query->values = nullptr;
+  query->keys_bf16 = k16->data();
+  query->values_bf16 = v16->data();
+}
+
 // K/V rows held as fp32, or as bf16 (the reference then attends over the same rounded values,
 // so the tolerance is the fp32 one).
 class DecodeAttentionTest : public ::testing::TestWithParam<bool> {};
@@ -86,17 +101,7 @@ TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
         v[s] = RandomFloats(n * KV, 60 + s);
         out[s].assign(D, 0.0f);
         queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
-        if (bf16) {
-          for (auto [rows, bits] : {std::pair{&k[s], &k16[s]}, std::pair{&v[s], &v16[s]}}) {
-            for (float& x : *rows) {
-              bits->push_back(FloatToBf16(x));
-              x = Bf16ToFloat(bits->back());  // what the reference sees
-            }
-          }
-          queries[s].keys = queries[s].values = nullptr;
-          queries[s].keys_bf16 = k16[s].data();
-          queries[s].values_bf16 = v16[s].data();
-        }
+        if (bf16) ReadBf16Rows(&k[s], &v[s], &k16[s], &v16[s], &queries[s]);
       }
       cpu::DecodeAttentionScratch scratch;
       cpu::DecodeAttention(shape, queries.data(), batch, &scratch);
@@ -137,14 +142,7 @@ TEST_P(DecodeAttentionTest, AQueryGivesTheSameBitsAloneAsInAnyBatch) {
     v[s] = RandomFloats(n * KV, 160 + s);
     out[s].assign(D, 0.0f);
     queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
-    if (bf16) {
-      for (auto [rows, bits] : {std::pair{&k[s], &k16[s]}, std::pair{&v[s], &v16[s]}}) {
-        for (float x : *rows) bits->push_back(FloatToBf16(x));
-      }
-      queries[s].keys = queries[s].values = nullptr;
-      queries[s].keys_bf16 = k16[s].data();
-      queries[s].values_bf16 = v16[s].data();
-    }
+    if (bf16) ReadBf16Rows(&k[s], &v[s], &k16[s], &v16[s], &queries[s]);
   }
   cpu::DecodeAttentionScratch scratch;
   std::vector<std::vector<float>> alone(kMost);
