@@ -18,6 +18,7 @@ namespace {
 // Keys per range: a sequence's keys are always cut the same way, whatever the batch, so its
 // output is the same bits in any batch.
 constexpr int64_t kKeysPerRange = 512;
+static_assert(kKeysPerRange % kKeyLaneRows == 0, "a range starts at a block of keys in lanes");
 constexpr int64_t kValueBlock = 32;  // V rows per block, kept in L1 across the head sweeps
 // Rows ahead whose K (V) lines are prefetched: the hardware prefetcher alone leaves each core
 // at about a third of the machine's read bandwidth (microbenchmark: batch 32 × 2048 keys,
@@ -184,6 +185,109 @@ void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t be
     const T* k = keys + (begin + i0) * ld;
     for (int h = 0; h < shape.q_heads; ++h) {
       scores[h * len + i0] = DotQK(q + int64_t{h} * d, k + int64_t{h / group} * d, d) * scale;
+    }
+  }
+}
+
+// Scores of one block of keys in lanes for kHeads query heads of one KV head: out[j·ldo + i] =
+// scale · q_j·k_i for the block's rows i < valid. q holds the kHeads query rows (stride d); kb is
+// the KV head's [d][kKeyLaneRows] slice of the block.
+template <int kHeads, typename T>
+void LaneBlockScores(const float* q, const T* kb, int d, float scale, float* out, int64_t ldo,
+                     int64_t valid) {
+  constexpr int64_t L = kKeyLaneRows;
+  float tail[kHeads][L];
+  float* dst[kHeads];
+  if (valid < L) {
+    for (int j = 0; j < kHeads; ++j) dst[j] = tail[j];
+  } else {
+    for (int j = 0; j < kHeads; ++j) dst[j] = out + j * ldo;
+  }
+#if defined(__AVX512F__)
+  // Two accumulators per head (even and odd columns): one chain of d FMAs would wait on the
+  // FMA latency.
+  __m512 even[kHeads], odd[kHeads];
+  for (int j = 0; j < kHeads; ++j) even[j] = odd[j] = _mm512_setzero_ps();
+  int c = 0;
+  for (; c + 2 <= d; c += 2) {
+    const __m512 k0 = Load16(kb + c * L), k1 = Load16(kb + (c + 1) * L);
+    for (int j = 0; j < kHeads; ++j) {
+      even[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * d + c]), k0, even[j]);
+      odd[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * d + c + 1]), k1, odd[j]);
+    }
+  }
+  if (c < d) {
+    const __m512 k0 = Load16(kb + c * L);
+    for (int j = 0; j < kHeads; ++j)
+      even[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * d + c]), k0, even[j]);
+  }
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int j = 0; j < kHeads; ++j)
+    _mm512_storeu_ps(dst[j], _mm512_mul_ps(_mm512_add_ps(even[j], odd[j]), vscale));
+#elif defined(YOCO_AVX2)
+  __m256 lo[kHeads], hi[kHeads];
+  for (int j = 0; j < kHeads; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  for (int c = 0; c < d; ++c) {
+    const __m256 k0 = Load8(kb + c * L), k1 = Load8(kb + c * L + 8);
+    for (int j = 0; j < kHeads; ++j) {
+      const __m256 w = _mm256_set1_ps(q[j * d + c]);
+      lo[j] = _mm256_fmadd_ps(w, k0, lo[j]);
+      hi[j] = _mm256_fmadd_ps(w, k1, hi[j]);
+    }
+  }
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int j = 0; j < kHeads; ++j) {
+    _mm256_storeu_ps(dst[j], _mm256_mul_ps(lo[j], vscale));
+    _mm256_storeu_ps(dst[j] + 8, _mm256_mul_ps(hi[j], vscale));
+  }
+#else
+  for (int j = 0; j < kHeads; ++j) {
+    float acc[L] = {};
+    for (int c = 0; c < d; ++c)
+      for (int64_t i = 0; i < L; ++i) acc[i] += q[j * d + c] * LoadOne(kb + c * L + i);
+    for (int64_t i = 0; i < L; ++i) dst[j][i] = acc[i] * scale;
+  }
+#endif
+  if (valid < L) {
+    for (int j = 0; j < kHeads; ++j)
+      for (int64_t i = 0; i < valid; ++i) out[j * ldo + i] = tail[j][i];
+  }
+}
+
+// TaskScores for keys in lanes: each block is read once, in address order, one KV head's slice
+// at a time, for up to four query heads of its group per pass.
+template <typename T>
+void TaskScoresInLanes(const GqaShape& shape, const float* q, const T* keys, int64_t begin,
+                       int64_t end, float scale, const NextRows& next, float* scores) {
+  const int d = shape.head_dim;
+  const int group = shape.q_heads / shape.kv_heads;
+  const int64_t ld = int64_t{shape.kv_heads} * d;
+  const int64_t len = end - begin;
+  for (int64_t i0 = 0; i0 < len; i0 += kKeyLaneRows) {
+    // begin is a whole number of blocks: the block of row begin + i0 starts at its row's offset.
+    const T* block = keys + (begin + i0) * ld;
+    PrefetchAhead(keys + begin * ld, ld, len, next, i0 + kPrefetchKeys, kKeyLaneRows);
+    const int64_t valid = std::min(kKeyLaneRows, len - i0);
+    for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
+      const T* kb = block + int64_t{kvh} * d * kKeyLaneRows;
+      for (int j0 = 0; j0 < group; j0 += 4) {
+        const int h0 = kvh * group + j0;
+        const float* qh = q + int64_t{h0} * d;
+        float* out = scores + h0 * len + i0;
+        switch (std::min(4, group - j0)) {
+          case 4:
+            LaneBlockScores<4>(qh, kb, d, scale, out, len, valid);
+            break;
+          case 3:
+            LaneBlockScores<3>(qh, kb, d, scale, out, len, valid);
+            break;
+          case 2:
+            LaneBlockScores<2>(qh, kb, d, scale, out, len, valid);
+            break;
+          default:
+            LaneBlockScores<1>(qh, kb, d, scale, out, len, valid);
+        }
+      }
     }
   }
 }
@@ -375,7 +479,11 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
           r + 1 < task.end_range
               ? rows_of(dq.keys, dq.keys_bf16, end, std::min(kKeysPerRange, dq.n - end))
               : NextRows{};
-      if (dq.keys_bf16 != nullptr) {
+      if (dq.keys_in_lanes && dq.keys_bf16 != nullptr) {
+        TaskScoresInLanes(shape, dq.q, dq.keys_bf16, begin, end, scale, values_next, scores);
+      } else if (dq.keys_in_lanes) {
+        TaskScoresInLanes(shape, dq.q, dq.keys, begin, end, scale, values_next, scores);
+      } else if (dq.keys_bf16 != nullptr) {
         TaskScores(shape, dq.q, dq.keys_bf16, begin, end, scale, values_next, scores);
       } else {
         TaskScores(shape, dq.q, dq.keys, begin, end, scale, values_next, scores);

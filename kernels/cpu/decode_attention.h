@@ -13,15 +13,26 @@
 
 namespace yoco::cpu {
 
+// Keys "in lanes": rows in blocks of kKeyLaneRows, each block [width][kKeyLaneRows] (value c of
+// row r at KeyLaneIndex(r, c, width)), the last block zero-padded. A block's scores for one
+// query head are then kKeyLaneRows dot products side by side in SIMD lanes, read in address
+// order with no horizontal sums: the cross decoder's K pass runs near the read bandwidth, where
+// row-major keys left it at a third of it.
+inline constexpr int64_t kKeyLaneRows = 16;
+inline int64_t KeyLaneIndex(int64_t row, int64_t col, int64_t width) {
+  return (row / kKeyLaneRows) * kKeyLaneRows * width + col * kKeyLaneRows + row % kKeyLaneRows;
+}
+
 struct DecodeQuery {
   const float* q = nullptr;       // [q_heads, d]
-  const float* keys = nullptr;    // [n, kv_heads * d]
+  const float* keys = nullptr;    // [n, kv_heads * d], or in lanes (keys_in_lanes)
   const float* values = nullptr;  // [n, kv_heads * d]
   int64_t n = 0;                  // keys to attend (>= 1)
   float* out = nullptr;           // [q_heads, d]
   // When set, the K (V) rows are read from these bf16 rows (same layout) instead.
   const uint16_t* keys_bf16 = nullptr;
   const uint16_t* values_bf16 = nullptr;
+  bool keys_in_lanes = false;  // keys (or keys_bf16) are in lanes, see kKeyLaneRows
 };
 
 // Buffers reused across calls (no allocation once they have grown).

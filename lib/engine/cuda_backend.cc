@@ -164,9 +164,11 @@ absl::StatusOr<CudaBackend::Sequence*> CudaBackend::DeviceSequence(SequenceState
     RETURN_IF_ERROR(Reserve<float>(seq->k, seq->capacity * KV));
     RETURN_IF_ERROR(Reserve<float>(seq->v, seq->capacity * KV));
     if (state->position > 0) {
-      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->k.get(), state->shared_k.f32(),
-                                            state->shared_k.bytes(), cudaMemcpyHostToDevice),
-                                 "K upload"));
+      // The host keys are in lanes (KvLayout::kKeyLanes); the device keeps rows.
+      const std::vector<float> k_rows = state->shared_k.ToF32();
+      RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpy(seq->k.get(), k_rows.data(), state->shared_k.bytes(), cudaMemcpyHostToDevice),
+          "K upload"));
       RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->v.get(), state->shared_v.f32(),
                                             state->shared_v.bytes(), cudaMemcpyHostToDevice),
                                  "V upload"));
@@ -750,7 +752,7 @@ absl::Status CudaBackend::CopyBack(absl::Span<const ForwardSegment> segments) {
         "V download"));
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "K/V download"));
     if (state->position == 0) {  // an empty state takes this backend's K/V dtype (fp32)
-      state->shared_k = KvRows(KvDtype::kF32, KV);
+      state->shared_k = KvRows(KvDtype::kF32, KV, KvLayout::kKeyLanes);
       state->shared_v = KvRows(KvDtype::kF32, KV);
     }
     state->shared_k.Append(k, T);

@@ -1,6 +1,7 @@
-// How the attention kernels read a sequence's K/V rows (KvRows) in either dtype: the decode
-// kernel reads bf16 directly; the blocked (prefill) kernel takes fp32, so bf16 rows are widened
-// into a scratch buffer first (its O(queries × keys) work dwarfs the copy).
+// How the attention kernels read a sequence's K/V rows (KvRows) in either dtype and layout: the
+// decode kernel reads bf16 and keys in lanes directly; the blocked (prefill) kernel takes
+// row-major fp32, so other rows are widened into a scratch buffer first (its O(queries × keys)
+// work dwarfs the copy).
 #ifndef YOCO_LIB_ENGINE_KV_ATTENTION_INPUTS_H_
 #define YOCO_LIB_ENGINE_KV_ATTENTION_INPUTS_H_
 
@@ -12,7 +13,8 @@
 
 namespace yoco {
 
-// A decode query of q over the first n rows of k and v, writing out.
+// A decode query of q over the first n rows of k and v, writing out. REQUIRES: v's layout is
+// KvLayout::kRows (keys may be in either).
 cpu::DecodeQuery DecodeQueryOver(const float* q, const KvRows& k, const KvRows& v, int64_t n,
                                  float* out);
 

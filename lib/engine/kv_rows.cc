@@ -1,9 +1,12 @@
 // KvRows storage and conversions.
 #include "lib/engine/kv_rows.h"
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/decode_attention.h"
 #include "lib/engine/dtype.h"
 
 namespace yoco {
@@ -16,9 +19,41 @@ absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown K/V dtype \"", name, "\" (f32 or bf16)"));
 }
 
-const uint8_t* KvRows::data() const {
-  return dtype_ == KvDtype::kF32 ? reinterpret_cast<const uint8_t*>(f32_.data())
-                                 : reinterpret_cast<const uint8_t*>(bf16_.data());
+namespace {
+
+// Calls f(storage) with the vector of the rows' dtype.
+template <typename F>
+void WithStorage(KvDtype dtype, cpu::CacheLineVector<float>& f32,
+                 cpu::CacheLineVector<uint16_t>& bf16, F f) {
+  if (dtype == KvDtype::kF32) {
+    f(f32);
+  } else {
+    f(bf16);
+  }
+}
+
+}  // namespace
+
+int64_t KvRows::Index(int64_t r, int64_t c) const {
+  return layout_ == KvLayout::kRows ? r * width_ + c : cpu::KeyLaneIndex(r, c, width_);
+}
+
+int64_t KvRows::StorageValues(int64_t n) const {
+  if (layout_ == KvLayout::kRows) return n * width_;
+  return (n + cpu::kKeyLaneRows - 1) / cpu::kKeyLaneRows * cpu::kKeyLaneRows * width_;
+}
+
+// Grows or shrinks the storage to hold n rows; values past row n in a kept block are zeroed, so
+// padding stays zero and equal rows mean equal storage.
+template <typename T>
+void KvRows::ResizeStorage(cpu::CacheLineVector<T>* v, int64_t n) {
+  if (n < rows_ && layout_ == KvLayout::kKeyLanes) {
+    const int64_t block_end = (n + cpu::kKeyLaneRows - 1) / cpu::kKeyLaneRows * cpu::kKeyLaneRows;
+    for (int64_t r = n; r < std::min(rows_, block_end); ++r)
+      for (int64_t c = 0; c < width_; ++c) (*v)[Index(r, c)] = T{};
+  }
+  v->resize(StorageValues(n), T{});
+  rows_ = n;
 }
 
 uint8_t* KvRows::mutable_data() {
@@ -26,56 +61,115 @@ uint8_t* KvRows::mutable_data() {
                                  : reinterpret_cast<uint8_t*>(bf16_.data());
 }
 
-void KvRows::Append(const float* rows, int64_t n) {
-  const int64_t count = n * width_;
+void KvRows::CopyRowBytes(int64_t row0, int64_t n, uint8_t* out) const {
+  auto copy = [&](const auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    if (layout_ == KvLayout::kRows) {
+      if (n > 0) std::memcpy(out, v.data() + row0 * width_, n * width_ * sizeof(T));
+      return;
+    }
+    T* o = reinterpret_cast<T*>(out);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < width_; ++c) o[r * width_ + c] = v[Index(row0 + r, c)];
+  };
   if (dtype_ == KvDtype::kF32) {
-    f32_.insert(f32_.end(), rows, rows + count);
+    copy(f32_);
+  } else {
+    copy(bf16_);
+  }
+}
+
+void KvRows::AppendRowBytes(const uint8_t* in, int64_t n) {
+  const int64_t r0 = rows_;
+  WithStorage(dtype_, f32_, bf16_, [&](auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    ResizeStorage(&v, r0 + n);
+    if (layout_ == KvLayout::kRows) {
+      if (n > 0) std::memcpy(v.data() + r0 * width_, in, n * width_ * sizeof(T));
+      return;
+    }
+    const T* src = reinterpret_cast<const T*>(in);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < width_; ++c) v[Index(r0 + r, c)] = src[r * width_ + c];
+  });
+}
+
+void KvRows::Append(const float* rows, int64_t n) {
+  const int64_t r0 = rows_;
+  if (dtype_ == KvDtype::kF32) {
+    ResizeStorage(&f32_, r0 + n);
+    if (layout_ == KvLayout::kRows) {
+      if (n > 0) std::memcpy(f32_.data() + r0 * width_, rows, n * width_ * sizeof(float));
+      return;
+    }
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < width_; ++c) f32_[Index(r0 + r, c)] = rows[r * width_ + c];
     return;
   }
-  const size_t at = bf16_.size();
-  bf16_.resize(at + count);
-  for (int64_t i = 0; i < count; ++i) bf16_[at + i] = FloatToBf16(rows[i]);
+  ResizeStorage(&bf16_, r0 + n);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < width_; ++c)
+      bf16_[Index(r0 + r, c)] = FloatToBf16(rows[r * width_ + c]);
 }
 
 void KvRows::AppendRows(const KvRows& from, int64_t row0, int64_t n) {
+  const int64_t r0 = rows_;
+  constexpr int64_t L = cpu::kKeyLaneRows;
+  auto append = [&](auto& to, const auto& src) {
+    ResizeStorage(&to, r0 + n);
+    int64_t done = 0;
+    // Whole blocks (or rows) in the same layout are contiguous in both.
+    if (layout_ == from.layout_ && (layout_ == KvLayout::kRows || (r0 % L == 0 && row0 % L == 0))) {
+      done = layout_ == KvLayout::kRows ? n : n / L * L;
+      std::copy(src.begin() + from.Index(row0, 0),
+                src.begin() + from.Index(row0, 0) + done * width_, to.begin() + Index(r0, 0));
+    }
+    for (int64_t r = done; r < n; ++r)
+      for (int64_t c = 0; c < width_; ++c) to[Index(r0 + r, c)] = src[from.Index(row0 + r, c)];
+  };
   if (dtype_ == KvDtype::kF32) {
-    const float* src = from.f32_.data() + row0 * width_;
-    f32_.insert(f32_.end(), src, src + n * width_);
+    append(f32_, from.f32_);
   } else {
-    const uint16_t* src = from.bf16_.data() + row0 * width_;
-    bf16_.insert(bf16_.end(), src, src + n * width_);
+    append(bf16_, from.bf16_);
   }
 }
 
 void KvRows::Resize(int64_t n) {
-  if (dtype_ == KvDtype::kF32) {
-    f32_.resize(n * width_, 0.0f);
-  } else {
-    bf16_.resize(n * width_, 0);
-  }
+  WithStorage(dtype_, f32_, bf16_, [&](auto& v) { ResizeStorage(&v, n); });
 }
 
 void KvRows::Reserve(int64_t n) {
-  if (dtype_ == KvDtype::kF32) {
-    f32_.reserve(n * width_);
-  } else {
-    bf16_.reserve(n * width_);
-  }
+  WithStorage(dtype_, f32_, bf16_, [&](auto& v) { v.reserve(StorageValues(n)); });
 }
 
 void KvRows::CopyToF32(int64_t row0, int64_t n, float* out) const {
-  const int64_t begin = row0 * width_, count = n * width_;
   if (dtype_ == KvDtype::kF32) {
-    if (count > 0) std::memcpy(out, f32_.data() + begin, count * sizeof(float));
+    CopyRowBytes(row0, n, reinterpret_cast<uint8_t*>(out));
     return;
   }
-  for (int64_t i = 0; i < count; ++i) out[i] = Bf16ToFloat(bf16_[begin + i]);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < width_; ++c)
+      out[r * width_ + c] = Bf16ToFloat(bf16_[Index(row0 + r, c)]);
 }
 
 std::vector<float> KvRows::ToF32() const {
   std::vector<float> out(values());
   CopyToF32(0, rows(), out.data());
   return out;
+}
+
+bool KvRows::operator==(const KvRows& other) const {
+  if (dtype_ != other.dtype_ || width_ != other.width_ || rows_ != other.rows_) return false;
+  if (layout_ == other.layout_) return f32_ == other.f32_ && bf16_ == other.bf16_;
+  for (int64_t r = 0; r < rows_; ++r) {
+    for (int64_t c = 0; c < width_; ++c) {
+      const bool same = dtype_ == KvDtype::kF32
+                            ? f32_[Index(r, c)] == other.f32_[other.Index(r, c)]
+                            : bf16_[Index(r, c)] == other.bf16_[other.Index(r, c)];
+      if (!same) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace yoco

@@ -22,28 +22,37 @@ std::string KvDtypeName(KvDtype dtype);
 absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name);
 inline int64_t KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF32 ? 4 : 2; }
 
+// How a KvRows holds its rows in memory. A layout is a storage detail: every reader that is not
+// an attention kernel (bundles, snapshots, CopyToF32, equality) sees rows.
+enum class KvLayout : uint32_t {
+  kRows = 0,      // row after row
+  kKeyLanes = 1,  // blocks of cpu::kKeyLaneRows rows, each [width][kKeyLaneRows]: shared K
+};
+
 class KvRows {
  public:
   KvRows() = default;
-  KvRows(KvDtype dtype, int64_t width) : dtype_(dtype), width_(width) {}
+  KvRows(KvDtype dtype, int64_t width, KvLayout layout = KvLayout::kRows)
+      : dtype_(dtype), layout_(layout), width_(width) {}
 
   KvDtype dtype() const { return dtype_; }
+  KvLayout layout() const { return layout_; }
   int64_t width() const { return width_; }
-  int64_t rows() const { return width_ == 0 ? 0 : values() / width_; }
-  int64_t values() const {
-    return static_cast<int64_t>(dtype_ == KvDtype::kF32 ? f32_.size() : bf16_.size());
-  }
+  int64_t rows() const { return rows_; }
+  int64_t values() const { return rows_ * width_; }
+  // Bytes of the rows' values (what a bundle carries; storage pads keys in lanes to a block).
   int64_t bytes() const { return values() * KvDtypeBytes(dtype_); }
 
-  // REQUIRES: the matching dtype.
+  // The storage, in layout(). REQUIRES: the matching dtype.
   const float* f32() const { return f32_.data(); }
-  float* mutable_f32() { return f32_.data(); }
   const uint16_t* bf16() const { return bf16_.data(); }
-
-  // The stored bytes (little-endian values), for serialisation.
-  const uint8_t* data() const;
+  // The stored bytes, in layout() (tests corrupt them).
   uint8_t* mutable_data();
 
+  // Rows [row0, row0 + n) as row-major little-endian values of dtype() (n × width × bytes).
+  void CopyRowBytes(int64_t row0, int64_t n, uint8_t* out) const;
+  // Appends n rows given as CopyRowBytes writes them.
+  void AppendRowBytes(const uint8_t* in, int64_t n);
   // Appends n rows of width() fp32 values, rounding them for bf16.
   void Append(const float* rows, int64_t n);
   // Appends rows [row0, row0 + n) of `from`. REQUIRES: same dtype and width.
@@ -51,16 +60,27 @@ class KvRows {
   // Keeps the first n rows, or adds zero rows up to n.
   void Resize(int64_t n);
   void Reserve(int64_t n);
-  // Rows [row0, row0 + n) widened to fp32 into `out` (n × width floats).
+  // Rows [row0, row0 + n) widened to fp32 into `out` (n × width floats, row-major).
   void CopyToF32(int64_t row0, int64_t n, float* out) const;
   std::vector<float> ToF32() const;
 
-  bool operator==(const KvRows&) const = default;
+  // The same dtype, width and row values, whatever the layouts.
+  bool operator==(const KvRows& other) const;
 
  private:
+  // Where value c of row r is stored.
+  int64_t Index(int64_t r, int64_t c) const;
+  // Storage values that hold n rows.
+  int64_t StorageValues(int64_t n) const;
+  template <typename T>
+  void ResizeStorage(cpu::CacheLineVector<T>* v, int64_t n);
+
   KvDtype dtype_ = KvDtype::kF32;
+  KvLayout layout_ = KvLayout::kRows;
   int64_t width_ = 0;
-  // Cache-line aligned: decode attention reads the rows with 64-byte loads.
+  int64_t rows_ = 0;
+  // Cache-line aligned: decode attention reads the rows with 64-byte loads. Padding (the rest of
+  // a last block of keys in lanes) is always zero.
   cpu::CacheLineVector<float> f32_;      // dtype kF32
   cpu::CacheLineVector<uint16_t> bf16_;  // dtype kBF16
 };

@@ -27,7 +27,9 @@ class Writer {
   }
   void PutRows(const KvRows& rows) {
     if (rows.bytes() == 0) return;
-    out_->append(reinterpret_cast<const char*>(rows.data()), rows.bytes());
+    const size_t at = out_->size();
+    out_->resize(at + rows.bytes());
+    rows.CopyRowBytes(0, rows.rows(), reinterpret_cast<uint8_t*>(out_->data() + at));
   }
 
  private:
@@ -51,9 +53,8 @@ class Reader {
     pos_ += n * sizeof(float);
   }
   void GetRows(KvRows* rows, int64_t n) {
-    rows->Resize(n);
-    if (rows->bytes() == 0) return;
-    std::memcpy(rows->mutable_data(), in_.data() + pos_, rows->bytes());
+    rows->Resize(0);
+    rows->AppendRowBytes(reinterpret_cast<const uint8_t*>(in_.data() + pos_), n);
     pos_ += rows->bytes();
   }
 
@@ -175,7 +176,7 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
     return absl::InvalidArgumentError(absl::StrCat("state bundle: ", st.message()));
   }
   b.state.position = static_cast<int64_t>(position);
-  b.state.shared_k = KvRows(config.kv_dtype, config.kv_dim());
+  b.state.shared_k = KvRows(config.kv_dtype, config.kv_dim(), KvLayout::kKeyLanes);
   b.state.shared_v = KvRows(config.kv_dtype, config.kv_dim());
   r.GetRows(&b.state.shared_k, b.state.position);
   r.GetRows(&b.state.shared_v, b.state.position);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/decode_attention.h"
@@ -75,24 +76,58 @@ void ReadBf16Rows(std::vector<float>* k, std::vector<float>* v, std::vector<uint
   query->values_bf16 = v16->data();
 }
 
+// Keys as the decode kernel reads them in lanes (cpu::kKeyLaneRows-row blocks, each
+// [width][kKeyLaneRows], the last one zero-padded), built from row-major keys element by element.
+template <typename T>
+std::vector<T> InLanes(const std::vector<T>& rows, int64_t width) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / width;
+  const int64_t L = cpu::kKeyLaneRows;
+  std::vector<T> lanes((n + L - 1) / L * L * width, T{});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < width; ++c)
+      lanes[(r / L) * L * width + c * L + r % L] = rows[r * width + c];
+  return lanes;
+}
+
+// Makes `query` read its keys in lanes, copied into *k_lanes (fp32) or *k16_lanes (bf16).
+void ReadKeysInLanes(const std::vector<float>& k, const std::vector<uint16_t>& k16, int64_t width,
+                     std::vector<float>* k_lanes, std::vector<uint16_t>* k16_lanes,
+                     cpu::DecodeQuery* query) {
+  if (query->keys_bf16 != nullptr) {
+    *k16_lanes = InLanes(k16, width);
+    query->keys_bf16 = k16_lanes->data();
+  } else {
+    *k_lanes = InLanes(k, width);
+    query->keys = k_lanes->data();
+  }
+  query->keys_in_lanes = true;
+}
+
 // K/V rows held as fp32, or as bf16 (the reference then attends over the same rounded values,
-// so the tolerance is the fp32 one).
-class DecodeAttentionTest : public ::testing::TestWithParam<bool> {};
+// so the tolerance is the fp32 one); keys row-major or in lanes.
+struct DecodeCase {
+  bool bf16;
+  bool lanes;
+};
+
+class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
-  const bool bf16 = GetParam();
+  const auto [bf16, lanes] = GetParam();
   // Lengths below, at and across the per-task key range, with and without whole 8- and 16-key
   // blocks and beyond the prefetch distance; head dims and group sizes that take each register
   // tile (d multiple of 64, of 16 only, of 4 only; groups of 1 to 5 heads).
   for (const cpu::GqaShape shape :
        {cpu::GqaShape{12, 4, 64}, cpu::GqaShape{4, 4, 32}, cpu::GqaShape{6, 2, 20},
-        cpu::GqaShape{8, 2, 128}, cpu::GqaShape{10, 2, 64}, cpu::GqaShape{4, 2, 48}}) {
+        cpu::GqaShape{8, 2, 128}, cpu::GqaShape{10, 2, 64}, cpu::GqaShape{4, 2, 48},
+        cpu::GqaShape{3, 1, 13}}) {
     const int d = shape.head_dim;
     const int64_t D = shape.q_heads * d, KV = shape.kv_heads * d;
     const std::vector<int64_t> lengths = {1, 7, 8, 300, 512, 513, 1500};
     for (int64_t batch : {int64_t{1}, int64_t{2}, static_cast<int64_t>(lengths.size())}) {
       std::vector<std::vector<float>> q(batch), k(batch), v(batch), out(batch);
-      std::vector<std::vector<uint16_t>> k16(batch), v16(batch);
+      std::vector<std::vector<uint16_t>> k16(batch), v16(batch), k16_lanes(batch);
+      std::vector<std::vector<float>> k_lanes(batch);
       std::vector<cpu::DecodeQuery> queries(batch);
       for (int64_t s = 0; s < batch; ++s) {
         const int64_t n = batch == 1 ? 1500 : lengths[s];
@@ -102,6 +137,7 @@ TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
         out[s].assign(D, 0.0f);
         queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
         if (bf16) ReadBf16Rows(&k[s], &v[s], &k16[s], &v16[s], &queries[s]);
+        if (lanes) ReadKeysInLanes(k[s], k16[s], KV, &k_lanes[s], &k16_lanes[s], &queries[s]);
       }
       cpu::DecodeAttentionScratch scratch;
       cpu::DecodeAttention(shape, queries.data(), batch, &scratch);
@@ -128,12 +164,13 @@ TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
 // batch (here lengths across one and many ranges; batches that split work by sequence and by
 // range).
 TEST_P(DecodeAttentionTest, AQueryGivesTheSameBitsAloneAsInAnyBatch) {
-  const bool bf16 = GetParam();
+  const auto [bf16, lanes] = GetParam();
   const cpu::GqaShape shape{12, 4, 64};
   const int64_t D = shape.q_heads * shape.head_dim, KV = shape.kv_heads * shape.head_dim;
   constexpr int64_t kMost = 48;
   std::vector<std::vector<float>> q(kMost), k(kMost), v(kMost), out(kMost);
-  std::vector<std::vector<uint16_t>> k16(kMost), v16(kMost);
+  std::vector<std::vector<uint16_t>> k16(kMost), v16(kMost), k16_lanes(kMost);
+  std::vector<std::vector<float>> k_lanes(kMost);
   std::vector<cpu::DecodeQuery> queries(kMost);
   for (int64_t s = 0; s < kMost; ++s) {
     const int64_t n = std::vector<int64_t>{1500, 600, 2100, 33, 4100}[s % 5];
@@ -143,6 +180,7 @@ TEST_P(DecodeAttentionTest, AQueryGivesTheSameBitsAloneAsInAnyBatch) {
     out[s].assign(D, 0.0f);
     queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
     if (bf16) ReadBf16Rows(&k[s], &v[s], &k16[s], &v16[s], &queries[s]);
+    if (lanes) ReadKeysInLanes(k[s], k16[s], KV, &k_lanes[s], &k16_lanes[s], &queries[s]);
   }
   cpu::DecodeAttentionScratch scratch;
   std::vector<std::vector<float>> alone(kMost);
@@ -160,9 +198,12 @@ TEST_P(DecodeAttentionTest, AQueryGivesTheSameBitsAloneAsInAnyBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KvDtypes, DecodeAttentionTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "bf16" : "f32";
+INSTANTIATE_TEST_SUITE_P(KvDtypesAndKeyLayouts, DecodeAttentionTest,
+                         ::testing::Values(DecodeCase{false, false}, DecodeCase{true, false},
+                                           DecodeCase{false, true}, DecodeCase{true, true}),
+                         [](const ::testing::TestParamInfo<DecodeCase>& info) {
+                           return std::string(info.param.bf16 ? "bf16" : "f32") +
+                                  (info.param.lanes ? "KeysInLanes" : "KeyRows");
                          });
 
 }  // namespace
