@@ -69,8 +69,10 @@ void KvRows::CopyRowBytes(int64_t row0, int64_t n, uint8_t* out) const {
       return;
     }
     T* o = reinterpret_cast<T*>(out);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < width_; ++c) o[r * width_ + c] = v[Index(row0 + r, c)];
+    for (int64_t r = 0; r < n; ++r) {
+      const T* row = v.data() + Index(row0 + r, 0);
+      for (int64_t c = 0; c < width_; ++c) o[r * width_ + c] = row[c * cpu::kKeyLaneRows];
+    }
   };
   if (dtype_ == KvDtype::kF32) {
     copy(f32_);
@@ -89,8 +91,10 @@ void KvRows::AppendRowBytes(const uint8_t* in, int64_t n) {
       return;
     }
     const T* src = reinterpret_cast<const T*>(in);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < width_; ++c) v[Index(r0 + r, c)] = src[r * width_ + c];
+    for (int64_t r = 0; r < n; ++r) {
+      T* row = v.data() + Index(r0 + r, 0);
+      for (int64_t c = 0; c < width_; ++c) row[c * cpu::kKeyLaneRows] = src[r * width_ + c];
+    }
   });
 }
 
@@ -102,8 +106,10 @@ void KvRows::Append(const float* rows, int64_t n) {
       if (n > 0) std::memcpy(f32_.data() + r0 * width_, rows, n * width_ * sizeof(float));
       return;
     }
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < width_; ++c) f32_[Index(r0 + r, c)] = rows[r * width_ + c];
+    for (int64_t r = 0; r < n; ++r) {
+      float* row = f32_.data() + Index(r0 + r, 0);
+      for (int64_t c = 0; c < width_; ++c) row[c * cpu::kKeyLaneRows] = rows[r * width_ + c];
+    }
     return;
   }
   ResizeStorage(&bf16_, r0 + n);
