@@ -47,7 +47,7 @@ struct SequenceState {
   //   gRet: S [n_self_heads, ds, ds] (k index, v index), k scaling included;
   //   SWA:  K ring then V ring, each [W, n_self_heads * ds], row of position p at slot p % W.
   std::vector<std::vector<float>> self_states;
-  KvRows shared_k;    // [position, n_attn_kv_heads * da], RoPE applied
+  KvRows shared_k;    // [position, n_attn_kv_heads * da], RoPE applied; held in lanes
   KvRows shared_v;    // [position, n_attn_kv_heads * da], the same dtype as shared_k
   DeviceCopy device;  // see DeviceCopy
 
