@@ -111,7 +111,7 @@ SnapshotFile SnapshotStore::ToFileLocked(const Snapshot& s) const {
   const int64_t n = static_cast<int64_t>(s.chain.size()) * kCacheBlockTokens;
   file.state.position = n;
   file.state.self_states = s.self_states;
-  file.state.shared_k = KvRows(kv_dtype_, kv_dim_, KvLayout::kKeyLanes);
+  file.state.shared_k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
   file.state.shared_v = KvRows(kv_dtype_, kv_dim_);
   file.state.shared_k.Reserve(n);
   file.state.shared_v.Reserve(n);
@@ -217,7 +217,7 @@ absl::StatusOr<std::map<BlockKey, SnapshotStore::Snapshot>::iterator> SnapshotSt
     if (block.refs++ > 0) continue;
     const int64_t row0 = static_cast<int64_t>(b) * kCacheBlockTokens;
     block.tokens.assign(tokens.begin() + row0, tokens.begin() + row0 + kCacheBlockTokens);
-    block.k = KvRows(kv_dtype_, kv_dim_, KvLayout::kKeyLanes);
+    block.k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
     block.v = KvRows(kv_dtype_, kv_dim_);
     block.k.AppendRows(state.shared_k, row0, kCacheBlockTokens);
     block.v.AppendRows(state.shared_v, row0, kCacheBlockTokens);
@@ -313,7 +313,7 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
   file.tokens.assign(tokens.begin(), tokens.begin() + n);
   file.state.position = n;
   file.state.self_states = state.self_states;
-  file.state.shared_k = KvRows(kv_dtype_, kv_dim_, KvLayout::kKeyLanes);
+  file.state.shared_k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
   file.state.shared_v = KvRows(kv_dtype_, kv_dim_);
   file.state.shared_k.AppendRows(state.shared_k, 0, n);
   file.state.shared_v.AppendRows(state.shared_v, 0, n);
@@ -359,7 +359,7 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
       if (same) {
         hit.state.position = n;
         hit.state.self_states = s.self_states;
-        hit.state.shared_k = KvRows(kv_dtype_, kv_dim_, KvLayout::kKeyLanes);
+        hit.state.shared_k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
         hit.state.shared_v = KvRows(kv_dtype_, kv_dim_);
         hit.state.shared_k.Reserve(n);
         hit.state.shared_v.Reserve(n);

@@ -752,7 +752,7 @@ absl::Status CudaBackend::CopyBack(absl::Span<const ForwardSegment> segments) {
         "V download"));
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "K/V download"));
     if (state->position == 0) {  // an empty state takes this backend's K/V dtype (fp32)
-      state->shared_k = KvRows(KvDtype::kF32, KV, KvLayout::kKeyLanes);
+      state->shared_k = KvRows::SharedKeys(KvDtype::kF32, KV);
       state->shared_v = KvRows(KvDtype::kF32, KV);
     }
     state->shared_k.Append(k, T);

@@ -99,19 +99,11 @@ void KvRows::AppendRowBytes(const uint8_t* in, int64_t n) {
 }
 
 void KvRows::Append(const float* rows, int64_t n) {
-  const int64_t r0 = rows_;
-  if (dtype_ == KvDtype::kF32) {
-    ResizeStorage(&f32_, r0 + n);
-    if (layout_ == KvLayout::kRows) {
-      if (n > 0) std::memcpy(f32_.data() + r0 * width_, rows, n * width_ * sizeof(float));
-      return;
-    }
-    for (int64_t r = 0; r < n; ++r) {
-      float* row = f32_.data() + Index(r0 + r, 0);
-      for (int64_t c = 0; c < width_; ++c) row[c * cpu::kKeyLaneRows] = rows[r * width_ + c];
-    }
+  if (dtype_ == KvDtype::kF32) {  // fp32 rows are already the row bytes
+    AppendRowBytes(reinterpret_cast<const uint8_t*>(rows), n);
     return;
   }
+  const int64_t r0 = rows_;
   ResizeStorage(&bf16_, r0 + n);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t c = 0; c < width_; ++c)

@@ -35,6 +35,13 @@ class KvRows {
   KvRows(KvDtype dtype, int64_t width, KvLayout layout = KvLayout::kRows)
       : dtype_(dtype), layout_(layout), width_(width) {}
 
+  // The rows of a shared K, in lanes: what the decode kernel reads fastest. Every maker of a
+  // shared K (engines, bundles, snapshots, the baseline) goes through here, since a K left in
+  // rows decodes correctly but to other last bits (its scores are summed in another order).
+  static KvRows SharedKeys(KvDtype dtype, int64_t width) {
+    return KvRows(dtype, width, KvLayout::kKeyLanes);
+  }
+
   KvDtype dtype() const { return dtype_; }
   KvLayout layout() const { return layout_; }
   int64_t width() const { return width_; }
