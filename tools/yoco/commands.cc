@@ -4,9 +4,12 @@
 #include <fstream>
 #include <limits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "kernels/cpu/gemm.h"
+#include "lib/bench/attention_bench.h"
 #include "lib/bench/engine_bench.h"
 #include "lib/bench/prefix_cache_bench.h"
 #include "lib/cache/block_key.h"
@@ -310,6 +313,62 @@ absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& o
   options.weights = setup.weights;
   options.work_dir = setup.work_dir;
   ASSIGN_OR_RETURN(PrefixCacheBenchReport report, RunPrefixCacheBench(options, log));
+  return WriteBenchReport(cl, report, out);
+}
+
+namespace {
+
+// "1x32768,32x2048": batch x context pairs.
+absl::StatusOr<std::vector<AttentionBenchShape>> ParseAttentionShapes(const std::string& list) {
+  std::vector<AttentionBenchShape> shapes;
+  for (absl::string_view item : absl::StrSplit(list, ',')) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(item, 'x');
+    AttentionBenchShape shape;
+    int64_t context = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &shape.batch) ||
+        !absl::SimpleAtoi(parts[1], &context)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shapes: '", item, "' is not BATCHxCONTEXT (e.g. 1x32768,32x2048)"));
+    }
+    if (shape.batch < 1 || shape.batch > 4096 || context < 1 || context > (1 << 20) ||
+        int64_t{shape.batch} * context > (int64_t{1} << 22)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shapes: '", item,
+                       "' needs a batch in [1, 4096], a context in [1, 1048576] and at most "
+                       "4194304 keys in all"));
+    }
+    shape.context = context;
+    shapes.push_back(shape);
+  }
+  return shapes;
+}
+
+}  // namespace
+
+absl::Status RunBenchAttention(const std::vector<std::string>& args, std::ostream& out,
+                               std::ostream& log) {
+  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "threads", "json",
+                                                             "kv-dtype", "shapes", "rounds"}));
+  AttentionBenchOptions options;
+  options.config = DefaultBenchConfig();
+  if (cl.Has("params")) {
+    ASSIGN_OR_RETURN(options.config, ModelConfig::FromFile(*cl.String("params")));
+  }
+  options.config.kv_dtype = KvDtype::kBF16;
+  if (cl.Has("kv-dtype")) {
+    ASSIGN_OR_RETURN(options.config.kv_dtype, ParseKvDtype(*cl.String("kv-dtype")));
+  }
+  if (cl.Has("shapes")) {
+    ASSIGN_OR_RETURN(options.shapes, ParseAttentionShapes(*cl.String("shapes")));
+  }
+  ASSIGN_OR_RETURN(int64_t rounds, cl.Int("rounds", 5));
+  if (rounds < 1 || rounds > 100) return absl::InvalidArgumentError("--rounds must be in [1, 100]");
+  options.rounds = static_cast<int>(rounds);
+  ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
+  if (threads < 0 || threads > 1024)
+    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
+  cpu::SetKernelThreads(static_cast<int>(threads));
+  ASSIGN_OR_RETURN(AttentionBenchReport report, RunAttentionBench(options, log));
   return WriteBenchReport(cl, report, out);
 }
 

@@ -27,6 +27,11 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
 absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& out,
                            std::ostream& log);
 
+// yoco bench-attention [--params P.json] [--threads T] [--json OUT.json] [--kv-dtype f32|bf16]
+//   [--shapes 1x32768,32x2048] [--rounds R]; prints the table to `out`, progress to `log`.
+absl::Status RunBenchAttention(const std::vector<std::string>& args, std::ostream& out,
+                               std::ostream& log);
+
 }  // namespace yoco
 
 #endif  // YOCO_TOOLS_YOCO_COMMANDS_H_

@@ -26,7 +26,9 @@ constexpr char kUsage[] =
     "             [--prefill-lengths 32768,131072,524288] [--decode-batches 1,16,64]\n"
     "             [--decode-contexts 4096,131072] [--decode-steps N]\n"
     "  bench-cache [--params P.json] [--threads T] [--json OUT.json] [--weights bf16|f32|q8]\n"
-    "             [--kv-dtype f32|bf16] [--document-lengths 2048,8192]\n";
+    "             [--kv-dtype f32|bf16] [--document-lengths 2048,8192]\n"
+    "  bench-attention [--params P.json] [--threads T] [--json OUT.json]\n"
+    "             [--kv-dtype bf16|f32] [--shapes 1x32768,32x2048] [--rounds R]\n";
 
 }  // namespace
 
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
     status = yoco::RunBench(args, std::cout, std::cerr);
   } else if (command == "bench-cache") {
     status = yoco::RunBenchCache(args, std::cout, std::cerr);
+  } else if (command == "bench-attention") {
+    status = yoco::RunBenchAttention(args, std::cout, std::cerr);
   } else if (command == "help" || command == "--help" || command == "-h") {
     std::cout << kUsage;
     return 0;

@@ -1,0 +1,279 @@
+// Decode attention alone: keys in rows, keys in lanes, and a plain read of the same bytes.
+#include "lib/bench/attention_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/cpu/decode_attention.h"
+#include "kernels/cpu/gemm.h"
+#include "lib/bench/machine_rates.h"
+#include "lib/engine/kv_attention_inputs.h"
+#include "lib/engine/kv_rows.h"
+#include "nlohmann/json.hpp"
+
+#ifdef YOCO_AVX2
+#include <immintrin.h>
+#endif
+
+namespace yoco {
+namespace {
+
+// Largest |out_lanes - out_rows| allowed, relative to the largest |out|: a few hundred fp32
+// roundings over the keys' sums, far below any layout mistake (which moves outputs by O(1)).
+constexpr double kLayoutTolerance = 1e-4;
+
+double Milliseconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A piece of a buffer for the plain read: small enough that every thread gets many.
+struct ReadChunk {
+  const uint8_t* data;
+  int64_t bytes;
+};
+
+void AddChunks(const uint8_t* data, int64_t bytes, std::vector<ReadChunk>* chunks) {
+  constexpr int64_t kChunk = 64 << 10;
+  for (int64_t off = 0; off < bytes; off += kChunk) {
+    chunks->push_back({data + off, std::min(kChunk, bytes - off)});
+  }
+}
+
+// XOR of every 8-byte word (integer ops, so bf16 bits read as floats cannot cost FP assists).
+uint64_t XorWords(const uint8_t* p, int64_t bytes) {
+  int64_t i = 0;
+  uint64_t acc = 0;
+#ifdef YOCO_AVX2
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 128 <= bytes; i += 128) {
+    a0 = _mm256_xor_si256(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_xor_si256(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_xor_si256(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_xor_si256(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)));
+  acc = lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3];
+#endif
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    acc ^= w;
+  }
+  return acc;
+}
+
+// One parallel region per layer, as the kernel has.
+uint64_t ReadLayer(const std::vector<ReadChunk>& chunks) {
+  uint64_t acc = 0;
+  const int64_t n = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(static) reduction(^ : acc)
+  for (int64_t i = 0; i < n; ++i) acc ^= XorWords(chunks[i].data, chunks[i].bytes);
+  return acc;
+}
+
+// Every layer's K/V for a batch, the keys twice (rows and lanes), the queries and outputs.
+struct AttentionCase {
+  std::vector<KvRows> keys_rows, keys_lanes, values;  // [layer * batch + sequence]
+  std::vector<std::vector<float>> q;                  // [layer]: [batch, dim]
+  std::vector<std::vector<float>> out_rows, out_lanes;
+  std::vector<std::vector<cpu::DecodeQuery>> queries_rows, queries_lanes;  // [layer]
+  std::vector<std::vector<ReadChunk>> read;                                // [layer]
+  int64_t bytes = 0;
+};
+
+AttentionCase MakeCase(const ModelConfig& c, const AttentionBenchShape& shape, uint64_t seed) {
+  const int layers = c.n_cross_layers();
+  const int64_t width = c.kv_dim(), dim = c.dim, n = shape.context;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> rows(n * width);
+  auto random_rows = [&] {
+    for (float& x : rows) x = uniform(rng);
+    return rows.data();
+  };
+  AttentionCase ac;
+  for (int l = 0; l < layers; ++l) {
+    for (int s = 0; s < shape.batch; ++s) {
+      ac.keys_rows.emplace_back(c.kv_dtype, width);
+      ac.keys_lanes.push_back(KvRows::SharedKeys(c.kv_dtype, width));
+      ac.values.emplace_back(c.kv_dtype, width);
+      const float* k = random_rows();
+      ac.keys_rows.back().Append(k, n);
+      ac.keys_lanes.back().Append(k, n);
+      ac.values.back().Append(random_rows(), n);
+    }
+  }
+  for (int l = 0; l < layers; ++l) {
+    std::vector<float>& q = ac.q.emplace_back(shape.batch * dim);
+    for (float& x : q) x = uniform(rng);
+    ac.out_rows.emplace_back(shape.batch * dim);
+    ac.out_lanes.emplace_back(shape.batch * dim);
+    auto& rows_l = ac.queries_rows.emplace_back();
+    auto& lanes_l = ac.queries_lanes.emplace_back();
+    auto& read_l = ac.read.emplace_back();
+    for (int s = 0; s < shape.batch; ++s) {
+      const int64_t i = int64_t{l} * shape.batch + s;
+      const float* qs = q.data() + s * dim;
+      rows_l.push_back(
+          DecodeQueryOver(qs, ac.keys_rows[i], ac.values[i], n, ac.out_rows[l].data() + s * dim));
+      lanes_l.push_back(
+          DecodeQueryOver(qs, ac.keys_lanes[i], ac.values[i], n, ac.out_lanes[l].data() + s * dim));
+      // The bytes the lanes kernel reads: its keys (padding included) and the values.
+      const KvRows& k = ac.keys_lanes[i];
+      const KvRows& v = ac.values[i];
+      const int64_t k_bytes = (n + cpu::kKeyLaneRows - 1) / cpu::kKeyLaneRows * cpu::kKeyLaneRows *
+                              width * KvDtypeBytes(c.kv_dtype);
+      const uint8_t* kp = c.kv_dtype == KvDtype::kF32 ? reinterpret_cast<const uint8_t*>(k.f32())
+                                                      : reinterpret_cast<const uint8_t*>(k.bf16());
+      const uint8_t* vp = c.kv_dtype == KvDtype::kF32 ? reinterpret_cast<const uint8_t*>(v.f32())
+                                                      : reinterpret_cast<const uint8_t*>(v.bf16());
+      AddChunks(kp, k_bytes, &read_l);
+      AddChunks(vp, v.bytes(), &read_l);
+      ac.bytes += k_bytes + v.bytes();
+    }
+  }
+  return ac;
+}
+
+double LargestRelativeDifference(const AttentionCase& ac) {
+  double largest = 0, diff = 0;
+  for (size_t l = 0; l < ac.out_rows.size(); ++l) {
+    for (size_t i = 0; i < ac.out_rows[l].size(); ++i) {
+      largest = std::max(largest, std::abs(static_cast<double>(ac.out_rows[l][i])));
+      diff = std::max(diff, std::abs(static_cast<double>(ac.out_rows[l][i]) - ac.out_lanes[l][i]));
+    }
+  }
+  return largest > 0 ? diff / largest : diff;
+}
+
+}  // namespace
+
+absl::StatusOr<AttentionBenchReport> RunAttentionBench(const AttentionBenchOptions& options,
+                                                       std::ostream& log) {
+  const ModelConfig& c = options.config;
+  if (options.rounds < 1) return absl::InvalidArgumentError("rounds must be >= 1");
+  for (const AttentionBenchShape& s : options.shapes) {
+    if (s.batch < 1 || s.context < 1) {
+      return absl::InvalidArgumentError("every shape needs a batch and a context of at least 1");
+    }
+  }
+  AttentionBenchReport report;
+  report.threads = cpu::KernelThreads();
+  report.kv_dtype = KvDtypeName(c.kv_dtype);
+  report.q_heads = c.n_attn_heads;
+  report.kv_heads = c.n_attn_kv_heads;
+  report.head_dim = c.cross_head_dim();
+  const cpu::GqaShape gqa{c.n_attn_heads, c.n_attn_kv_heads, c.cross_head_dim()};
+  log << "probing the read bandwidth\n";
+  report.membw_gbs = MeasureReadBandwidthGbs(int64_t{256} << 20, 3);
+  cpu::DecodeAttentionScratch scratch;
+  volatile uint64_t sink = 0;
+  uint64_t seed = 1;
+  for (const AttentionBenchShape& shape : options.shapes) {
+    log << "attention: batch " << shape.batch << ", context " << shape.context << "\n";
+    AttentionCase ac = MakeCase(c, shape, seed++);
+    auto run_kernel = [&](std::vector<std::vector<cpu::DecodeQuery>>& queries) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (auto& layer : queries) cpu::DecodeAttention(gqa, layer.data(), shape.batch, &scratch);
+      return Milliseconds(t0);
+    };
+    auto run_read = [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      uint64_t acc = 0;
+      for (const auto& layer : ac.read) acc ^= ReadLayer(layer);
+      sink = sink ^ acc;
+      return Milliseconds(t0);
+    };
+    run_read();  // warm-up: page faults, scratch growth
+    run_kernel(ac.queries_rows);
+    run_kernel(ac.queries_lanes);
+    std::vector<double> read_ms, rows_ms, lanes_ms, lanes_over_read, rows_over_lanes;
+    for (int r = 0; r < options.rounds; ++r) {
+      double t[3];
+      for (int i = 0; i < 3; ++i) {
+        const int which = (r + i) % 3;
+        t[which] = which == 0   ? run_read()
+                   : which == 1 ? run_kernel(ac.queries_rows)
+                                : run_kernel(ac.queries_lanes);
+      }
+      read_ms.push_back(t[0]);
+      rows_ms.push_back(t[1]);
+      lanes_ms.push_back(t[2]);
+      lanes_over_read.push_back(t[0] / t[2]);
+      rows_over_lanes.push_back(t[1] / t[2]);
+    }
+    AttentionMeasurement m;
+    m.shape = shape;
+    m.layers = c.n_cross_layers();
+    m.bytes = ac.bytes;
+    m.read_ms = SpreadOf(read_ms);
+    m.rows_ms = SpreadOf(rows_ms);
+    m.lanes_ms = SpreadOf(lanes_ms);
+    m.lanes_over_read = SpreadOf(lanes_over_read);
+    m.rows_over_lanes = SpreadOf(rows_over_lanes);
+    m.lanes_rows_difference = LargestRelativeDifference(ac);
+    if (!(m.lanes_rows_difference <= kLayoutTolerance)) {
+      return absl::InternalError(absl::StrCat(
+          "keys in lanes and in rows disagree: relative difference ", m.lanes_rows_difference,
+          " at batch ", shape.batch, ", context ", shape.context));
+    }
+    report.rows.push_back(m);
+  }
+  return report;
+}
+
+std::string AttentionBenchReport::ToJson() const {
+  auto spread = [](const Spread& s) {
+    return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
+  };
+  nlohmann::json j;
+  j["threads"] = threads;
+  j["kv_dtype"] = kv_dtype;
+  j["q_heads"] = q_heads;
+  j["kv_heads"] = kv_heads;
+  j["head_dim"] = head_dim;
+  j["membw_gbs"] = membw_gbs;
+  j["attention"] = nlohmann::json::array();
+  for (const AttentionMeasurement& m : rows) {
+    j["attention"].push_back({{"batch", m.shape.batch},
+                              {"context", m.shape.context},
+                              {"layers", m.layers},
+                              {"bytes", m.bytes},
+                              {"read_ms", spread(m.read_ms)},
+                              {"rows_ms", spread(m.rows_ms)},
+                              {"lanes_ms", spread(m.lanes_ms)},
+                              {"read_gbs", m.bytes / m.read_ms.median / 1e6},
+                              {"lanes_gbs", m.bytes / m.lanes_ms.median / 1e6},
+                              {"lanes_over_read", spread(m.lanes_over_read)},
+                              {"rows_over_lanes", spread(m.rows_over_lanes)},
+                              {"lanes_rows_difference", m.lanes_rows_difference}});
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string AttentionBenchReport::ToTable() const {
+  std::string out = absl::StrFormat(
+      "decode attention alone (threads %d, %s K/V, %d query heads over %d KV heads, d %d; "
+      "probe %.0f GB/s)\n"
+      "%6s %8s %8s %9s %9s %9s %9s %16s %16s\n",
+      threads, kv_dtype, q_heads, kv_heads, head_dim, membw_gbs, "batch", "context", "K/V MB",
+      "read ms", "rows ms", "lanes ms", "lane GB/s", "lanes/read", "rows/lanes");
+  for (const AttentionMeasurement& m : rows) {
+    out += absl::StrFormat(
+        "%6d %8d %8.1f %9.2f %9.2f %9.2f %9.1f %5.0f%% [%3.0f-%3.0f] %5.2fx [%.2f-%.2f]\n",
+        m.shape.batch, m.shape.context, m.bytes / 1e6, m.read_ms.median, m.rows_ms.median,
+        m.lanes_ms.median, m.bytes / m.lanes_ms.median / 1e6, 100 * m.lanes_over_read.median,
+        100 * m.lanes_over_read.min, 100 * m.lanes_over_read.max, m.rows_over_lanes.median,
+        m.rows_over_lanes.min, m.rows_over_lanes.max);
+  }
+  return out;
+}
+
+}  // namespace yoco
