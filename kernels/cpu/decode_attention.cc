@@ -20,14 +20,19 @@ namespace {
 constexpr int64_t kKeysPerRange = 512;
 static_assert(kKeysPerRange % kKeyLaneRows == 0, "a range starts at a block of keys in lanes");
 constexpr int64_t kValueBlock = 32;  // V rows per block, kept in L1 across the head sweeps
-// Rows ahead whose K (V) lines are prefetched: the hardware prefetcher alone leaves each core
-// at about a third of the machine's read bandwidth (microbenchmark: batch 32 × 2048 keys,
-// 21 -> 26-30 GB/s; 64 rows measured as good as 128).
+// Rows ahead whose lines are prefetched into L1. Row-major K: the hardware prefetcher alone
+// leaves each core at about a third of the machine's read bandwidth (microbenchmark: batch 32 ×
+// 2048 keys, 21 -> 26-30 GB/s; 64 rows measured as good as 128). V: 16 rows past the block;
+// 64 rows (32 KB of bf16, 64 KB of fp32 rows) overran the 48 KB L1 that also holds the block
+// and the scores (`yoco bench-attention`: 8-10% slower). Keys in lanes are one address-ordered
+// stream the hardware prefetcher follows, and software prefetches there made it slower (K pass
+// alone, one thread, 32K keys: 5.6 -> 4.4 ms without them).
 constexpr int64_t kPrefetchKeys = 64;
+constexpr int64_t kPrefetchValues = 16;
 
-// The rows a thread reads after the current pass (the range's V rows after its K rows, the
-// next range's K rows after its V rows): the pass's last blocks ask for them, so that the next
-// pass does not start cold.
+// The rows a thread reads after the current pass (the range's V rows after its row-major K
+// rows, the next range's K rows after its V rows): the pass's last blocks ask for them, so that
+// the next pass does not start cold.
 struct NextRows {
   const char* data = nullptr;
   int64_t row_bytes = 0;
@@ -255,10 +260,11 @@ void LaneBlockScores(const float* q, const T* kb, int d, float scale, float* out
 }
 
 // TaskScores for keys in lanes: each block is read once, in address order, one KV head's slice
-// at a time, for up to four query heads of its group per pass.
+// at a time, for up to four query heads of its group per pass; no software prefetch (see
+// kPrefetchKeys).
 template <typename T>
 void TaskScoresInLanes(const GqaShape& shape, const float* q, const T* keys, int64_t begin,
-                       int64_t end, float scale, const NextRows& next, float* scores) {
+                       int64_t end, float scale, float* scores) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t ld = int64_t{shape.kv_heads} * d;
@@ -266,7 +272,6 @@ void TaskScoresInLanes(const GqaShape& shape, const float* q, const T* keys, int
   for (int64_t i0 = 0; i0 < len; i0 += kKeyLaneRows) {
     // begin is a whole number of blocks: the block of row begin + i0 starts at its row's offset.
     const T* block = keys + (begin + i0) * ld;
-    PrefetchAhead(keys + begin * ld, ld, len, next, i0 + kPrefetchKeys, kKeyLaneRows);
     const int64_t valid = std::min(kKeyLaneRows, len - i0);
     for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
       const T* kb = block + int64_t{kvh} * d * kKeyLaneRows;
@@ -358,7 +363,7 @@ void TaskWeightedSum(const GqaShape& shape, const T* values, int64_t begin, int6
   for (int64_t i = 0; i < int64_t{shape.q_heads} * d; ++i) acc[i] = 0.0f;
   for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
     const int64_t b1 = std::min(len, b0 + kValueBlock);
-    PrefetchAhead(values + begin * ld, ld, len, next, b0 + kPrefetchKeys, kValueBlock);
+    PrefetchAhead(values + begin * ld, ld, len, next, b0 + kPrefetchValues, kValueBlock);
 #if defined(__AVX512F__)
     if (d % 64 == 0) {
       for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
@@ -480,9 +485,9 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
               ? rows_of(dq.keys, dq.keys_bf16, end, std::min(kKeysPerRange, dq.n - end))
               : NextRows{};
       if (dq.keys_in_lanes && dq.keys_bf16 != nullptr) {
-        TaskScoresInLanes(shape, dq.q, dq.keys_bf16, begin, end, scale, values_next, scores);
+        TaskScoresInLanes(shape, dq.q, dq.keys_bf16, begin, end, scale, scores);
       } else if (dq.keys_in_lanes) {
-        TaskScoresInLanes(shape, dq.q, dq.keys, begin, end, scale, values_next, scores);
+        TaskScoresInLanes(shape, dq.q, dq.keys, begin, end, scale, scores);
       } else if (dq.keys_bf16 != nullptr) {
         TaskScores(shape, dq.q, dq.keys_bf16, begin, end, scale, values_next, scores);
       } else {
