@@ -27,6 +27,10 @@ namespace {
 // roundings over the keys' sums, far below any layout mistake (which moves outputs by O(1)).
 constexpr double kLayoutTolerance = 1e-4;
 
+// The most K/V one shape may hold (keys in rows, keys in lanes and values, every layer): a run
+// asked for more is refused before anything is allocated.
+constexpr double kMaxShapeBytes = 8.0 * (int64_t{1} << 30);
+
 double Milliseconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -125,18 +129,13 @@ AttentionCase MakeCase(const ModelConfig& c, const AttentionBenchShape& shape, u
           DecodeQueryOver(qs, ac.keys_rows[i], ac.values[i], n, ac.out_rows[l].data() + s * dim));
       lanes_l.push_back(
           DecodeQueryOver(qs, ac.keys_lanes[i], ac.values[i], n, ac.out_lanes[l].data() + s * dim));
-      // The bytes the lanes kernel reads: its keys (padding included) and the values.
-      const KvRows& k = ac.keys_lanes[i];
-      const KvRows& v = ac.values[i];
-      const int64_t k_bytes = (n + cpu::kKeyLaneRows - 1) / cpu::kKeyLaneRows * cpu::kKeyLaneRows *
-                              width * KvDtypeBytes(c.kv_dtype);
-      const uint8_t* kp = c.kv_dtype == KvDtype::kF32 ? reinterpret_cast<const uint8_t*>(k.f32())
-                                                      : reinterpret_cast<const uint8_t*>(k.bf16());
-      const uint8_t* vp = c.kv_dtype == KvDtype::kF32 ? reinterpret_cast<const uint8_t*>(v.f32())
-                                                      : reinterpret_cast<const uint8_t*>(v.bf16());
-      AddChunks(kp, k_bytes, &read_l);
-      AddChunks(vp, v.bytes(), &read_l);
-      ac.bytes += k_bytes + v.bytes();
+      // The bytes the kernel reads (less the last block's zero padding, at most 15 rows).
+      for (const KvRows* rows : {&ac.keys_lanes[i], &ac.values[i]}) {
+        const void* data = c.kv_dtype == KvDtype::kF32 ? static_cast<const void*>(rows->f32())
+                                                       : static_cast<const void*>(rows->bf16());
+        AddChunks(static_cast<const uint8_t*>(data), rows->bytes(), &read_l);
+        ac.bytes += rows->bytes();
+      }
     }
   }
   return ac;
@@ -162,6 +161,14 @@ absl::StatusOr<AttentionBenchReport> RunAttentionBench(const AttentionBenchOptio
   for (const AttentionBenchShape& s : options.shapes) {
     if (s.batch < 1 || s.context < 1) {
       return absl::InvalidArgumentError("every shape needs a batch and a context of at least 1");
+    }
+    const double bytes =
+        3.0 * c.n_cross_layers() * s.batch * s.context * c.kv_dim() * KvDtypeBytes(c.kv_dtype);
+    if (bytes > kMaxShapeBytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "batch %d x context %d needs %.1f GB of K/V, more than the %.1f GB this benchmark "
+          "holds",
+          s.batch, s.context, bytes / 1e9, kMaxShapeBytes / 1e9));
     }
   }
   AttentionBenchReport report;
