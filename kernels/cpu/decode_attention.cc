@@ -25,8 +25,8 @@ constexpr int64_t kValueBlock = 32;  // V rows per block, kept in L1 across the 
 // 2048 keys, 21 -> 26-30 GB/s; 64 rows measured as good as 128). V: 16 rows past the block;
 // 64 rows (32 KB of bf16, 64 KB of fp32 rows) overran the 48 KB L1 that also holds the block
 // and the scores (`yoco bench-attention`: 8-10% slower). Keys in lanes are one address-ordered
-// stream the hardware prefetcher follows, and software prefetches there made it slower (K pass
-// alone, one thread, 32K keys: 5.6 -> 4.4 ms without them).
+// stream the hardware prefetcher follows, and software prefetches there made it slower (the K
+// pass and softmax with the V pass skipped, one thread, 32K keys: 5.6 -> 4.4 ms without them).
 constexpr int64_t kPrefetchKeys = 64;
 constexpr int64_t kPrefetchValues = 16;
 

@@ -11,14 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vector_math.h"
 #include "lib/bench/machine_rates.h"
 #include "lib/engine/kv_attention_inputs.h"
 #include "lib/engine/kv_rows.h"
 #include "nlohmann/json.hpp"
-
-#ifdef YOCO_AVX2
-#include <immintrin.h>
-#endif
 
 namespace yoco {
 namespace {
