@@ -127,11 +127,11 @@ AttentionCase MakeCase(const ModelConfig& c, const AttentionBenchShape& shape, u
       lanes_l.push_back(
           DecodeQueryOver(qs, ac.keys_lanes[i], ac.values[i], n, ac.out_lanes[l].data() + s * dim));
       // The bytes the kernel reads (less the last block's zero padding, at most 15 rows).
-      for (const KvRows* rows : {&ac.keys_lanes[i], &ac.values[i]}) {
-        const void* data = c.kv_dtype == KvDtype::kF32 ? static_cast<const void*>(rows->f32())
-                                                       : static_cast<const void*>(rows->bf16());
-        AddChunks(static_cast<const uint8_t*>(data), rows->bytes(), &read_l);
-        ac.bytes += rows->bytes();
+      for (const KvRows* kv : {&ac.keys_lanes[i], &ac.values[i]}) {
+        const void* data = c.kv_dtype == KvDtype::kF32 ? static_cast<const void*>(kv->f32())
+                                                       : static_cast<const void*>(kv->bf16());
+        AddChunks(static_cast<const uint8_t*>(data), kv->bytes(), &read_l);
+        ac.bytes += kv->bytes();
       }
     }
   }
