@@ -146,32 +146,39 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
 
 namespace {
 
-// The flags both benchmarks share: the model shape, the kernel threads (set here), the weight
-// format, and a fresh work folder.
+// The setup of `yoco bench` and `bench-cache`: ReadBenchConfig's shape, the weight format and
+// a fresh work folder.
 struct BenchSetup {
   ModelConfig config;
   WeightFormat weights = WeightFormat::kBF16;
   std::string work_dir;
 };
 
-absl::StatusOr<BenchSetup> ParseBenchSetup(const CommandLine& cl, const char* work_prefix) {
-  BenchSetup setup;
-  setup.config = DefaultBenchConfig();
+// The flags every benchmark shares: the model shape (--params, --kv-dtype over the shape's own)
+// and the kernel threads, set here.
+absl::StatusOr<ModelConfig> ReadBenchConfig(const CommandLine& cl) {
+  ModelConfig config = DefaultBenchConfig();
   if (cl.Has("params")) {
-    ASSIGN_OR_RETURN(setup.config, ModelConfig::FromFile(*cl.String("params")));
+    ASSIGN_OR_RETURN(config, ModelConfig::FromFile(*cl.String("params")));
   }
   ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
   if (threads < 0 || threads > 1024)
     return absl::InvalidArgumentError("--threads must be in [0, 1024]");
   cpu::SetKernelThreads(static_cast<int>(threads));
+  if (cl.Has("kv-dtype")) {
+    ASSIGN_OR_RETURN(config.kv_dtype, ParseKvDtype(*cl.String("kv-dtype")));
+  }
+  return config;
+}
+
+absl::StatusOr<BenchSetup> ParseBenchSetup(const CommandLine& cl, const char* work_prefix) {
+  BenchSetup setup;
+  ASSIGN_OR_RETURN(setup.config, ReadBenchConfig(cl));
   const std::string weights = cl.Has("weights") ? *cl.String("weights") : "bf16";
   if (weights != "bf16" && weights != "f32" && weights != "q8") {
     return absl::InvalidArgumentError("--weights must be bf16, f32 or q8");
   }
   ASSIGN_OR_RETURN(setup.weights, ParseWeightFormat(weights));
-  if (cl.Has("kv-dtype")) {
-    ASSIGN_OR_RETURN(setup.config.kv_dtype, ParseKvDtype(*cl.String("kv-dtype")));
-  }
   std::string work = std::string("/tmp/") + work_prefix + "-XXXXXX";
   if (mkdtemp(work.data()) == nullptr) {
     return absl::InternalError("cannot create a temporary folder");
@@ -347,24 +354,14 @@ absl::Status RunBenchAttention(const std::vector<std::string>& args, std::ostrea
   ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "threads", "json",
                                                              "kv-dtype", "shapes", "rounds"}));
   AttentionBenchOptions options;
-  options.config = DefaultBenchConfig();
-  if (cl.Has("params")) {
-    ASSIGN_OR_RETURN(options.config, ModelConfig::FromFile(*cl.String("params")));
-  }
-  options.config.kv_dtype = KvDtype::kBF16;
-  if (cl.Has("kv-dtype")) {
-    ASSIGN_OR_RETURN(options.config.kv_dtype, ParseKvDtype(*cl.String("kv-dtype")));
-  }
+  ASSIGN_OR_RETURN(options.config, ReadBenchConfig(cl));
+  if (!cl.Has("kv-dtype")) options.config.kv_dtype = KvDtype::kBF16;
   if (cl.Has("shapes")) {
     ASSIGN_OR_RETURN(options.shapes, ParseAttentionShapes(*cl.String("shapes")));
   }
   ASSIGN_OR_RETURN(int64_t rounds, cl.Int("rounds", 5));
   if (rounds < 1 || rounds > 100) return absl::InvalidArgumentError("--rounds must be in [1, 100]");
   options.rounds = static_cast<int>(rounds);
-  ASSIGN_OR_RETURN(int64_t threads, cl.Int("threads", 0));
-  if (threads < 0 || threads > 1024)
-    return absl::InvalidArgumentError("--threads must be in [0, 1024]");
-  cpu::SetKernelThreads(static_cast<int>(threads));
   ASSIGN_OR_RETURN(AttentionBenchReport report, RunAttentionBench(options, log));
   return WriteBenchReport(cl, report, out);
 }
