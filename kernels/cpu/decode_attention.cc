@@ -19,14 +19,17 @@ namespace {
 // output is the same bits in any batch.
 constexpr int64_t kKeysPerRange = 512;
 static_assert(kKeysPerRange % kKeyLaneRows == 0, "a range starts at a block of keys in lanes");
-constexpr int64_t kValueBlock = 32;  // V rows per block, kept in L1 across the head sweeps
+// V rows per block, kept in L1 across the head sweeps; a block of values in strips.
+constexpr int64_t kValueBlock = kValueStripRows;
+static_assert(kKeysPerRange % kValueBlock == 0, "a range starts at a block of values in strips");
 // Rows ahead whose lines are prefetched into L1. Row-major K: the hardware prefetcher alone
 // leaves each core at about a third of the machine's read bandwidth (microbenchmark: batch 32 ×
 // 2048 keys, 21 -> 26-30 GB/s; 64 rows measured as good as 128). V: 16 rows past the block;
 // 64 rows (32 KB of bf16, 64 KB of fp32 rows) overran the 48 KB L1 that also holds the block
-// and the scores (`yoco bench-attention`: 8-10% slower). Keys in lanes are one address-ordered
-// stream the hardware prefetcher follows, and software prefetches there made it slower (the K
-// pass and softmax with the V pass skipped, one thread, 32K keys: 5.6 -> 4.4 ms without them).
+// and the scores (`yoco bench-attention`: 8-10% slower). Keys in lanes and values in strips are
+// one address-ordered stream each, which the hardware prefetcher follows, and software
+// prefetches there made them slower (keys: the K pass and softmax with the V pass skipped, one
+// thread, 32K keys: 5.6 -> 4.4 ms without them; values: batch 32 x 2048 bf16, 9.8 -> 9.0 ms).
 constexpr int64_t kPrefetchKeys = 64;
 constexpr int64_t kPrefetchValues = 16;
 
@@ -298,64 +301,76 @@ void TaskScoresInLanes(const GqaShape& shape, const float* q, const T* keys, int
 }
 
 #ifdef YOCO_AVX2
-// acc[j] += Σ_{i<rows} p[j·ldp + i] v_i for kHeads heads sharing the value rows v_i (stride
-// ld), 32 columns at a time so the kHeads×4 accumulators stay in registers. REQUIRES: d % 32 == 0.
+// acc[j][0..32) += Σ_{i<rows} p[j·ldp + i] v_i[0..32) for kHeads heads (acc rows d apart)
+// sharing the value rows v_i (stride ld), so the kHeads×4 accumulators stay in registers.
 template <int kHeads, typename T>
 void WeightedSumTile(const T* v, int64_t ld, int64_t rows, const float* p, int64_t ldp, int d,
                      float* acc) {
-  for (int c0 = 0; c0 < d; c0 += 32) {
-    __m256 a[kHeads][4];
-    for (int j = 0; j < kHeads; ++j)
-      for (int c = 0; c < 4; ++c) a[j][c] = _mm256_loadu_ps(acc + int64_t{j} * d + c0 + 8 * c);
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* vi = v + i * ld + c0;
-      const __m256 v0 = Load8(vi), v1 = Load8(vi + 8);
-      const __m256 v2 = Load8(vi + 16), v3 = Load8(vi + 24);
-      for (int j = 0; j < kHeads; ++j) {
-        const __m256 w = _mm256_broadcast_ss(p + j * ldp + i);
-        a[j][0] = _mm256_fmadd_ps(w, v0, a[j][0]);
-        a[j][1] = _mm256_fmadd_ps(w, v1, a[j][1]);
-        a[j][2] = _mm256_fmadd_ps(w, v2, a[j][2]);
-        a[j][3] = _mm256_fmadd_ps(w, v3, a[j][3]);
-      }
+  __m256 a[kHeads][4];
+  for (int j = 0; j < kHeads; ++j)
+    for (int c = 0; c < 4; ++c) a[j][c] = _mm256_loadu_ps(acc + int64_t{j} * d + 8 * c);
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* vi = v + i * ld;
+    const __m256 v0 = Load8(vi), v1 = Load8(vi + 8);
+    const __m256 v2 = Load8(vi + 16), v3 = Load8(vi + 24);
+    for (int j = 0; j < kHeads; ++j) {
+      const __m256 w = _mm256_broadcast_ss(p + j * ldp + i);
+      a[j][0] = _mm256_fmadd_ps(w, v0, a[j][0]);
+      a[j][1] = _mm256_fmadd_ps(w, v1, a[j][1]);
+      a[j][2] = _mm256_fmadd_ps(w, v2, a[j][2]);
+      a[j][3] = _mm256_fmadd_ps(w, v3, a[j][3]);
     }
-    for (int j = 0; j < kHeads; ++j)
-      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + int64_t{j} * d + c0 + 8 * c, a[j][c]);
   }
+  for (int j = 0; j < kHeads; ++j)
+    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + int64_t{j} * d + 8 * c, a[j][c]);
 }
 #endif
 
 #if defined(__AVX512F__)
-// As WeightedSumTile, 64 columns at a time in zmm registers. REQUIRES: d % 64 == 0.
+// As WeightedSumTile, 64 columns in zmm registers.
 template <int kHeads, typename T>
 void WeightedSumTile512(const T* v, int64_t ld, int64_t rows, const float* p, int64_t ldp, int d,
                         float* acc) {
-  for (int c0 = 0; c0 < d; c0 += 64) {
-    __m512 a[kHeads][4];
-    for (int j = 0; j < kHeads; ++j)
-      for (int c = 0; c < 4; ++c) a[j][c] = _mm512_loadu_ps(acc + int64_t{j} * d + c0 + 16 * c);
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* vi = v + i * ld + c0;
-      const __m512 v0 = Load16(vi), v1 = Load16(vi + 16);
-      const __m512 v2 = Load16(vi + 32), v3 = Load16(vi + 48);
-      for (int j = 0; j < kHeads; ++j) {
-        const __m512 w = _mm512_set1_ps(p[j * ldp + i]);
-        a[j][0] = _mm512_fmadd_ps(w, v0, a[j][0]);
-        a[j][1] = _mm512_fmadd_ps(w, v1, a[j][1]);
-        a[j][2] = _mm512_fmadd_ps(w, v2, a[j][2]);
-        a[j][3] = _mm512_fmadd_ps(w, v3, a[j][3]);
-      }
+  __m512 a[kHeads][4];
+  for (int j = 0; j < kHeads; ++j)
+    for (int c = 0; c < 4; ++c) a[j][c] = _mm512_loadu_ps(acc + int64_t{j} * d + 16 * c);
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* vi = v + i * ld;
+    const __m512 v0 = Load16(vi), v1 = Load16(vi + 16);
+    const __m512 v2 = Load16(vi + 32), v3 = Load16(vi + 48);
+    for (int j = 0; j < kHeads; ++j) {
+      const __m512 w = _mm512_set1_ps(p[j * ldp + i]);
+      a[j][0] = _mm512_fmadd_ps(w, v0, a[j][0]);
+      a[j][1] = _mm512_fmadd_ps(w, v1, a[j][1]);
+      a[j][2] = _mm512_fmadd_ps(w, v2, a[j][2]);
+      a[j][3] = _mm512_fmadd_ps(w, v3, a[j][3]);
     }
-    for (int j = 0; j < kHeads; ++j)
-      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + int64_t{j} * d + c0 + 16 * c, a[j][c]);
   }
+  for (int j = 0; j < kHeads; ++j)
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + int64_t{j} * d + 16 * c, a[j][c]);
 }
 #endif
 
-// acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] for every head; acc is [q_heads, d] in L1.
+// Where a tile reads columns [c, c + 64) (or 32) of a block of value rows that starts at
+// `block`: its first row and the row stride. In rows, the rows themselves; in strips, the strip
+// that holds column c (REQUIRES there: the columns inside one strip, as c % 32 == 0 gives).
 template <typename T>
-void TaskWeightedSum(const GqaShape& shape, const T* values, int64_t begin, int64_t end,
-                     const float* p, const NextRows& next, float* acc) {
+struct ValueSlice {
+  const T* v;
+  int64_t ld;
+};
+template <typename T>
+ValueSlice<T> SliceOf(const T* block, bool strips, int64_t width, int64_t c) {
+  if (!strips) return {block + c, width};
+  const int64_t strip = c / kValueStripWidth * kValueStripWidth;
+  return {block + strip * kValueStripRows + (c - strip), std::min(kValueStripWidth, width - strip)};
+}
+
+// acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] for every head; acc is [q_heads, d] in L1. The values
+// are in rows, or in strips; begin is a whole number of blocks (kValueBlock).
+template <typename T>
+void TaskWeightedSum(const GqaShape& shape, const T* values, bool strips, int64_t begin,
+                     int64_t end, const float* p, const NextRows& next, float* acc) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t ld = int64_t{shape.kv_heads} * d;
@@ -363,28 +378,33 @@ void TaskWeightedSum(const GqaShape& shape, const T* values, int64_t begin, int6
   for (int64_t i = 0; i < int64_t{shape.q_heads} * d; ++i) acc[i] = 0.0f;
   for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
     const int64_t b1 = std::min(len, b0 + kValueBlock);
-    PrefetchAhead(values + begin * ld, ld, len, next, b0 + kPrefetchValues, kValueBlock);
+    // Both layouts start a block of rows at the same offset.
+    const T* block = values + (begin + b0) * ld;
+    if (!strips)
+      PrefetchAhead(values + begin * ld, ld, len, next, b0 + kPrefetchValues, kValueBlock);
 #if defined(__AVX512F__)
     if (d % 64 == 0) {
       for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
         for (int j0 = 0; j0 < group; j0 += 4) {
           const int heads = std::min(4, group - j0);
           const int h0 = kvh * group + j0;
-          const T* vb = values + (begin + b0) * ld + int64_t{kvh} * d;
           const float* pb = p + int64_t{h0} * len + b0;
-          float* ab = acc + int64_t{h0} * d;
-          switch (heads) {
-            case 4:
-              WeightedSumTile512<4>(vb, ld, b1 - b0, pb, len, d, ab);
-              break;
-            case 3:
-              WeightedSumTile512<3>(vb, ld, b1 - b0, pb, len, d, ab);
-              break;
-            case 2:
-              WeightedSumTile512<2>(vb, ld, b1 - b0, pb, len, d, ab);
-              break;
-            default:
-              WeightedSumTile512<1>(vb, ld, b1 - b0, pb, len, d, ab);
+          for (int c0 = 0; c0 < d; c0 += 64) {
+            const ValueSlice<T> vs = SliceOf(block, strips, ld, int64_t{kvh} * d + c0);
+            float* ab = acc + int64_t{h0} * d + c0;
+            switch (heads) {
+              case 4:
+                WeightedSumTile512<4>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
+                break;
+              case 3:
+                WeightedSumTile512<3>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
+                break;
+              case 2:
+                WeightedSumTile512<2>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
+                break;
+              default:
+                WeightedSumTile512<1>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
+            }
           }
         }
       }
@@ -397,15 +417,17 @@ void TaskWeightedSum(const GqaShape& shape, const T* values, int64_t begin, int6
         for (int j0 = 0; j0 < group; j0 += 3) {
           const int heads = std::min(3, group - j0);
           const int h0 = kvh * group + j0;
-          const T* vb = values + (begin + b0) * ld + int64_t{kvh} * d;
           const float* pb = p + int64_t{h0} * len + b0;
-          float* ab = acc + int64_t{h0} * d;
-          if (heads == 3) {
-            WeightedSumTile<3>(vb, ld, b1 - b0, pb, len, d, ab);
-          } else if (heads == 2) {
-            WeightedSumTile<2>(vb, ld, b1 - b0, pb, len, d, ab);
-          } else {
-            WeightedSumTile<1>(vb, ld, b1 - b0, pb, len, d, ab);
+          for (int c0 = 0; c0 < d; c0 += 32) {
+            const ValueSlice<T> vs = SliceOf(block, strips, ld, int64_t{kvh} * d + c0);
+            float* ab = acc + int64_t{h0} * d + c0;
+            if (heads == 3) {
+              WeightedSumTile<3>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
+            } else if (heads == 2) {
+              WeightedSumTile<2>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
+            } else {
+              WeightedSumTile<1>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
+            }
           }
         }
       }
@@ -413,14 +435,20 @@ void TaskWeightedSum(const GqaShape& shape, const T* values, int64_t begin, int6
     }
 #endif
     for (int64_t i = b0; i < b1; ++i) {
-      const T* v = values + (begin + i) * ld;
       for (int h = 0; h < shape.q_heads; ++h) {
-        const T* vh = v + int64_t{h / group} * d;
+        const int64_t c0 = int64_t{h / group} * d;
         float* ah = acc + int64_t{h} * d;
-        if constexpr (std::is_same_v<T, float>) {
-          Axpy(p[h * len + i], vh, ah, d);
+        const float w = p[h * len + i];
+        if (!strips) {
+          const T* vh = values + (begin + i) * ld + c0;
+          if constexpr (std::is_same_v<T, float>) {
+            Axpy(w, vh, ah, d);
+          } else {
+            for (int c = 0; c < d; ++c) ah[c] += w * LoadOne(vh + c);
+          }
         } else {
-          for (int c = 0; c < d; ++c) ah[c] += p[h * len + i] * LoadOne(vh + c);
+          for (int c = 0; c < d; ++c)
+            ah[c] += w * LoadOne(values + ValueStripIndex(begin + i, c0 + c, ld));
         }
       }
     }
@@ -500,9 +528,11 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
         part[2 * h + 1] = ExpShiftSum(sh, len, m);
       }
       if (dq.values_bf16 != nullptr) {
-        TaskWeightedSum(shape, dq.values_bf16, begin, end, scores, keys_next, part + 2 * H);
+        TaskWeightedSum(shape, dq.values_bf16, dq.values_in_strips, begin, end, scores, keys_next,
+                        part + 2 * H);
       } else {
-        TaskWeightedSum(shape, dq.values, begin, end, scores, keys_next, part + 2 * H);
+        TaskWeightedSum(shape, dq.values, dq.values_in_strips, begin, end, scores, keys_next,
+                        part + 2 * H);
       }
     }
   }

@@ -6,6 +6,7 @@
 #ifndef YOCO_KERNELS_CPU_DECODE_ATTENTION_H_
 #define YOCO_KERNELS_CPU_DECODE_ATTENTION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,20 @@ inline int64_t KeyLaneIndex(int64_t row, int64_t col, int64_t width) {
   return (row / kKeyLaneRows) * kKeyLaneRows * width + col * kKeyLaneRows + row % kKeyLaneRows;
 }
 
+// Values "in strips": rows in blocks of kValueStripRows, each block cut by columns into strips
+// of kValueStripWidth (the last one narrower when the width is not a multiple), each strip
+// [kValueStripRows][its width]. The V pass reads one KV head's columns of a block of rows at a
+// time; in strips those bytes are contiguous and the whole pass is one address-ordered stream,
+// where row-major values make it jump a row's length between the head's lines.
+inline constexpr int64_t kValueStripRows = 32;
+inline constexpr int64_t kValueStripWidth = 64;
+inline int64_t ValueStripIndex(int64_t row, int64_t col, int64_t width) {
+  const int64_t strip = col / kValueStripWidth * kValueStripWidth;  // the strip's first column
+  const int64_t strip_width = std::min(kValueStripWidth, width - strip);
+  return (row / kValueStripRows) * kValueStripRows * width + strip * kValueStripRows +
+         (row % kValueStripRows) * strip_width + (col - strip);
+}
+
 struct DecodeQuery {
   const float* q = nullptr;       // [q_heads, d]
   const float* keys = nullptr;    // [n, kv_heads * d], or in lanes (keys_in_lanes)
@@ -32,7 +47,8 @@ struct DecodeQuery {
   // When set, the K (V) rows are read from these bf16 rows (same layout) instead.
   const uint16_t* keys_bf16 = nullptr;
   const uint16_t* values_bf16 = nullptr;
-  bool keys_in_lanes = false;  // keys (or keys_bf16) are in lanes, see kKeyLaneRows
+  bool keys_in_lanes = false;     // keys (or keys_bf16) are in lanes, see kKeyLaneRows
+  bool values_in_strips = false;  // values (or values_bf16) are in strips, see kValueStripRows
 };
 
 // Buffers reused across calls (no allocation once they have grown).

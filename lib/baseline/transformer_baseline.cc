@@ -96,7 +96,7 @@ TransformerBaseline::TransformerBaseline(const ModelConfig& config, WeightFormat
 TransformerBaseline::Sequence TransformerBaseline::NewSequence() const {
   Sequence s;
   s.k.assign(config_.n_layers, KvRows::SharedKeys(config_.kv_dtype, config_.kv_dim()));
-  s.v.assign(config_.n_layers, KvRows(config_.kv_dtype, config_.kv_dim()));
+  s.v.assign(config_.n_layers, KvRows::SharedValues(config_.kv_dtype, config_.kv_dim()));
   return s;
 }
 

@@ -1,4 +1,5 @@
-// Decode attention alone: keys in rows, keys in lanes, and a plain read of the same bytes.
+// Decode attention alone: K/V in rows, in the engine's layout (keys in lanes, values in strips),
+// and a plain read of the same bytes.
 #include "lib/bench/attention_bench.h"
 
 #include <algorithm>
@@ -24,8 +25,8 @@ namespace {
 // roundings over the keys' sums, far below any layout mistake (which moves outputs by O(1)).
 constexpr double kLayoutTolerance = 1e-4;
 
-// The most K/V one shape may hold (keys in rows, keys in lanes and values, every layer): a run
-// asked for more is refused before anything is allocated.
+// The most K/V one shape may hold (K and V in both layouts, every layer): a run asked for more is
+// refused before anything is allocated.
 constexpr double kMaxShapeBytes = 8.0 * (int64_t{1} << 30);
 
 double Milliseconds(std::chrono::steady_clock::time_point t0) {
@@ -79,10 +80,12 @@ uint64_t ReadLayer(const std::vector<ReadChunk>& chunks) {
   return acc;
 }
 
-// Every layer's K/V for a batch, the keys twice (rows and lanes), the queries and outputs.
+// Every layer's K/V for a batch in both layouts (rows; keys in lanes and values in strips), the
+// queries and outputs.
 struct AttentionCase {
-  std::vector<KvRows> keys_rows, keys_lanes, values;  // [layer * batch + sequence]
-  std::vector<std::vector<float>> q;                  // [layer]: [batch, dim]
+  std::vector<KvRows> keys_rows, values_rows;     // [layer * batch + sequence]
+  std::vector<KvRows> keys_lanes, values_strips;  // the same values
+  std::vector<std::vector<float>> q;              // [layer]: [batch, dim]
   std::vector<std::vector<float>> out_rows, out_lanes;
   std::vector<std::vector<cpu::DecodeQuery>> queries_rows, queries_lanes;  // [layer]
   std::vector<std::vector<ReadChunk>> read;                                // [layer]
@@ -104,11 +107,14 @@ AttentionCase MakeCase(const ModelConfig& c, const AttentionBenchShape& shape, u
     for (int s = 0; s < shape.batch; ++s) {
       ac.keys_rows.emplace_back(c.kv_dtype, width);
       ac.keys_lanes.push_back(KvRows::SharedKeys(c.kv_dtype, width));
-      ac.values.emplace_back(c.kv_dtype, width);
+      ac.values_rows.emplace_back(c.kv_dtype, width);
+      ac.values_strips.push_back(KvRows::SharedValues(c.kv_dtype, width));
       const float* k = random_rows();
       ac.keys_rows.back().Append(k, n);
       ac.keys_lanes.back().Append(k, n);
-      ac.values.back().Append(random_rows(), n);
+      const float* v = random_rows();
+      ac.values_rows.back().Append(v, n);
+      ac.values_strips.back().Append(v, n);
     }
   }
   for (int l = 0; l < layers; ++l) {
@@ -122,12 +128,12 @@ AttentionCase MakeCase(const ModelConfig& c, const AttentionBenchShape& shape, u
     for (int s = 0; s < shape.batch; ++s) {
       const int64_t i = int64_t{l} * shape.batch + s;
       const float* qs = q.data() + s * dim;
-      rows_l.push_back(
-          DecodeQueryOver(qs, ac.keys_rows[i], ac.values[i], n, ac.out_rows[l].data() + s * dim));
-      lanes_l.push_back(
-          DecodeQueryOver(qs, ac.keys_lanes[i], ac.values[i], n, ac.out_lanes[l].data() + s * dim));
-      // The bytes the kernel reads (less the last block's zero padding, at most 15 rows).
-      for (const KvRows* kv : {&ac.keys_lanes[i], &ac.values[i]}) {
+      rows_l.push_back(DecodeQueryOver(qs, ac.keys_rows[i], ac.values_rows[i], n,
+                                       ac.out_rows[l].data() + s * dim));
+      lanes_l.push_back(DecodeQueryOver(qs, ac.keys_lanes[i], ac.values_strips[i], n,
+                                        ac.out_lanes[l].data() + s * dim));
+      // The bytes the kernel reads (less the last blocks' zero padding).
+      for (const KvRows* kv : {&ac.keys_lanes[i], &ac.values_strips[i]}) {
         const void* data = c.kv_dtype == KvDtype::kF32 ? static_cast<const void*>(kv->f32())
                                                        : static_cast<const void*>(kv->bf16());
         AddChunks(static_cast<const uint8_t*>(data), kv->bytes(), &read_l);
@@ -160,7 +166,7 @@ absl::StatusOr<AttentionBenchReport> RunAttentionBench(const AttentionBenchOptio
       return absl::InvalidArgumentError("every shape needs a batch and a context of at least 1");
     }
     const double bytes =
-        3.0 * c.n_cross_layers() * s.batch * s.context * c.kv_dim() * KvDtypeBytes(c.kv_dtype);
+        4.0 * c.n_cross_layers() * s.batch * s.context * c.kv_dim() * KvDtypeBytes(c.kv_dtype);
     if (bytes > kMaxShapeBytes) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "batch %d x context %d needs %.1f GB of K/V, more than the %.1f GB this benchmark "
@@ -225,7 +231,7 @@ absl::StatusOr<AttentionBenchReport> RunAttentionBench(const AttentionBenchOptio
     m.lanes_rows_difference = LargestRelativeDifference(ac);
     if (!(m.lanes_rows_difference <= kLayoutTolerance)) {
       return absl::InternalError(absl::StrCat(
-          "keys in lanes and in rows disagree: relative difference ", m.lanes_rows_difference,
+          "the lanes and the rows layout disagree: relative difference ", m.lanes_rows_difference,
           " at batch ", shape.batch, ", context ", shape.context));
     }
     report.rows.push_back(m);

@@ -1,6 +1,7 @@
 // The decode-attention benchmark behind `yoco bench-attention`: the cross decoder's attention
-// over the shared K/V alone (every cross layer, its own K/V per layer and sequence), with the
-// keys held in rows and in lanes, against a plain read of the same bytes in the same process.
+// over the shared K/V alone (every cross layer, its own K/V per layer and sequence), with K and
+// V in rows and in the engine's layout ("lanes": keys in lanes, values in strips), against a
+// plain read of the same bytes in the same process.
 // A decode step's attention can go no faster than reading its K/V once, so the fraction of that
 // read's rate is the kernel's figure of merit; the machine's probe bandwidth is printed beside it
 // because a plain read of many mid-sized buffers runs slower than the probe's one large buffer.
@@ -26,7 +27,7 @@ struct AttentionBenchShape {
 struct AttentionBenchOptions {
   ModelConfig config;  // heads, head dim, cross layers and K/V dtype
   std::vector<AttentionBenchShape> shapes = {{1, 32768}, {32, 2048}};
-  // Rounds per shape; each times the plain read, keys in rows and keys in lanes once (in an
+  // Rounds per shape; each times the plain read, the rows and the lanes layout once (in an
   // order that rotates with the round), so all three see the same machine.
   int rounds = 5;
 };
@@ -36,8 +37,8 @@ struct AttentionMeasurement {
   int layers = 0;
   int64_t bytes = 0;  // K/V bytes one call over every layer reads
   Spread read_ms, rows_ms, lanes_ms;
-  Spread lanes_over_read;  // per round: the plain read's time / keys-in-lanes time
-  Spread rows_over_lanes;  // per round: keys-in-rows time / keys-in-lanes time
+  Spread lanes_over_read;  // per round: the plain read's time / the lanes layout's time
+  Spread rows_over_lanes;  // per round: the rows layout's time / the lanes layout's time
   // Largest |out_lanes - out_rows| over every output, relative to the largest |out|: the two
   // layouts sum the scores in different orders, so they agree to rounding, not to the bit.
   double lanes_rows_difference = 0;

@@ -112,7 +112,7 @@ SnapshotFile SnapshotStore::ToFileLocked(const Snapshot& s) const {
   file.state.position = n;
   file.state.self_states = s.self_states;
   file.state.shared_k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
-  file.state.shared_v = KvRows(kv_dtype_, kv_dim_);
+  file.state.shared_v = KvRows::SharedValues(kv_dtype_, kv_dim_);
   file.state.shared_k.Reserve(n);
   file.state.shared_v.Reserve(n);
   file.tokens.reserve(n);
@@ -218,7 +218,7 @@ absl::StatusOr<std::map<BlockKey, SnapshotStore::Snapshot>::iterator> SnapshotSt
     const int64_t row0 = static_cast<int64_t>(b) * kCacheBlockTokens;
     block.tokens.assign(tokens.begin() + row0, tokens.begin() + row0 + kCacheBlockTokens);
     block.k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
-    block.v = KvRows(kv_dtype_, kv_dim_);
+    block.v = KvRows::SharedValues(kv_dtype_, kv_dim_);
     block.k.AppendRows(state.shared_k, row0, kCacheBlockTokens);
     block.v.AppendRows(state.shared_v, row0, kCacheBlockTokens);
     stats_.bytes += block_bytes_;
@@ -314,7 +314,7 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
   file.state.position = n;
   file.state.self_states = state.self_states;
   file.state.shared_k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
-  file.state.shared_v = KvRows(kv_dtype_, kv_dim_);
+  file.state.shared_v = KvRows::SharedValues(kv_dtype_, kv_dim_);
   file.state.shared_k.AppendRows(state.shared_k, 0, n);
   file.state.shared_v.AppendRows(state.shared_v, 0, n);
   file.pinned = pinned;
@@ -360,7 +360,7 @@ SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
         hit.state.position = n;
         hit.state.self_states = s.self_states;
         hit.state.shared_k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
-        hit.state.shared_v = KvRows(kv_dtype_, kv_dim_);
+        hit.state.shared_v = KvRows::SharedValues(kv_dtype_, kv_dim_);
         hit.state.shared_k.Reserve(n);
         hit.state.shared_v.Reserve(n);
         for (size_t b = 0; b < j; ++b) {

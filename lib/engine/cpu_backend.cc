@@ -241,7 +241,7 @@ void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
     const int64_t r0 = segment_begin_[s];
     if (st->position == 0) {  // an empty state takes this backend's K/V dtype
       st->shared_k = KvRows::SharedKeys(config_.kv_dtype, KV);
-      st->shared_v = KvRows(config_.kv_dtype, KV);
+      st->shared_v = KvRows::SharedValues(config_.kv_dtype, KV);
     }
     st->shared_k.Append(kk + r0 * KV, T);
     st->shared_v.Append(vv + r0 * KV, T);

@@ -164,13 +164,14 @@ absl::StatusOr<CudaBackend::Sequence*> CudaBackend::DeviceSequence(SequenceState
     RETURN_IF_ERROR(Reserve<float>(seq->k, seq->capacity * KV));
     RETURN_IF_ERROR(Reserve<float>(seq->v, seq->capacity * KV));
     if (state->position > 0) {
-      // The host keys are in lanes (KvLayout::kKeyLanes); the device keeps rows.
+      // The host keeps keys in lanes and values in strips (KvLayout); the device keeps rows.
       const std::vector<float> k_rows = state->shared_k.ToF32();
-      RETURN_IF_ERROR(CudaStatus(
-          cudaMemcpy(seq->k.get(), k_rows.data(), state->shared_k.bytes(), cudaMemcpyHostToDevice),
-          "K upload"));
-      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->v.get(), state->shared_v.f32(),
-                                            state->shared_v.bytes(), cudaMemcpyHostToDevice),
+      const std::vector<float> v_rows = state->shared_v.ToF32();
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->k.get(), k_rows.data(),
+                                            k_rows.size() * sizeof(float), cudaMemcpyHostToDevice),
+                                 "K upload"));
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpy(seq->v.get(), v_rows.data(),
+                                            v_rows.size() * sizeof(float), cudaMemcpyHostToDevice),
                                  "V upload"));
     }
     state->device.set_handle(seq);
@@ -753,7 +754,7 @@ absl::Status CudaBackend::CopyBack(absl::Span<const ForwardSegment> segments) {
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "K/V download"));
     if (state->position == 0) {  // an empty state takes this backend's K/V dtype (fp32)
       state->shared_k = KvRows::SharedKeys(KvDtype::kF32, KV);
-      state->shared_v = KvRows(KvDtype::kF32, KV);
+      state->shared_v = KvRows::SharedValues(KvDtype::kF32, KV);
     }
     state->shared_k.Append(k, T);
     state->shared_v.Append(v, T);

@@ -14,6 +14,7 @@ cpu::DecodeQuery DecodeQueryOver(const float* q, const KvRows& k, const KvRows& 
     query.values_bf16 = v.bf16();
   }
   query.keys_in_lanes = k.layout() == KvLayout::kKeyLanes;
+  query.values_in_strips = v.layout() == KvLayout::kValueStrips;
   return query;
 }
 

@@ -35,20 +35,37 @@ void WithStorage(KvDtype dtype, cpu::CacheLineVector<float>& f32,
 }  // namespace
 
 int64_t KvRows::Index(int64_t r, int64_t c) const {
-  return layout_ == KvLayout::kRows ? r * width_ + c : cpu::KeyLaneIndex(r, c, width_);
+  switch (layout_) {
+    case KvLayout::kKeyLanes:
+      return cpu::KeyLaneIndex(r, c, width_);
+    case KvLayout::kValueStrips:
+      return cpu::ValueStripIndex(r, c, width_);
+    default:
+      return r * width_ + c;
+  }
+}
+
+int64_t KvRows::BlockRows() const {
+  switch (layout_) {
+    case KvLayout::kKeyLanes:
+      return cpu::kKeyLaneRows;
+    case KvLayout::kValueStrips:
+      return cpu::kValueStripRows;
+    default:
+      return 1;
+  }
 }
 
 int64_t KvRows::StorageValues(int64_t n) const {
-  if (layout_ == KvLayout::kRows) return n * width_;
-  return (n + cpu::kKeyLaneRows - 1) / cpu::kKeyLaneRows * cpu::kKeyLaneRows * width_;
+  return (n + BlockRows() - 1) / BlockRows() * BlockRows() * width_;
 }
 
 // Grows or shrinks the storage to hold n rows; values past row n in a kept block are zeroed, so
 // padding stays zero and equal rows mean equal storage.
 template <typename T>
 void KvRows::ResizeStorage(cpu::CacheLineVector<T>* v, int64_t n) {
-  if (n < rows_ && layout_ == KvLayout::kKeyLanes) {
-    const int64_t block_end = (n + cpu::kKeyLaneRows - 1) / cpu::kKeyLaneRows * cpu::kKeyLaneRows;
+  if (n < rows_ && layout_ != KvLayout::kRows) {
+    const int64_t block_end = (n + BlockRows() - 1) / BlockRows() * BlockRows();
     for (int64_t r = n; r < std::min(rows_, block_end); ++r)
       for (int64_t c = 0; c < width_; ++c) (*v)[Index(r, c)] = T{};
   }
@@ -69,10 +86,8 @@ void KvRows::CopyRowBytes(int64_t row0, int64_t n, uint8_t* out) const {
       return;
     }
     T* o = reinterpret_cast<T*>(out);
-    for (int64_t r = 0; r < n; ++r) {
-      const T* row = v.data() + Index(row0 + r, 0);
-      for (int64_t c = 0; c < width_; ++c) o[r * width_ + c] = row[c * cpu::kKeyLaneRows];
-    }
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < width_; ++c) o[r * width_ + c] = v[Index(row0 + r, c)];
   };
   if (dtype_ == KvDtype::kF32) {
     copy(f32_);
@@ -91,10 +106,8 @@ void KvRows::AppendRowBytes(const uint8_t* in, int64_t n) {
       return;
     }
     const T* src = reinterpret_cast<const T*>(in);
-    for (int64_t r = 0; r < n; ++r) {
-      T* row = v.data() + Index(r0 + r, 0);
-      for (int64_t c = 0; c < width_; ++c) row[c * cpu::kKeyLaneRows] = src[r * width_ + c];
-    }
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < width_; ++c) v[Index(r0 + r, c)] = src[r * width_ + c];
   });
 }
 
@@ -112,13 +125,13 @@ void KvRows::Append(const float* rows, int64_t n) {
 
 void KvRows::AppendRows(const KvRows& from, int64_t row0, int64_t n) {
   const int64_t r0 = rows_;
-  constexpr int64_t L = cpu::kKeyLaneRows;
+  const int64_t B = BlockRows();
   auto append = [&](auto& to, const auto& src) {
     ResizeStorage(&to, r0 + n);
     int64_t done = 0;
     // Whole blocks (or rows) in the same layout are contiguous in both.
-    if (layout_ == from.layout_ && (layout_ == KvLayout::kRows || (r0 % L == 0 && row0 % L == 0))) {
-      done = layout_ == KvLayout::kRows ? n : n / L * L;
+    if (layout_ == from.layout_ && r0 % B == 0 && row0 % B == 0) {
+      done = n / B * B;
       std::copy(src.begin() + from.Index(row0, 0),
                 src.begin() + from.Index(row0, 0) + done * width_, to.begin() + Index(r0, 0));
     }

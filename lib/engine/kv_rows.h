@@ -25,8 +25,9 @@ inline int64_t KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF32 ? 4 :
 // How a KvRows holds its rows in memory. A layout is a storage detail: every reader that is not
 // an attention kernel (bundles, snapshots, CopyToF32, equality) sees rows.
 enum class KvLayout : uint32_t {
-  kRows = 0,      // row after row
-  kKeyLanes = 1,  // blocks of cpu::kKeyLaneRows rows, each [width][kKeyLaneRows]: shared K
+  kRows = 0,         // row after row
+  kKeyLanes = 1,     // blocks of cpu::kKeyLaneRows rows, each [width][kKeyLaneRows]: shared K
+  kValueStrips = 2,  // blocks of cpu::kValueStripRows rows cut into column strips: shared V
 };
 
 class KvRows {
@@ -41,13 +42,18 @@ class KvRows {
   static KvRows SharedKeys(KvDtype dtype, int64_t width) {
     return KvRows(dtype, width, KvLayout::kKeyLanes);
   }
+  // The rows of a shared V, in strips: one address-ordered stream for the decode kernel's V
+  // pass. Any layout of V decodes to the same bits; this one is the fastest.
+  static KvRows SharedValues(KvDtype dtype, int64_t width) {
+    return KvRows(dtype, width, KvLayout::kValueStrips);
+  }
 
   KvDtype dtype() const { return dtype_; }
   KvLayout layout() const { return layout_; }
   int64_t width() const { return width_; }
   int64_t rows() const { return rows_; }
   int64_t values() const { return rows_ * width_; }
-  // Bytes of the rows' values (what a bundle carries; storage pads keys in lanes to a block).
+  // Bytes of the rows' values (what a bundle carries; storage pads the block layouts to a block).
   int64_t bytes() const { return values() * KvDtypeBytes(dtype_); }
 
   // The storage, in layout(). REQUIRES: the matching dtype.
@@ -77,6 +83,8 @@ class KvRows {
  private:
   // Where value c of row r is stored.
   int64_t Index(int64_t r, int64_t c) const;
+  // Rows per block of the layout (1 for rows); storage holds whole blocks.
+  int64_t BlockRows() const;
   // Storage values that hold n rows.
   int64_t StorageValues(int64_t n) const;
   template <typename T>
@@ -87,7 +95,7 @@ class KvRows {
   int64_t width_ = 0;
   int64_t rows_ = 0;
   // Cache-line aligned: decode attention reads the rows with 64-byte loads. Padding (the rest of
-  // a last block of keys in lanes) is always zero.
+  // a last block) is always zero.
   cpu::CacheLineVector<float> f32_;      // dtype kF32
   cpu::CacheLineVector<uint16_t> bf16_;  // dtype kBF16
 };

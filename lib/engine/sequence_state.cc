@@ -8,7 +8,7 @@ namespace yoco {
 SequenceState SequenceState::Create(const ModelConfig& config) {
   SequenceState s;
   s.shared_k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
-  s.shared_v = KvRows(config.kv_dtype, config.kv_dim());
+  s.shared_v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
   s.self_states.assign(config.n_self_layers(),
                        std::vector<float>(config.self_state_floats(), 0.0f));
   return s;

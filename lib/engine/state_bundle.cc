@@ -177,7 +177,7 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   }
   b.state.position = static_cast<int64_t>(position);
   b.state.shared_k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
-  b.state.shared_v = KvRows(config.kv_dtype, config.kv_dim());
+  b.state.shared_v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
   r.GetRows(&b.state.shared_k, b.state.position);
   r.GetRows(&b.state.shared_v, b.state.position);
   b.state.self_states.resize(n_layers);

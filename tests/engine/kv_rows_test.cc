@@ -1,11 +1,13 @@
-// KvRows in both layouts: keys in lanes are stored where cpu::KeyLaneIndex says, with zero
-// padding, and every reader that is not an attention kernel (row bytes, fp32 copies, appends
-// from either layout, equality) sees the same rows as the row-major layout.
+// KvRows in every layout: keys in lanes and values in strips are stored where the decode kernel
+// reads them, with zero padding, and every reader that is not an attention kernel (row bytes,
+// fp32 copies, appends from any layout, equality) sees the same rows as the row-major layout.
 #include "lib/engine/kv_rows.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/decode_attention.h"
@@ -17,7 +19,8 @@ namespace {
 
 using testing::RandomFloats;
 
-constexpr int64_t kWidth = 24;
+constexpr int64_t kWidth = 88;  // a whole strip of values and a narrower one
+constexpr KvLayout kLayouts[] = {KvLayout::kRows, KvLayout::kKeyLanes, KvLayout::kValueStrips};
 
 class KvRowsTest : public ::testing::TestWithParam<KvDtype> {
  protected:
@@ -55,83 +58,123 @@ TEST_P(KvRowsTest, KeysInLanesAreStoredAtTheirLaneIndexWithZeroPadding) {
   }
 }
 
-TEST_P(KvRowsTest, EveryReaderSeesTheRowsOfTheRowLayout) {
+// Built in storage order: blocks of 32 rows, each cut into strips of 64 columns (the last one 24
+// wide), each strip its rows in order.
+TEST_P(KvRowsTest, ValuesInStripsAreStoredBlockByStripWithZeroPadding) {
+  ASSERT_EQ(cpu::kValueStripRows, 32);
+  ASSERT_EQ(cpu::kValueStripWidth, 64);
+  const int64_t n = 75;  // two whole blocks of 32 and eleven rows
+  const auto rows = RandomFloats(n * kWidth, 5);
+  const KvRows strips = Filled(GetParam(), KvLayout::kValueStrips, rows);
+  ASSERT_EQ(strips.rows(), n);
+  std::vector<float> want;
+  for (int64_t block = 0; block < 3; ++block)
+    for (int64_t c0 : {0, 64})
+      for (int64_t r = block * 32; r < block * 32 + 32; ++r)
+        for (int64_t c = c0; c < std::min<int64_t>(c0 + 64, kWidth); ++c)
+          want.push_back(r < n ? Stored(rows[r * kWidth + c]) : 0.0f);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float got = GetParam() == KvDtype::kF32 ? strips.f32()[i] : Bf16ToFloat(strips.bf16()[i]);
+    ASSERT_EQ(got, want[i]) << "storage index " << i;
+  }
+}
+
+using DtypeAndLayout = std::tuple<KvDtype, KvLayout>;
+
+class KvRowsLayoutTest : public ::testing::TestWithParam<DtypeAndLayout> {
+ protected:
+  KvDtype dtype() const { return std::get<0>(GetParam()); }
+  KvLayout layout() const { return std::get<1>(GetParam()); }
+  float Stored(float x) const { return dtype() == KvDtype::kF32 ? x : Bf16ToFloat(FloatToBf16(x)); }
+};
+
+TEST_P(KvRowsLayoutTest, EveryReaderSeesTheRowsOfTheRowLayout) {
   const int64_t n = 150;
   const auto rows = RandomFloats(n * kWidth, 2);
-  const KvRows plain = Filled(GetParam(), KvLayout::kRows, rows);
-  const KvRows lanes = Filled(GetParam(), KvLayout::kKeyLanes, rows);
-  EXPECT_EQ(lanes, plain);
-  EXPECT_EQ(lanes.bytes(), plain.bytes());
+  const KvRows plain = Filled(dtype(), KvLayout::kRows, rows);
+  const KvRows kv = Filled(dtype(), layout(), rows);
+  EXPECT_EQ(kv, plain);
+  EXPECT_EQ(kv.bytes(), plain.bytes());
   std::vector<float> want = rows;
   for (float& x : want) x = Stored(x);
-  EXPECT_EQ(lanes.ToF32(), want);
+  EXPECT_EQ(kv.ToF32(), want);
   for (auto [row0, count] : {std::pair<int64_t, int64_t>{0, n}, {7, 40}, {32, 16}, {149, 1}}) {
-    std::vector<uint8_t> a(count * kWidth * KvDtypeBytes(GetParam()), 1), b(a.size(), 2);
+    std::vector<uint8_t> a(count * kWidth * KvDtypeBytes(dtype()), 1), b(a.size(), 2);
     plain.CopyRowBytes(row0, count, a.data());
-    lanes.CopyRowBytes(row0, count, b.data());
+    kv.CopyRowBytes(row0, count, b.data());
     EXPECT_EQ(a, b) << "rows " << row0 << " + " << count;
     std::vector<float> fa(count * kWidth), fb(count * kWidth, 1.0f);
     plain.CopyToF32(row0, count, fa.data());
-    lanes.CopyToF32(row0, count, fb.data());
+    kv.CopyToF32(row0, count, fb.data());
     EXPECT_EQ(fa, fb) << "rows " << row0 << " + " << count;
   }
-  // Row bytes read back into either layout.
-  std::vector<uint8_t> bytes(lanes.bytes());
-  lanes.CopyRowBytes(0, n, bytes.data());
-  for (KvLayout layout : {KvLayout::kRows, KvLayout::kKeyLanes}) {
-    KvRows back(GetParam(), kWidth, layout);
+  // Row bytes read back into every layout.
+  std::vector<uint8_t> bytes(kv.bytes());
+  kv.CopyRowBytes(0, n, bytes.data());
+  for (KvLayout layout : kLayouts) {
+    KvRows back(dtype(), kWidth, layout);
     back.AppendRowBytes(bytes.data(), 100);
-    back.AppendRowBytes(bytes.data() + 100 * kWidth * KvDtypeBytes(GetParam()), n - 100);
+    back.AppendRowBytes(bytes.data() + 100 * kWidth * KvDtypeBytes(dtype()), n - 100);
     EXPECT_EQ(back, plain);
   }
 }
 
-TEST_P(KvRowsTest, AppendRowsCopiesAnyRunBetweenLayouts) {
+TEST_P(KvRowsLayoutTest, AppendRowsCopiesAnyRunBetweenLayouts) {
   const int64_t n = 200;
   const auto rows = RandomFloats(n * kWidth, 3);
-  for (KvLayout from_layout : {KvLayout::kRows, KvLayout::kKeyLanes}) {
-    const KvRows from = Filled(GetParam(), from_layout, rows);
-    for (KvLayout to_layout : {KvLayout::kRows, KvLayout::kKeyLanes}) {
-      // Runs that start on and off a block, with whole blocks and a tail.
-      for (auto [have, row0, count] : {std::tuple<int64_t, int64_t, int64_t>{0, 0, 128},
-                                       {32, 128, 40},
-                                       {3, 16, 35},
-                                       {16, 5, 70},
-                                       {0, 190, 10}}) {
-        KvRows to = Filled(GetParam(), to_layout,
-                           std::vector<float>(rows.begin(), rows.begin() + have * kWidth));
-        to.AppendRows(from, row0, count);
-        std::vector<float> want(rows.begin(), rows.begin() + have * kWidth);
-        want.insert(want.end(), rows.begin() + row0 * kWidth,
-                    rows.begin() + (row0 + count) * kWidth);
-        EXPECT_EQ(to, Filled(GetParam(), KvLayout::kRows, want))
-            << "have " << have << ", rows " << row0 << " + " << count;
-        // Same layout, same rows: the same storage, padding included.
-        EXPECT_EQ(to, Filled(GetParam(), to_layout, want));
-      }
+  const KvRows from = Filled(dtype(), layout(), rows);
+  for (KvLayout to_layout : kLayouts) {
+    // Runs that start on and off a block, with whole blocks and a tail.
+    for (auto [have, row0, count] : {std::tuple<int64_t, int64_t, int64_t>{0, 0, 128},
+                                     {32, 128, 40},
+                                     {3, 16, 35},
+                                     {16, 5, 70},
+                                     {0, 190, 10}}) {
+      KvRows to = Filled(dtype(), to_layout,
+                         std::vector<float>(rows.begin(), rows.begin() + have * kWidth));
+      to.AppendRows(from, row0, count);
+      std::vector<float> want(rows.begin(), rows.begin() + have * kWidth);
+      want.insert(want.end(), rows.begin() + row0 * kWidth, rows.begin() + (row0 + count) * kWidth);
+      EXPECT_EQ(to, Filled(dtype(), KvLayout::kRows, want))
+          << "have " << have << ", rows " << row0 << " + " << count;
+      // Same layout, same rows: the same storage, padding included.
+      EXPECT_EQ(to, Filled(dtype(), to_layout, want));
     }
   }
 }
 
-TEST_P(KvRowsTest, ShrinkingZeroesTheDroppedRowsOfTheLastBlock) {
+TEST_P(KvRowsLayoutTest, ShrinkingZeroesTheDroppedRowsOfTheLastBlock) {
   const int64_t n = 60;
   const auto rows = RandomFloats(n * kWidth, 4);
-  KvRows lanes = Filled(GetParam(), KvLayout::kKeyLanes, rows);
-  lanes.Resize(21);
-  lanes.Resize(40);  // rows 21..39 come back as zeros
+  KvRows kv = Filled(dtype(), layout(), rows);
+  kv.Resize(21);
+  kv.Resize(40);  // rows 21..39 come back as zeros
   std::vector<float> want(rows.begin(), rows.begin() + 21 * kWidth);
   want.resize(40 * kWidth, 0.0f);
-  KvRows fresh = Filled(GetParam(), KvLayout::kKeyLanes, want);
-  EXPECT_EQ(lanes, fresh);
-  ASSERT_EQ(lanes.bytes(), fresh.bytes());
-  const int64_t storage = 3 * 16 * kWidth * KvDtypeBytes(GetParam());
-  EXPECT_EQ(0, std::memcmp(lanes.mutable_data(), fresh.mutable_data(), storage));
+  KvRows fresh = Filled(dtype(), layout(), want);
+  EXPECT_EQ(kv, fresh);
+  ASSERT_EQ(kv.bytes(), fresh.bytes());
+  const int64_t block = layout() == KvLayout::kKeyLanes      ? cpu::kKeyLaneRows
+                        : layout() == KvLayout::kValueStrips ? cpu::kValueStripRows
+                                                             : 1;
+  const int64_t storage = (40 + block - 1) / block * block * kWidth * KvDtypeBytes(dtype());
+  EXPECT_EQ(0, std::memcmp(kv.mutable_data(), fresh.mutable_data(), storage));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, KvRowsTest, ::testing::Values(KvDtype::kF32, KvDtype::kBF16),
                          [](const ::testing::TestParamInfo<KvDtype>& info) {
                            return KvDtypeName(info.param);
                          });
+
+std::string DtypeAndLayoutName(const ::testing::TestParamInfo<DtypeAndLayout>& info) {
+  const char* layouts[] = {"Rows", "KeyLanes", "ValueStrips"};
+  return KvDtypeName(std::get<0>(info.param)) + layouts[static_cast<int>(std::get<1>(info.param))];
+}
+
+INSTANTIATE_TEST_SUITE_P(DtypesAndLayouts, KvRowsLayoutTest,
+                         ::testing::Combine(::testing::Values(KvDtype::kF32, KvDtype::kBF16),
+                                            ::testing::ValuesIn(kLayouts)),
+                         DtypeAndLayoutName);
 
 }  // namespace
 }  // namespace yoco

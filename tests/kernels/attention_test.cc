@@ -103,17 +103,48 @@ void ReadKeysInLanes(const std::vector<float>& k, const std::vector<uint16_t>& k
   query->keys_in_lanes = true;
 }
 
+// Values as the decode kernel reads them in strips, built in storage order: blocks of
+// cpu::kValueStripRows rows (the last one zero-padded), each cut into strips of
+// cpu::kValueStripWidth columns (the last one narrower), each strip its rows in order.
+template <typename T>
+std::vector<T> InStrips(const std::vector<T>& rows, int64_t width) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / width;
+  const int64_t B = cpu::kValueStripRows, W = cpu::kValueStripWidth;
+  std::vector<T> strips;
+  for (int64_t r0 = 0; r0 < n; r0 += B)
+    for (int64_t c0 = 0; c0 < width; c0 += W)
+      for (int64_t r = r0; r < r0 + B; ++r)
+        for (int64_t c = c0; c < std::min(c0 + W, width); ++c)
+          strips.push_back(r < n ? rows[r * width + c] : T{});
+  return strips;
+}
+
+// Makes `query` read its values in strips, copied into *v_strips (fp32) or *v16_strips (bf16).
+void ReadValuesInStrips(const std::vector<float>& v, const std::vector<uint16_t>& v16,
+                        int64_t width, std::vector<float>* v_strips,
+                        std::vector<uint16_t>* v16_strips, cpu::DecodeQuery* query) {
+  if (query->values_bf16 != nullptr) {
+    *v16_strips = InStrips(v16, width);
+    query->values_bf16 = v16_strips->data();
+  } else {
+    *v_strips = InStrips(v, width);
+    query->values = v_strips->data();
+  }
+  query->values_in_strips = true;
+}
+
 // K/V rows held as fp32, or as bf16 (the reference then attends over the same rounded values,
-// so the tolerance is the fp32 one); keys row-major or in lanes.
+// so the tolerance is the fp32 one); keys row-major or in lanes, values row-major or in strips.
 struct DecodeCase {
   bool bf16;
   bool lanes;
+  bool strips;
 };
 
 class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
-  const auto [bf16, lanes] = GetParam();
+  const auto [bf16, lanes, strips] = GetParam();
   // Lengths below, at and across the per-task key range, with and without whole 8- and 16-key
   // blocks and beyond the prefetch distance; head dims and group sizes that take each register
   // tile (d multiple of 64, of 16 only, of 4 only; groups of 1 to 5 heads).
@@ -127,7 +158,8 @@ TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
     for (int64_t batch : {int64_t{1}, int64_t{2}, static_cast<int64_t>(lengths.size())}) {
       std::vector<std::vector<float>> q(batch), k(batch), v(batch), out(batch);
       std::vector<std::vector<uint16_t>> k16(batch), v16(batch), k16_lanes(batch);
-      std::vector<std::vector<float>> k_lanes(batch);
+      std::vector<std::vector<float>> k_lanes(batch), v_strips(batch);
+      std::vector<std::vector<uint16_t>> v16_strips(batch);
       std::vector<cpu::DecodeQuery> queries(batch);
       for (int64_t s = 0; s < batch; ++s) {
         const int64_t n = batch == 1 ? 1500 : lengths[s];
@@ -138,6 +170,7 @@ TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
         queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
         if (bf16) ReadBf16Rows(&k[s], &v[s], &k16[s], &v16[s], &queries[s]);
         if (lanes) ReadKeysInLanes(k[s], k16[s], KV, &k_lanes[s], &k16_lanes[s], &queries[s]);
+        if (strips) ReadValuesInStrips(v[s], v16[s], KV, &v_strips[s], &v16_strips[s], &queries[s]);
       }
       cpu::DecodeAttentionScratch scratch;
       cpu::DecodeAttention(shape, queries.data(), batch, &scratch);
@@ -164,13 +197,14 @@ TEST_P(DecodeAttentionTest, ManySequencesOfDifferentLengthsMatchReference) {
 // batch (here lengths across one and many ranges; batches that split work by sequence and by
 // range).
 TEST_P(DecodeAttentionTest, AQueryGivesTheSameBitsAloneAsInAnyBatch) {
-  const auto [bf16, lanes] = GetParam();
+  const auto [bf16, lanes, strips] = GetParam();
   const cpu::GqaShape shape{12, 4, 64};
   const int64_t D = shape.q_heads * shape.head_dim, KV = shape.kv_heads * shape.head_dim;
   constexpr int64_t kMost = 48;
   std::vector<std::vector<float>> q(kMost), k(kMost), v(kMost), out(kMost);
   std::vector<std::vector<uint16_t>> k16(kMost), v16(kMost), k16_lanes(kMost);
-  std::vector<std::vector<float>> k_lanes(kMost);
+  std::vector<std::vector<float>> k_lanes(kMost), v_strips(kMost);
+  std::vector<std::vector<uint16_t>> v16_strips(kMost);
   std::vector<cpu::DecodeQuery> queries(kMost);
   for (int64_t s = 0; s < kMost; ++s) {
     const int64_t n = std::vector<int64_t>{1500, 600, 2100, 33, 4100}[s % 5];
@@ -181,6 +215,7 @@ TEST_P(DecodeAttentionTest, AQueryGivesTheSameBitsAloneAsInAnyBatch) {
     queries[s] = {q[s].data(), k[s].data(), v[s].data(), n, out[s].data()};
     if (bf16) ReadBf16Rows(&k[s], &v[s], &k16[s], &v16[s], &queries[s]);
     if (lanes) ReadKeysInLanes(k[s], k16[s], KV, &k_lanes[s], &k16_lanes[s], &queries[s]);
+    if (strips) ReadValuesInStrips(v[s], v16[s], KV, &v_strips[s], &v16_strips[s], &queries[s]);
   }
   cpu::DecodeAttentionScratch scratch;
   std::vector<std::vector<float>> alone(kMost);
@@ -198,13 +233,45 @@ TEST_P(DecodeAttentionTest, AQueryGivesTheSameBitsAloneAsInAnyBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KvDtypesAndKeyLayouts, DecodeAttentionTest,
-                         ::testing::Values(DecodeCase{false, false}, DecodeCase{true, false},
-                                           DecodeCase{false, true}, DecodeCase{true, true}),
-                         [](const ::testing::TestParamInfo<DecodeCase>& info) {
-                           return std::string(info.param.bf16 ? "bf16" : "f32") +
-                                  (info.param.lanes ? "KeysInLanes" : "KeyRows");
-                         });
+// Values in strips are summed in the same order as in rows: the same bits, for every tile (d a
+// multiple of 64, of 32 only, neither; strips that hold parts of heads and whole heads).
+TEST(DecodeAttentionStripsTest, ValuesInStripsGiveTheSameBitsAsValuesInRows) {
+  for (bool bf16 : {false, true}) {
+    for (const cpu::GqaShape shape :
+         {cpu::GqaShape{12, 4, 64}, cpu::GqaShape{8, 2, 128}, cpu::GqaShape{4, 4, 32},
+          cpu::GqaShape{4, 2, 48}, cpu::GqaShape{3, 1, 13}}) {
+      const int d = shape.head_dim;
+      const int64_t D = shape.q_heads * d, KV = shape.kv_heads * d;
+      for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{33}, int64_t{700}}) {
+        std::vector<float> q = RandomFloats(D, 70, -3.0f, 3.0f), k = RandomFloats(n * KV, 71),
+                           v = RandomFloats(n * KV, 72), rows_out(D), strips_out(D, -1.0f);
+        std::vector<uint16_t> k16, v16, v16_strips;
+        std::vector<float> v_strips;
+        cpu::DecodeQuery rows{q.data(), k.data(), v.data(), n, rows_out.data()};
+        if (bf16) ReadBf16Rows(&k, &v, &k16, &v16, &rows);
+        cpu::DecodeQuery in_strips = rows;
+        in_strips.out = strips_out.data();
+        ReadValuesInStrips(v, v16, KV, &v_strips, &v16_strips, &in_strips);
+        cpu::DecodeAttentionScratch scratch;
+        cpu::DecodeAttention(shape, &rows, 1, &scratch);
+        cpu::DecodeAttention(shape, &in_strips, 1, &scratch);
+        ASSERT_EQ(0, std::memcmp(rows_out.data(), strips_out.data(), D * sizeof(float)))
+            << (bf16 ? "bf16" : "f32") << " d=" << d << " n=" << n;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    KvDtypesAndLayouts, DecodeAttentionTest,
+    ::testing::Values(DecodeCase{false, false, false}, DecodeCase{true, false, false},
+                      DecodeCase{false, true, false}, DecodeCase{true, true, false},
+                      DecodeCase{false, true, true}, DecodeCase{true, true, true}),
+    [](const ::testing::TestParamInfo<DecodeCase>& info) {
+      return std::string(info.param.bf16 ? "bf16" : "f32") +
+             (info.param.lanes ? "KeysInLanes" : "KeyRows") +
+             (info.param.strips ? "ValuesInStrips" : "");
+    });
 
 }  // namespace
 }  // namespace yoco
