@@ -27,13 +27,18 @@ for t in "${targets[@]}"; do
   corpus=build-fuzz/corpus/$t
   mkdir -p "$corpus"
   log=build-fuzz/$t.log
-  if ! ASAN_OPTIONS=detect_leaks=1 "build-fuzz/fuzz/$t" -max_total_time="$seconds" \
+  # A temp folder per target, removed after it: libFuzzer exits without running the targets'
+  # clean-up, so what they write under $TMPDIR stays otherwise.
+  scratch=$(mktemp -d)
+  if ! TMPDIR=$scratch ASAN_OPTIONS=detect_leaks=1 "build-fuzz/fuzz/$t" -max_total_time="$seconds" \
       -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="build-fuzz/artifacts/$t-" "$corpus" "fuzz/corpus/$t" > "$log" 2>&1; then
     tail -n 40 "$log"
     echo "fuzz: $t FAILED; reproducer in build-fuzz/artifacts/" >&2
+    rm -rf "$scratch"
     exit 1
   fi
+  rm -rf "$scratch"
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | grep -o '[0-9]*' || echo 0)
   summary+=("$(printf '%-24s %10s execs  cov %5s  corpus %4s' "$t" "$execs" "$cov" \

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -267,8 +266,6 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
                m.bound_tokens_per_s, rounds, 100 * m.bound_fraction.min, 100 * m.bound_fraction.max)
         << std::endl;
   }
-  std::error_code ec;
-  std::filesystem::remove_all(o.work_dir, ec);
   return report;
 }
 

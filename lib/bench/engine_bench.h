@@ -26,7 +26,7 @@ struct EngineBenchOptions {
   // Rounds per batch size, each measuring the read bandwidth, then YOCO's steps, then the
   // Transformer's: the decode figures are the rounds' medians, with their range.
   int decode_rounds = 3;
-  std::string work_dir;  // where the random YOCO checkpoint is written
+  std::string work_dir;  // where the random YOCO checkpoint is written (the caller removes it)
 };
 
 // The paper's smallest shape: 12 layers, dim 768, 6 self heads, 12 attention heads over 4 KV

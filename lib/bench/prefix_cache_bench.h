@@ -22,7 +22,7 @@ struct PrefixCacheBenchOptions {
   WeightFormat weights = WeightFormat::kBF16;
   std::vector<int64_t> document_lengths = {2048, 8192};
   int64_t question_tokens = 32;
-  std::string work_dir;  // where the random checkpoint is written
+  std::string work_dir;  // where the random checkpoint is written (the caller removes it)
 };
 
 struct PrefixCacheMeasurement {

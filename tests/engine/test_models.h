@@ -4,7 +4,6 @@
 #define YOCO_TESTS_ENGINE_TEST_MODELS_H_
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <memory>
 #include <optional>
@@ -12,6 +11,7 @@
 
 #include "lib/engine/model.h"
 #include "lib/engine/random_model.h"
+#include "lib/files/temp_folder.h"
 
 namespace yoco::testing {
 
@@ -29,9 +29,15 @@ inline ModelConfig SmallConfig(std::optional<int> sliding_window = std::nullopt)
   return c;
 }
 
-// Per process: CTest runs each test case in its own process, in parallel.
+// Per process (CTest runs each test case in its own process, in parallel), removed when the
+// process exits.
 inline std::string TempModelDir(const std::string& name) {
-  return ::testing::TempDir() + "/yoco_test_models_" + std::to_string(getpid()) + "/" + name;
+  static const absl::StatusOr<TempFolder> root = TempFolder::Create("yoco_test_models");
+  if (!root.ok()) {
+    ADD_FAILURE() << root.status();
+    return "/nonexistent/" + name;
+  }
+  return root->path() + "/" + name;
 }
 
 // Writes and loads a random model (held in `format`, K/V in config.kv_dtype); norm weights are

@@ -13,7 +13,7 @@ base=$((32700 + (RANDOM % 6) * 10))  # 32700-32759: below the ephemeral ports, a
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE=127.0.0.1:$((base + 2))
 METRICS=127.0.0.1:$((base + 3)) HTTP=127.0.0.1:$((base + 4))
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; rm -rf "${log:-}"; }
 trap cleanup EXIT
 log=$(mktemp -d)
 WORKER_FLAGS=(--model "$MODEL" --tls tcp --net-devices lo --threads 1)

@@ -17,7 +17,7 @@ ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE=127.0.0.1:$((base 
 HTTP=127.0.0.1:$((base + 3)) METRICS_ROUTER=127.0.0.1:$((base + 4)) METRICS_DECODE=127.0.0.1:$((base + 5))
 ROUTER2=127.0.0.1:$((base + 6)) HTTP2=127.0.0.1:$((base + 7)) ROUTER3=127.0.0.1:$((base + 8)) HTTP3=127.0.0.1:$((base + 9))
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; rm -rf "${log:-}"; }
 trap cleanup EXIT
 log=$(mktemp -d)
 WORKER_FLAGS=(--model "$MODEL" --tls tcp --net-devices lo --threads 1)

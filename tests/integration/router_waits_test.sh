@@ -11,7 +11,7 @@ export UCX_WARN_UNUSED_ENV_VARS=n
 base=$((22000 + (RANDOM % 200) * 10))  # 22000-23999: below the ephemeral ports, apart from the other tests
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE=127.0.0.1:$((base + 2))
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; rm -rf "${log:-}"; }
 trap cleanup EXIT
 log=$(mktemp -d)
 "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \

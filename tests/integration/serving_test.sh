@@ -18,7 +18,7 @@ METRICS_ROUTER=127.0.0.1:$((base + 5)) METRICS_DECODE=127.0.0.1:$((base + 6)) ME
 ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE1=127.0.0.1:$((base + 2)) DECODE2=127.0.0.1:$((base + 3))
 PREFILL2=127.0.0.1:$((base + 4))
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; }
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; rm -rf "${log:-}"; }
 trap cleanup EXIT
 log=$(mktemp -d)
 # The cluster's secrets, as a deployment mounts them: workers connect only to transport addresses

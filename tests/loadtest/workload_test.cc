@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 
+#include "lib/files/temp_folder.h"
+
 namespace yoco {
 namespace {
 
@@ -148,7 +150,9 @@ TEST(WorkloadTest, ChatTurnsRepeatTheConversationAndItsAnswers) {
 }
 
 TEST(WorkloadTest, ReplayReadsRequestsInArrivalOrderAndNamesBadLines) {
-  const std::string path = ::testing::TempDir() + "/replay.jsonl";
+  auto folder = TempFolder::Create("yoco-workload-test");
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  const std::string path = folder->path() + "/replay.jsonl";
   auto write = [&](const std::string& text) {
     FILE* f = fopen(path.c_str(), "w");
     fputs(text.c_str(), f);

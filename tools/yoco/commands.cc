@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,7 @@
 #include "lib/engine/model.h"
 #include "lib/engine/npy.h"
 #include "lib/engine/random_model.h"
+#include "lib/files/temp_folder.h"
 #include "lib/status/status_macros.h"
 #include "tools/yoco/command_line.h"
 
@@ -147,11 +149,11 @@ absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out
 namespace {
 
 // The setup of `yoco bench` and `bench-cache`: ReadBenchConfig's shape, the weight format and
-// a fresh work folder.
+// a fresh work folder for the random checkpoint, removed with the setup.
 struct BenchSetup {
   ModelConfig config;
   WeightFormat weights = WeightFormat::kBF16;
-  std::string work_dir;
+  std::optional<TempFolder> work;
 };
 
 // The flags every benchmark shares: the model shape (--params, --kv-dtype over the shape's own)
@@ -179,11 +181,8 @@ absl::StatusOr<BenchSetup> ParseBenchSetup(const CommandLine& cl, const char* wo
     return absl::InvalidArgumentError("--weights must be bf16, f32 or q8");
   }
   ASSIGN_OR_RETURN(setup.weights, ParseWeightFormat(weights));
-  std::string work = std::string("/tmp/") + work_prefix + "-XXXXXX";
-  if (mkdtemp(work.data()) == nullptr) {
-    return absl::InternalError("cannot create a temporary folder");
-  }
-  setup.work_dir = work;
+  ASSIGN_OR_RETURN(TempFolder work, TempFolder::Create(work_prefix));
+  setup.work = std::move(work);
   return setup;
 }
 
@@ -294,7 +293,7 @@ absl::Status RunBench(const std::vector<std::string>& args, std::ostream& out, s
   ASSIGN_OR_RETURN(BenchSetup setup, ParseBenchSetup(cl, "yoco-bench"));
   options.config = setup.config;
   options.weights = setup.weights;
-  options.work_dir = setup.work_dir;
+  options.work_dir = setup.work->path();
   ASSIGN_OR_RETURN(EngineBenchReport report, RunEngineBench(options, log));
   return WriteBenchReport(cl, report, out);
 }
@@ -318,7 +317,7 @@ absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& o
   ASSIGN_OR_RETURN(BenchSetup setup, ParseBenchSetup(cl, "yoco-bench-cache"));
   options.config = setup.config;
   options.weights = setup.weights;
-  options.work_dir = setup.work_dir;
+  options.work_dir = setup.work->path();
   ASSIGN_OR_RETURN(PrefixCacheBenchReport report, RunPrefixCacheBench(options, log));
   return WriteBenchReport(cl, report, out);
 }
