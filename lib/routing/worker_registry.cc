@@ -10,7 +10,10 @@ namespace yoco {
 WorkerRegistry::WorkerRegistry(std::vector<std::string> addresses, WorkerProbes probes,
                                absl::Duration interval)
     : probes_(std::move(probes)) {
-  for (std::string& a : addresses) workers_.push_back(Worker{std::move(a)});
+  for (std::string& a : addresses) {
+    workers_.emplace_back();
+    workers_.back().address = std::move(a);
+  }
   ProbeAll();
   prober_ = std::make_unique<PeriodicTask>(interval, [this] { ProbeAll(); });
 }
@@ -36,7 +39,8 @@ size_t WorkerRegistry::Add(const std::string& address) {
       if (workers_[index].address == address) break;
     }
     if (index == workers_.size()) {
-      workers_.push_back(Worker{address});
+      workers_.emplace_back();
+      workers_.back().address = address;
     } else {
       workers_[index].removed = false;
     }
@@ -178,7 +182,10 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
                              load * load_penalty_tokens + (disk_only ? disk_penalty_tokens : 0);
         if (cost < best_cost) {
           best_cost = cost;
-          best = WorkerChoice{i, w.info, cached};
+          best.emplace();
+          best->index = i;
+          best->info = w.info;
+          best->cached_tokens = cached;
         }
       }
       if (best.has_value() && holder_cached > best->cached_tokens) {

@@ -37,7 +37,9 @@ TEST(DocQaTaskTest, DocumentsFitTheirLengthAndHoldTheNeedleOnceAtItsDepth) {
         const DocQaFact needle = task.RandomFact(rng);
         const std::string doc = task.Document(rng, length, needle, depth / 100.0);
         ASSERT_LE(doc.size(), static_cast<size_t>(std::max<int>(length, 80))) << doc;
-        if (length >= 256) ASSERT_GE(doc.size(), static_cast<size_t>(length) - 80) << doc;
+        if (length >= 256) {
+          ASSERT_GE(doc.size(), static_cast<size_t>(length) - 80) << doc;
+        }
         const std::vector<std::string> sentences = Sentences(doc);
         int at = -1;
         for (size_t i = 0; i < sentences.size(); ++i) {
@@ -50,9 +52,13 @@ TEST(DocQaTaskTest, DocumentsFitTheirLengthAndHoldTheNeedleOnceAtItsDepth) {
         }
         ASSERT_NE(at, -1) << doc;
         const int last = static_cast<int>(sentences.size()) - 1;
-        if (depth == 0) EXPECT_EQ(at, 0) << doc;
-        if (depth == 100) EXPECT_EQ(at, last) << doc;
-        if (depth == 50) EXPECT_NEAR(at, last / 2.0, 1.0) << doc;
+        if (depth == 0) {
+          EXPECT_EQ(at, 0) << doc;
+        } else if (depth == 100) {
+          EXPECT_EQ(at, last) << doc;
+        } else if (depth == 50) {
+          EXPECT_NEAR(at, last / 2.0, 1.0) << doc;
+        }
         EXPECT_EQ(Count(doc, task.Question(needle)), 0);
       }
     }

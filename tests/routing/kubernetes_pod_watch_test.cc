@@ -145,7 +145,14 @@ class KubernetesPodWatchTest : public ::testing::Test {
     return false;
   }
 
-  static ScriptedResponse List() { return {200, Fixture("podlist.json")}; }
+  static ScriptedResponse List() { return Whole(200, Fixture("podlist.json")); }
+  // A response that is one whole body (no watch events).
+  static ScriptedResponse Whole(unsigned status, std::string body) {
+    ScriptedResponse r;
+    r.status = status;
+    r.body = std::move(body);
+    return r;
+  }
   static ScriptedResponse Events(std::vector<std::string> events, ScriptedResponse::End end) {
     ScriptedResponse r;
     r.events = std::move(events);
@@ -185,7 +192,7 @@ TEST_F(KubernetesPodWatchTest, GoneMeansListAgain) {
   server.Push(List());
   server.Push(Events(Lines("watch_gone.jsonl"), ScriptedResponse::End::kInOrder));  // an event
   server.Push(List());
-  server.Push({410, R"({"kind":"Status","apiVersion":"v1","code":410,"reason":"Expired"})"});
+  server.Push(Whole(410, R"({"kind":"Status","apiVersion":"v1","code":410,"reason":"Expired"})"));
   server.Push(List());
   auto watch = Watch(server);
   ASSERT_TRUE(server.WaitForRequests(6));
@@ -220,7 +227,7 @@ TEST_F(KubernetesPodWatchTest, DroppedConnectionWatchesAgainFromTheLastVersion) 
 TEST_F(KubernetesPodWatchTest, ForbiddenKeepsTheLastSetAndSaysWhatToGrant) {
   FakeKubernetesApi server(dir_);
   server.Push(List());
-  for (int i = 0; i < 3; ++i) server.Push({403, Fixture("forbidden.json")});
+  for (int i = 0; i < 3; ++i) server.Push(Whole(403, Fixture("forbidden.json")));
   ::testing::internal::CaptureStderr();
   auto watch = Watch(server);
   ASSERT_TRUE(server.WaitForRequests(5));
