@@ -45,6 +45,21 @@ int64_t KvRows::Index(int64_t r, int64_t c) const {
   }
 }
 
+template <typename F>
+void KvRows::ForEachRun(int64_t r, F f) const {
+  switch (layout_) {
+    case KvLayout::kKeyLanes:
+      f(Index(r, 0), cpu::kKeyLaneRows, 0, width_);
+      return;
+    case KvLayout::kValueStrips:
+      for (int64_t c = 0; c < width_; c += cpu::kValueStripWidth)
+        f(Index(r, c), 1, c, std::min(cpu::kValueStripWidth, width_ - c));
+      return;
+    default:
+      f(r * width_, 1, 0, width_);
+  }
+}
+
 int64_t KvRows::BlockRows() const {
   switch (layout_) {
     case KvLayout::kKeyLanes:
@@ -85,9 +100,12 @@ void KvRows::CopyRowBytes(int64_t row0, int64_t n, uint8_t* out) const {
       if (n > 0) std::memcpy(out, v.data() + row0 * width_, n * width_ * sizeof(T));
       return;
     }
-    T* o = reinterpret_cast<T*>(out);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < width_; ++c) o[r * width_ + c] = v[Index(row0 + r, c)];
+    for (int64_t r = 0; r < n; ++r) {
+      T* o = reinterpret_cast<T*>(out) + r * width_;
+      ForEachRun(row0 + r, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
+        for (int64_t i = 0; i < count; ++i) o[c + i] = v[at + i * stride];
+      });
+    }
   };
   if (dtype_ == KvDtype::kF32) {
     copy(f32_);
@@ -105,9 +123,12 @@ void KvRows::AppendRowBytes(const uint8_t* in, int64_t n) {
       if (n > 0) std::memcpy(v.data() + r0 * width_, in, n * width_ * sizeof(T));
       return;
     }
-    const T* src = reinterpret_cast<const T*>(in);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < width_; ++c) v[Index(r0 + r, c)] = src[r * width_ + c];
+    for (int64_t r = 0; r < n; ++r) {
+      const T* src = reinterpret_cast<const T*>(in) + r * width_;
+      ForEachRun(r0 + r, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
+        for (int64_t i = 0; i < count; ++i) v[at + i * stride] = src[c + i];
+      });
+    }
   });
 }
 
@@ -118,9 +139,12 @@ void KvRows::Append(const float* rows, int64_t n) {
   }
   const int64_t r0 = rows_;
   ResizeStorage(&bf16_, r0 + n);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < width_; ++c)
-      bf16_[Index(r0 + r, c)] = FloatToBf16(rows[r * width_ + c]);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* src = rows + r * width_;
+    ForEachRun(r0 + r, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
+      for (int64_t i = 0; i < count; ++i) bf16_[at + i * stride] = FloatToBf16(src[c + i]);
+    });
+  }
 }
 
 void KvRows::AppendRows(const KvRows& from, int64_t row0, int64_t n) {
@@ -158,9 +182,12 @@ void KvRows::CopyToF32(int64_t row0, int64_t n, float* out) const {
     CopyRowBytes(row0, n, reinterpret_cast<uint8_t*>(out));
     return;
   }
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < width_; ++c)
-      out[r * width_ + c] = Bf16ToFloat(bf16_[Index(row0 + r, c)]);
+  for (int64_t r = 0; r < n; ++r) {
+    float* o = out + r * width_;
+    ForEachRun(row0 + r, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
+      for (int64_t i = 0; i < count; ++i) o[c + i] = Bf16ToFloat(bf16_[at + i * stride]);
+    });
+  }
 }
 
 std::vector<float> KvRows::ToF32() const {

@@ -83,6 +83,11 @@ class KvRows {
  private:
   // Where value c of row r is stored.
   int64_t Index(int64_t r, int64_t c) const;
+  // Calls f(offset, stride, c, count) for the runs of row r's storage: its values c .. c+count-1
+  // are stored at offset + i·stride (one run in rows and in lanes, one per strip), so copies
+  // between rows and storage walk pointers instead of computing Index per value.
+  template <typename F>
+  void ForEachRun(int64_t r, F f) const;
   // Rows per block of the layout (1 for rows); storage holds whole blocks.
   int64_t BlockRows() const;
   // Storage values that hold n rows.
