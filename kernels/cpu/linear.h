@@ -19,10 +19,11 @@ struct WeightMatrix {
   WeightType type = WeightType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
-  // bf16 only (see PackBf16Rows): rows [0, rows - rows % 8) are stored in groups of 8 rows, each
-  // group as cols / 8 chunks of 8 rows x 8 columns, so a decode step reads a group as one
-  // contiguous stream instead of 8 short ones the hardware prefetcher barely follows (measured:
-  // 30-32 GB/s instead of 22 on the 2-core build machine). The remaining rows follow row-major.
+  // bf16 only (see PackBf16Rows): rows [0, rows - rows % 32) are stored in groups of 32 rows,
+  // each group as cols / 2 column pairs of 32 rows × 2 columns (a row's two values side by side),
+  // so a decode step reads a group as one contiguous stream instead of 32 short ones the hardware
+  // prefetcher barely follows, and widens a row's pair to fp32 with a shift and a mask. The
+  // remaining rows follow row-major.
   bool packed = false;
 
   int64_t bytes() const {
@@ -33,8 +34,8 @@ struct WeightMatrix {
   void RowToFloat(int64_t r, float* out) const;
 };
 
-// True when a [rows, cols] bf16 matrix can be packed (cols a multiple of 8).
-inline bool CanPackBf16(int64_t rows, int64_t cols) { return rows >= 8 && cols % 8 == 0; }
+// True when a [rows, cols] bf16 matrix can be packed (a group of rows at least, cols even).
+inline bool CanPackBf16(int64_t rows, int64_t cols) { return rows >= 32 && cols % 2 == 0; }
 
 // Writes row-major bf16 `src` [rows, cols] to `dst` (as many elements) in WeightMatrix::packed's
 // layout. REQUIRES: CanPackBf16(rows, cols).
@@ -46,8 +47,7 @@ void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst
 int64_t StreamingRows(const WeightMatrix& w);
 
 // y[m, w.rows] = x[m, w.cols] · Wᵀ (+ y when `accumulate`: the residual add folded in).
-// `scratch` holds widened bf16 or q8 blocks for large m, or (AVX2 without AVX-512) the input
-// rows reordered for the packed bf16 tiles.
+// `scratch` holds widened bf16 or q8 blocks for large m.
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
             std::vector<float>* scratch);
 
