@@ -41,12 +41,12 @@ constexpr int64_t kRowsPerTask = 32;  // weight rows per parallel task
 // 15-30% faster from 8 rows); q8 blocks win up to 32 rows (214-227 against 152-204) and tie
 // beyond; fp32 rows (no packing) fall to a quarter of sgemm's rate past 8. Matrices of fewer
 // rows than a group (a layer's decay-gate logits) cost nothing either way and stream with the
-// packed ones, so that a whole bf16 model is streamed alike. With AVX2 alone the packed pair
+// packed ones, so that a whole bf16 model is streamed alike. With AVX2 alone the packed block
 // tiles beat widening + an AVX2 sgemm up to 32 rows (126 MB of bf16, 2 threads, oneDNN held to
-// AVX2: 12 rows 11.7-12.1 against 20.2-20.5 ms, 16 rows 14.8-15.0 against 18.9-19.0, 32 rows
-// 27.3-27.4 against 30.6-31.0; 64 rows tie), but not an AVX-512 sgemm, which oneDNN picks at run
-// time on an AVX-512 CPU whatever this build's -march (16 rows 15.3 against 14.6 ms, 32 rows
-// 27.5 against 20.6). A matrix of fewer rows than a packed group streams wherever packed ones do:
+// AVX2: 16 rows 13.5-14.0 against 17.8-19.2 ms, 32 rows 24.4-24.8 against 28.2-29.0), but not
+// an AVX-512 sgemm, which oneDNN picks at run time on an AVX-512 CPU whatever this build's
+// -march (9 rows 8.0-8.7 against 11.4-11.7 ms, 16 rows 13.7 against 12.4-12.6, 32 rows 24.4-26.1
+// against 17.7-18.1). A matrix of fewer rows than a packed group streams wherever packed ones do:
 // up to these rows a row's result does not depend on how many rows came with it.
 int64_t StreamingRows(const WeightMatrix& w) {
 #if defined(__AVX512F__)
