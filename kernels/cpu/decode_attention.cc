@@ -378,8 +378,9 @@ void TaskWeightedSum(const GqaShape& shape, const T* values, bool strips, int64_
   for (int64_t i = 0; i < int64_t{shape.q_heads} * d; ++i) acc[i] = 0.0f;
   for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
     const int64_t b1 = std::min(len, b0 + kValueBlock);
-    // Both layouts start a block of rows at the same offset.
-    const T* block = values + (begin + b0) * ld;
+    // Both layouts start a block of rows at the same offset (the vector tiles read from it; the
+    // generic loop below indexes the rows itself).
+    [[maybe_unused]] const T* block = values + (begin + b0) * ld;
     if (!strips)
       PrefetchAhead(values + begin * ld, ld, len, next, b0 + kPrefetchValues, kValueBlock);
 #if defined(__AVX512F__)

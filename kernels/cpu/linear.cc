@@ -197,57 +197,21 @@ constexpr int64_t kPairPrefetchAhead = 2048;
 constexpr int64_t kGroupPrefetchAhead = 6144;
 
 #if defined(__AVX512F__)
-// M input rows (k apart) against all 32 rows of a packed group; y's rows are ldy apart. While it
-// computes a column pair, the tile asks for the same pair of `prefetch` (or nothing) in L1.
-template <int M>
+// M input rows (k apart) against all 32 rows of G adjacent packed groups; y (their outputs) has
+// rows ldy apart. With `ahead` > 0 the tile asks for the lines that far ahead of each column pair
+// it reads. The same bits for any M and G.
+template <int M, int G>
 inline void PackedGroupTile(const float* x, int64_t k, const uint16_t* group, float* y, int64_t ldy,
-                            bool accumulate, const uint16_t* prefetch) {
+                            bool accumulate, int64_t ahead) {
   const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  __m512 acc[M][2];
+  __m512 acc[M][2 * G];
   for (int r = 0; r < M; ++r)
-    for (int h = 0; h < 2; ++h) acc[r][h] = _mm512_setzero_ps();
+    for (int j = 0; j < 2 * G; ++j) acc[r][j] = _mm512_setzero_ps();
   for (int64_t c = 0; c < k; c += 2) {
-    const uint16_t* pair = group + c * 32;
-    if (prefetch != nullptr) PrefetchPair(prefetch + c * 32);
-    __m512 even[2], odd[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m512i v = _mm512_loadu_si512(pair + h * 32);
-      even[h] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, v, 16));
-      odd[h] = _mm512_castsi512_ps(_mm512_and_si512(v, high_halves));
-    }
-    for (int r = 0; r < M; ++r) {
-      const __m512 xa = _mm512_set1_ps(x[r * k + c]);
-      const __m512 xb = _mm512_set1_ps(x[r * k + c + 1]);
-      for (int h = 0; h < 2; ++h) {
-        acc[r][h] = _mm512_fmadd_ps(even[h], xa, acc[r][h]);
-        acc[r][h] = _mm512_fmadd_ps(odd[h], xb, acc[r][h]);
-      }
-    }
-  }
-  for (int r = 0; r < M; ++r) {
-    for (int h = 0; h < 2; ++h) {
-      float* yr = y + r * ldy + 16 * h;
-      _mm512_storeu_ps(yr, accumulate ? _mm512_add_ps(_mm512_loadu_ps(yr), acc[r][h]) : acc[r][h]);
-    }
-  }
-}
-
-// M input rows against two adjacent groups (y: their 64 outputs), both read from memory with the
-// lines kPairPrefetchAhead ahead asked for: for few rows, twice a group's FMA chains. The same
-// bits as PackedGroupTile<M> on each group.
-template <int M>
-inline void PackedGroupPairTile(const float* x, int64_t k, const uint16_t* group, float* y,
-                                int64_t ldy, bool accumulate) {
-  const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const uint16_t* streams[2] = {group, group + 32 * k};
-  __m512 acc[M][4];
-  for (int r = 0; r < M; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < k; c += 2) {
-    __m512 even[4], odd[4];
-    for (int s = 0; s < 2; ++s) {
-      const uint16_t* pair = streams[s] + c * 32;
-      PrefetchPair(pair + kPairPrefetchAhead);
+    __m512 even[2 * G], odd[2 * G];
+    for (int s = 0; s < G; ++s) {
+      const uint16_t* pair = group + s * 32 * k + c * 32;
+      if (ahead > 0) PrefetchPair(pair + ahead);
       for (int h = 0; h < 2; ++h) {
         const __m512i v = _mm512_loadu_si512(pair + h * 32);
         even[2 * s + h] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, v, 16));
@@ -257,32 +221,45 @@ inline void PackedGroupPairTile(const float* x, int64_t k, const uint16_t* group
     for (int r = 0; r < M; ++r) {
       const __m512 xa = _mm512_set1_ps(x[r * k + c]);
       const __m512 xb = _mm512_set1_ps(x[r * k + c + 1]);
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < 2 * G; ++j) {
         acc[r][j] = _mm512_fmadd_ps(even[j], xa, acc[r][j]);
         acc[r][j] = _mm512_fmadd_ps(odd[j], xb, acc[r][j]);
       }
     }
   }
   for (int r = 0; r < M; ++r) {
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < 2 * G; ++j) {
       float* yr = y + r * ldy + 16 * j;
       _mm512_storeu_ps(yr, accumulate ? _mm512_add_ps(_mm512_loadu_ps(yr), acc[r][j]) : acc[r][j]);
     }
   }
 }
+
+// PackedGroupTile<rows, G> for 0 < rows <= Max.
+template <int Max, int G>
+inline void PackedGroupTileOf(int64_t rows, const float* x, int64_t k, const uint16_t* group,
+                              float* y, int64_t ldy, bool accumulate, int64_t ahead) {
+  if constexpr (Max > 0) {
+    if (rows == Max) {
+      PackedGroupTile<Max, G>(x, k, group, y, ldy, accumulate, ahead);
+    } else {
+      PackedGroupTileOf<Max - 1, G>(rows, x, k, group, y, ldy, accumulate, ahead);
+    }
+  }
+}
 #elif defined(YOCO_AVX2)
 // M input rows against the B 8-row blocks of a packed group from block b0 (a ymm holds a block's
-// column pair); y points at the group's first output.
+// column pair); y points at the group's first output; `ahead` as for the AVX-512 tile.
 template <int M, int B>
 inline void PackedBlockTile(const float* x, int64_t k, const uint16_t* group, int b0, float* y,
-                            int64_t ldy, bool accumulate, const uint16_t* prefetch) {
+                            int64_t ldy, bool accumulate, int64_t ahead) {
   const __m256i high_halves = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m256 acc[M][B];
   for (int r = 0; r < M; ++r)
     for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
   for (int64_t c = 0; c < k; c += 2) {
     const uint16_t* pair = group + c * 32;
-    if (prefetch != nullptr) PrefetchPair(prefetch + c * 32);
+    if (ahead > 0) PrefetchPair(pair + ahead);
     __m256 even[B], odd[B];
     for (int b = 0; b < B; ++b) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + (b0 + b) * 16));
@@ -317,73 +294,38 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
     float* yg = y + g * 32;
     // The first tile reads the group from memory and asks for what follows; the others find it
     // in L2.
-    const uint16_t* ahead = group + kGroupPrefetchAhead;
+    int64_t ahead = kGroupPrefetchAhead;
 #if defined(__AVX512F__)
     // Up to 3 rows, two groups at a time (where the task has two left): the tile reads the
     // weights from memory, which a group's few FMA chains alone do not keep up with (40 products
     // 2048×768, 2 threads, one row: 2.1-2.8 ms a group at a time, 1.8-1.9 two at a time).
     if (m <= 3 && g + 1 < g1) {
-      if (m == 3) {
-        PackedGroupPairTile<3>(x, k, group, yg, w.rows, accumulate);
-      } else if (m == 2) {
-        PackedGroupPairTile<2>(x, k, group, yg, w.rows, accumulate);
-      } else {
-        PackedGroupPairTile<1>(x, k, group, yg, w.rows, accumulate);
-      }
+      PackedGroupTileOf<3, 2>(m, x, k, group, yg, w.rows, accumulate, kPairPrefetchAhead);
       ++g;
       continue;
     }
     // Eight rows a tile (16 accumulators), the rest in one tile: a tile of few rows over a group
     // in L2 waits on its FMA chains (5 rows as 4 + 1: 3.0 ms against 2.7 with the layout before).
-    const uint16_t* prefetch = ahead;  // for the first tile only
     int64_t r = 0;
-    for (; r + 8 <= m; r += 8, prefetch = nullptr) {
-      PackedGroupTile<8>(x + r * k, k, group, yg + r * w.rows, w.rows, accumulate, prefetch);
+    for (; r + 8 <= m; r += 8, ahead = 0) {
+      PackedGroupTile<8, 1>(x + r * k, k, group, yg + r * w.rows, w.rows, accumulate, ahead);
     }
-    const float* xr = x + r * k;
-    float* yr = yg + r * w.rows;
-    switch (m - r) {
-      case 7:
-        PackedGroupTile<7>(xr, k, group, yr, w.rows, accumulate, prefetch);
-        break;
-      case 6:
-        PackedGroupTile<6>(xr, k, group, yr, w.rows, accumulate, prefetch);
-        break;
-      case 5:
-        PackedGroupTile<5>(xr, k, group, yr, w.rows, accumulate, prefetch);
-        break;
-      case 4:
-        PackedGroupTile<4>(xr, k, group, yr, w.rows, accumulate, prefetch);
-        break;
-      case 3:
-        PackedGroupTile<3>(xr, k, group, yr, w.rows, accumulate, prefetch);
-        break;
-      case 2:
-        PackedGroupTile<2>(xr, k, group, yr, w.rows, accumulate, prefetch);
-        break;
-      case 1:
-        PackedGroupTile<1>(xr, k, group, yr, w.rows, accumulate, prefetch);
-        break;
-      default:
-        break;
-    }
+    PackedGroupTileOf<7, 1>(m - r, x + r * k, k, group, yg + r * w.rows, w.rows, accumulate, ahead);
 #elif defined(YOCO_AVX2)
     // Four rows a tile over two blocks (8 accumulators, 14 registers of 16), what is left over the
     // whole group in one pass (2 rows as tiles over two blocks: 4.0 ms, over four: 3.0-3.2, the
     // layout before 2.8-3.2).
-    const uint16_t* prefetch = ahead;  // for the first tile only
     for (int b0 = 0; b0 < 4 && m >= 4; b0 += 2) {
-      for (int64_t r = 0; r + 4 <= m; r += 4, prefetch = nullptr) {
-        PackedBlockTile<4, 2>(x + r * k, k, group, b0, yg + r * w.rows, w.rows, accumulate,
-                              prefetch);
+      for (int64_t r = 0; r + 4 <= m; r += 4, ahead = 0) {
+        PackedBlockTile<4, 2>(x + r * k, k, group, b0, yg + r * w.rows, w.rows, accumulate, ahead);
       }
     }
     int64_t r = m / 4 * 4;
-    for (; r + 2 <= m; r += 2, prefetch = nullptr) {
-      PackedBlockTile<2, 4>(x + r * k, k, group, 0, yg + r * w.rows, w.rows, accumulate, prefetch);
+    for (; r + 2 <= m; r += 2, ahead = 0) {
+      PackedBlockTile<2, 4>(x + r * k, k, group, 0, yg + r * w.rows, w.rows, accumulate, ahead);
     }
-    for (; r < m; ++r, prefetch = nullptr) {
-      PackedBlockTile<1, 4>(x + r * k, k, group, 0, yg + r * w.rows, w.rows, accumulate, prefetch);
+    for (; r < m; ++r, ahead = 0) {
+      PackedBlockTile<1, 4>(x + r * k, k, group, 0, yg + r * w.rows, w.rows, accumulate, ahead);
     }
 #else
     (void)ahead;
