@@ -46,15 +46,16 @@ constexpr int64_t kRowsPerTask = 32;  // weight rows per parallel task
 // AVX2: 16 rows 13.5-14.0 against 17.8-19.2 ms, 32 rows 24.4-24.8 against 28.2-29.0), but not
 // an AVX-512 sgemm, which oneDNN picks at run time on an AVX-512 CPU whatever this build's
 // -march (9 rows 8.0-8.7 against 11.4-11.7 ms, 16 rows 13.7 against 12.4-12.6, 32 rows 24.4-26.1
-// against 17.7-18.1). A matrix of fewer rows than a packed group streams wherever packed ones do:
-// up to these rows a row's result does not depend on how many rows came with it.
+// against 17.7-18.1), so there the tiles take up to 12 rows (10.5-10.8 against 11.8-12.2 ms). A
+// matrix of fewer rows than a packed group streams wherever packed ones do: up to these rows a
+// row's result does not depend on how many rows came with it.
 int64_t StreamingRows(const WeightMatrix& w) {
 #if defined(__AVX512F__)
   if (w.packed || w.rows < 32) return kTransposedRows;
   if (w.type == WeightType::kQ8) return 32;
 #elif defined(YOCO_AVX2)
   static const bool sgemm_has_avx512 = __builtin_cpu_supports("avx512f");
-  if ((w.packed || w.rows < 32) && !sgemm_has_avx512) return 32;
+  if (w.packed || w.rows < 32) return sgemm_has_avx512 ? 12 : 32;
 #endif
   return kStreamingRows;
 }
