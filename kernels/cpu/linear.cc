@@ -51,11 +51,11 @@ constexpr int64_t kRowsPerTask = 32;  // weight rows per parallel task
 // row's result does not depend on how many rows came with it.
 int64_t StreamingRows(const WeightMatrix& w) {
 #if defined(__AVX512F__)
-  if (w.packed || w.rows < 32) return kTransposedRows;
+  if (w.packed || w.rows < kPackedGroupRows) return kTransposedRows;
   if (w.type == WeightType::kQ8) return 32;
 #elif defined(YOCO_AVX2)
   static const bool sgemm_has_avx512 = __builtin_cpu_supports("avx512f");
-  if (w.packed || w.rows < 32) return sgemm_has_avx512 ? 12 : 32;
+  if (w.packed || w.rows < kPackedGroupRows) return sgemm_has_avx512 ? 12 : 32;
 #endif
   return kStreamingRows;
 }
@@ -211,7 +211,7 @@ inline void PackedGroupTile(const float* x, int64_t k, const uint16_t* group, fl
   for (int64_t c = 0; c < k; c += 2) {
     __m512 even[2 * G], odd[2 * G];
     for (int s = 0; s < G; ++s) {
-      const uint16_t* pair = group + s * 32 * k + c * 32;
+      const uint16_t* pair = group + s * kPackedGroupRows * k + c * kPackedGroupRows;
       if (ahead > 0) PrefetchPair(pair + ahead);
       for (int h = 0; h < 2; ++h) {
         const __m512i v = _mm512_loadu_si512(pair + h * 32);
@@ -259,7 +259,7 @@ inline void PackedBlockTile(const float* x, int64_t k, const uint16_t* group, in
   for (int r = 0; r < M; ++r)
     for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
   for (int64_t c = 0; c < k; c += 2) {
-    const uint16_t* pair = group + c * 32;
+    const uint16_t* pair = group + c * kPackedGroupRows;
     if (ahead > 0) PrefetchPair(pair + ahead);
     __m256 even[B], odd[B];
     for (int b = 0; b < B; ++b) {
@@ -291,8 +291,8 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
   const int64_t k = w.cols;
   const uint16_t* base = static_cast<const uint16_t*>(w.data);
   for (int64_t g = g0; g < g1; ++g) {
-    const uint16_t* group = base + g * 32 * k;
-    float* yg = y + g * 32;
+    const uint16_t* group = base + g * kPackedGroupRows * k;
+    float* yg = y + g * kPackedGroupRows;
     // The first tile reads the group from memory and asks for what follows; the others find it
     // in L2.
     int64_t ahead = kGroupPrefetchAhead;
@@ -331,10 +331,10 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
 #else
     (void)ahead;
     for (int64_t r = 0; r < m; ++r) {
-      for (int64_t j = 0; j < 32; ++j) {
+      for (int64_t j = 0; j < kPackedGroupRows; ++j) {
         float sum = 0.0f;
         for (int64_t c = 0; c < k; ++c) {
-          sum += WeightAt<WeightType::kBF16>(group, (c / 2) * 64 + j * 2 + c % 2) * x[r * k + c];
+          sum += WeightAt<WeightType::kBF16>(group, PackedIndex(j, c)) * x[r * k + c];
         }
         float& out = yg[r * w.rows + j];
         out = accumulate ? out + sum : sum;
@@ -355,7 +355,8 @@ int64_t StreamTasks(const WeightMatrix& w) {
   if (w.type == WeightType::kQ8)
     return ((w.rows + 7) / 8 + kQ8GroupsPerTask - 1) / kQ8GroupsPerTask;
   if (w.packed) {
-    return (w.rows / 32 + kPackedGroupsPerTask - 1) / kPackedGroupsPerTask + (w.rows % 32 ? 1 : 0);
+    return (w.rows / kPackedGroupRows + kPackedGroupsPerTask - 1) / kPackedGroupsPerTask +
+           (w.rows % kPackedGroupRows ? 1 : 0);
   }
   return (w.rows + kRowsPerTask - 1) / kRowsPerTask;
 }
@@ -367,12 +368,12 @@ void StreamTask(const float* x, int64_t m, const WeightMatrix& w, float* y, bool
     Q8StreamGroups(x, m, static_cast<const uint8_t*>(w.data), w.rows, w.cols, y, accumulate,
                    t * kQ8GroupsPerTask, std::min(groups, (t + 1) * kQ8GroupsPerTask));
   } else if (w.packed) {
-    const int64_t groups = w.rows / 32;
+    const int64_t groups = w.rows / kPackedGroupRows;
     const int64_t g0 = t * kPackedGroupsPerTask;
     if (g0 < groups) {
       StreamPackedGroups(x, m, w, y, accumulate, g0, std::min(groups, g0 + kPackedGroupsPerTask));
     } else {  // the rows after the last full group are stored row-major
-      StreamBlock<WeightType::kBF16>(x, m, w, y, accumulate, groups * 32, w.rows);
+      StreamBlock<WeightType::kBF16>(x, m, w, y, accumulate, groups * kPackedGroupRows, w.rows);
     }
   } else {
     const int64_t n0 = t * kRowsPerTask, n1 = std::min(w.rows, n0 + kRowsPerTask);
@@ -424,27 +425,29 @@ void WidenColumns(const WeightMatrix& w, int64_t r0, int64_t r1, float* out, int
                   float* row) {
   const int64_t k = w.cols;
   for (int64_t r = r0; r < r1;) {
-    if (w.packed && r % 32 == 0 && r + 32 <= std::min(r1, w.rows / 32 * 32)) {
+    const int64_t group_end = r + kPackedGroupRows;
+    if (w.packed && r % kPackedGroupRows == 0 &&
+        group_end <= std::min(r1, w.rows / kPackedGroupRows * kPackedGroupRows)) {
       const uint16_t* group = static_cast<const uint16_t*>(w.data) + r * k;
       float* o = out + (r - r0);
       for (int64_t c = 0; c < k; c += 2) {
-        const uint16_t* pair = group + c * 32;
 #ifdef YOCO_AVX2
+        const uint16_t* pair = group + PackedIndex(0, c);
         const __m256i high_halves = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-        for (int j = 0; j < 32; j += 8) {
+        for (int j = 0; j < kPackedGroupRows; j += 8) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 2 * j));
           _mm256_storeu_ps(o + c * ld + j, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
           _mm256_storeu_ps(o + (c + 1) * ld + j,
                            _mm256_castsi256_ps(_mm256_and_si256(v, high_halves)));
         }
 #else
-        for (int j = 0; j < 32; ++j) {
-          o[c * ld + j] = WeightAt<WeightType::kBF16>(pair, 2 * j);
-          o[(c + 1) * ld + j] = WeightAt<WeightType::kBF16>(pair, 2 * j + 1);
+        for (int j = 0; j < kPackedGroupRows; ++j) {
+          o[c * ld + j] = WeightAt<WeightType::kBF16>(group, PackedIndex(j, c));
+          o[(c + 1) * ld + j] = WeightAt<WeightType::kBF16>(group, PackedIndex(j, c + 1));
         }
 #endif
       }
-      r += 32;
+      r = group_end;
       continue;
     }
     w.RowToFloat(r, row);
@@ -491,7 +494,7 @@ void WidenedEach(const float* x, int64_t m, absl::Span<const LinearOutput> outpu
     for (const LinearOutput& out : outputs) {
       const int64_t begin = std::max(first, n0), end = std::min(first + out.w->rows, n0 + nb);
       for (int64_t r = begin - first; r < end - first;) {
-        const int64_t next = std::min(end - first, (r / 32 + 1) * 32);
+        const int64_t next = std::min(end - first, (r / kPackedGroupRows + 1) * kPackedGroupRows);
         pieces.push_back({out.w, r, next, first + r - n0});
         r = next;
       }
@@ -529,16 +532,15 @@ void WidenedEach(const float* x, int64_t m, absl::Span<const LinearOutput> outpu
 }  // namespace
 
 void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst) {
-  const int64_t groups = rows / 32;
-  for (int64_t g = 0; g < groups; ++g) {
-    uint16_t* group = dst + g * 32 * cols;
-    for (int64_t j = 0; j < 32; ++j) {
-      const uint16_t* row = src + (g * 32 + j) * cols;
-      for (int64_t c = 0; c < cols; ++c) group[(c / 2) * 64 + j * 2 + c % 2] = row[c];
+  const int64_t packed_rows = rows / kPackedGroupRows * kPackedGroupRows;
+  for (int64_t r = 0; r < packed_rows; ++r) {
+    uint16_t* group = dst + (r / kPackedGroupRows) * kPackedGroupRows * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      group[PackedIndex(r % kPackedGroupRows, c)] = src[r * cols + c];
     }
   }
-  std::memcpy(dst + groups * 32 * cols, src + groups * 32 * cols,
-              (rows - groups * 32) * cols * sizeof(uint16_t));
+  std::memcpy(dst + packed_rows * cols, src + packed_rows * cols,
+              (rows - packed_rows) * cols * sizeof(uint16_t));
 }
 
 void WeightMatrix::RowToFloat(int64_t r, float* out) const {
@@ -550,10 +552,11 @@ void WeightMatrix::RowToFloat(int64_t r, float* out) const {
     std::memcpy(out, static_cast<const float*>(data) + r * cols, cols * sizeof(float));
     return;
   }
-  if (packed && r < rows / 32 * 32) {
-    const uint16_t* group = static_cast<const uint16_t*>(data) + (r / 32) * 32 * cols;
+  if (packed && r < rows / kPackedGroupRows * kPackedGroupRows) {
+    const uint16_t* group =
+        static_cast<const uint16_t*>(data) + (r / kPackedGroupRows) * kPackedGroupRows * cols;
     for (int64_t c = 0; c < cols; ++c) {
-      out[c] = WeightAt<WeightType::kBF16>(group, (c / 2) * 64 + (r % 32) * 2 + c % 2);
+      out[c] = WeightAt<WeightType::kBF16>(group, PackedIndex(r % kPackedGroupRows, c));
     }
     return;
   }

@@ -34,8 +34,18 @@ struct WeightMatrix {
   void RowToFloat(int64_t r, float* out) const;
 };
 
+// Rows in a packed bf16 group (WeightMatrix::packed).
+constexpr int64_t kPackedGroupRows = 32;
+
+// Where row j (< kPackedGroupRows) and column c of a packed group are, from the group's start.
+inline int64_t PackedIndex(int64_t j, int64_t c) {
+  return (c / 2) * 2 * kPackedGroupRows + j * 2 + c % 2;
+}
+
 // True when a [rows, cols] bf16 matrix can be packed (a group of rows at least, cols even).
-inline bool CanPackBf16(int64_t rows, int64_t cols) { return rows >= 32 && cols % 2 == 0; }
+inline bool CanPackBf16(int64_t rows, int64_t cols) {
+  return rows >= kPackedGroupRows && cols % 2 == 0;
+}
 
 // Writes row-major bf16 `src` [rows, cols] to `dst` (as many elements) in WeightMatrix::packed's
 // layout. REQUIRES: CanPackBf16(rows, cols).
