@@ -419,11 +419,16 @@ void TransposeInto(const float* yt, int64_t rows, int64_t m, float* y, int64_t l
 
 // Rows [r0, r1) of w widened to fp32 as columns, out[c * ld + (r - r0)], the form of a block
 // that sgemm reads as easily as rows and a packed group widens to without a transpose: a column
-// pair of 8 rows is one load, a shift and a mask, and two stores of 8 outputs. Other rows go
-// through RowToFloat (`row`: cols floats).
+// pair of 8 rows is one load, a shift and a mask, and two stores of 8 outputs. q8 rows widen in
+// 8 × 8 tiles (Q8WidenColumns); the rest (row-major tails) go through RowToFloat (`row`: cols
+// floats).
 void WidenColumns(const WeightMatrix& w, int64_t r0, int64_t r1, float* out, int64_t ld,
                   float* row) {
   const int64_t k = w.cols;
+  if (w.type == WeightType::kQ8) {
+    Q8WidenColumns(static_cast<const uint8_t*>(w.data), k, r0, r1, out, ld);
+    return;
+  }
   for (int64_t r = r0; r < r1;) {
     const int64_t group_end = r + kPackedGroupRows;
     if (w.packed && r % kPackedGroupRows == 0 &&

@@ -201,6 +201,38 @@ float RowDot(const float* x, const uint8_t* data, int64_t cols, int64_t group, i
 
 inline void Store(float* y, float v, bool accumulate) { *y = accumulate ? *y + v : v; }
 
+#ifdef YOCO_AVX2
+// A whole group's block b as columns: 8 rows × 8 columns at a time, widened and scaled as rows
+// (one load and conversion per row), then transposed so each column is one store of 8 floats.
+void WidenChunkColumns(const uint8_t* chunk, float* out, int64_t ld) {
+  __m256 scale[8];
+  for (int j = 0; j < 8; ++j) scale[j] = _mm256_set1_ps(ChunkScale(chunk, j));
+  for (int c = 0; c < kQ8Block; c += 8) {
+    __m256 v[8];
+    for (int j = 0; j < 8; ++j) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(ChunkRow(chunk, j) + c));
+      v[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), scale[j]);
+    }
+    // The usual 8×8 transpose: pairs of rows interleaved, then quads, then the 128-bit halves.
+    __m256 t[8], u[8];
+    for (int j = 0; j < 8; j += 2) {
+      t[j] = _mm256_unpacklo_ps(v[j], v[j + 1]);
+      t[j + 1] = _mm256_unpackhi_ps(v[j], v[j + 1]);
+    }
+    for (int j = 0; j < 8; j += 4) {
+      u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+      u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
+      u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+      u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_ps(out + (c + i) * ld, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+      _mm256_storeu_ps(out + (c + i + 4) * ld, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void QuantizeQ8(const float* src, int64_t rows, int64_t cols, uint8_t* dst) {
@@ -234,6 +266,33 @@ void Q8RowToFloat(const uint8_t* data, int64_t cols, int64_t r, float* out) {
     const int8_t* q = ChunkRow(chunk, static_cast<int>(r % 8));
     const float s = ChunkScale(chunk, static_cast<int>(r % 8));
     for (int64_t i = 0; i < kQ8Block; ++i) out[b * kQ8Block + i] = q[i] * s;
+  }
+}
+
+void Q8WidenColumns(const uint8_t* data, int64_t cols, int64_t r0, int64_t r1, float* out,
+                    int64_t ld) {
+  const int64_t blocks = cols / kQ8Block;
+  for (int64_t r = r0; r < r1;) {
+    const int64_t group = r / 8;
+    const int j0 = static_cast<int>(r % 8);
+    const int j1 = static_cast<int>(std::min<int64_t>(8, r1 - group * 8));
+    float* o = out + (r - r0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* chunk = Chunk(data, cols, group, b);
+      float* ob = o + b * kQ8Block * ld;
+#ifdef YOCO_AVX2
+      if (j0 == 0 && j1 == 8) {
+        WidenChunkColumns(chunk, ob, ld);
+        continue;
+      }
+#endif
+      for (int j = j0; j < j1; ++j) {
+        const int8_t* q = ChunkRow(chunk, j);
+        const float s = ChunkScale(chunk, j);
+        for (int64_t i = 0; i < kQ8Block; ++i) ob[i * ld + (j - j0)] = q[i] * s;
+      }
+    }
+    r += j1 - j0;
   }
 }
 

@@ -33,6 +33,11 @@ void QuantizeQ8(const float* src, int64_t rows, int64_t cols, uint8_t* dst);
 // Row r of a q8 matrix as fp32 (q · scale) into out[cols].
 void Q8RowToFloat(const uint8_t* data, int64_t cols, int64_t r, float* out);
 
+// Rows [r0, r1) of a q8 matrix as fp32 columns: out[c * ld + (r - r0)] = q · scale, the same
+// values as Q8RowToFloat, in the form sgemm reads as y = x · W_block (linear.cc's widening).
+void Q8WidenColumns(const uint8_t* data, int64_t cols, int64_t r0, int64_t r1, float* out,
+                    int64_t ld);
+
 // y[i, n] (+)= Σ_c x[i, c] · w[n, c] for input rows i < m and weight rows n in the groups
 // [g0, g1), rows at or beyond `rows` skipped. Each block's 32 products are summed before the
 // block's scale multiplies them, in the same order whatever m is, so a row's result does not

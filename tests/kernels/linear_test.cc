@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "tests/kernels/random_inputs.h"
 
@@ -168,6 +169,34 @@ TEST(Q8LinearTest, QuantizesWithinHalfAStepAndMatchesDoubleProduct) {
               << "m " << m << " row " << r;
         }
       }
+    }
+  }
+}
+
+// Q8WidenColumns writes each row's dequantized values (Q8RowToFloat's, bit for bit) as a column
+// of the block, for ranges that start and end inside 8-row groups as well as whole groups, and
+// nothing outside the range's columns.
+TEST(Q8WidenColumnsTest, WritesRowToFloatValuesAsColumns) {
+  constexpr int64_t kRows = 37, kCols = 96;
+  const std::vector<float> wf = testing::RandomFloats(kRows * kCols, 11);
+  std::vector<uint8_t> q8(cpu::Q8Bytes(kRows, kCols));
+  cpu::QuantizeQ8(wf.data(), kRows, kCols, q8.data());
+  std::vector<float> row(kCols);
+  for (const auto& [r0, r1] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 37}, {3, 29}, {8, 16}, {5, 6}, {32, 37}}) {
+    SCOPED_TRACE(::testing::Message() << "rows " << r0 << ".." << r1);
+    const int64_t n = r1 - r0, ld = n + 5;
+    constexpr float kUntouched = -12345.0f;
+    std::vector<float> out(kCols * ld, kUntouched);
+    cpu::Q8WidenColumns(q8.data(), kCols, r0, r1, out.data(), ld);
+    for (int64_t r = r0; r < r1; ++r) {
+      cpu::Q8RowToFloat(q8.data(), kCols, r, row.data());
+      for (int64_t c = 0; c < kCols; ++c) {
+        ASSERT_EQ(out[c * ld + (r - r0)], row[c]) << "row " << r << " column " << c;
+      }
+    }
+    for (int64_t c = 0; c < kCols; ++c) {
+      for (int64_t i = n; i < ld; ++i) ASSERT_EQ(out[c * ld + i], kUntouched) << "column " << c;
     }
   }
 }
