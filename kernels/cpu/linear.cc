@@ -1,5 +1,5 @@
-// Two regimes. Few rows (decode batches; with AVX-512, up to 256 rows of packed bf16 and 32 of
-// q8): a streaming kernel reads each weight row once per call and applies it to every input
+// Two regimes. Few rows (decode batches; with AVX-512, up to 256 rows of packed bf16 or q8): a
+// streaming kernel reads each weight row once per call and applies it to every input
 // row, so a step costs one pass over the weights. Many rows (prefill): fp32 weights go straight
 // to sgemm; bf16 and q8 weights are widened a block of rows at a time, a cost amortised over the
 // m input rows.
@@ -38,24 +38,26 @@ constexpr int64_t kRowsPerTask = 32;  // weight rows per parallel task
 // With AVX-512 the packed bf16 groups keep the register tiles fed from L1 at any row count:
 // 304-313 GFLOP/s at 16-256 rows against widening + sgemm's 183-280 (a layer's projections,
 // 12.6 MB of bf16, 2 threads; measured with the packed layout before the present one, which is
-// 15-30% faster from 8 rows); q8 blocks win up to 32 rows (214-227 against 152-204) and tie
-// beyond; fp32 rows (no packing) fall to a quarter of sgemm's rate past 8. Matrices of fewer
-// rows than a group (a layer's decay-gate logits) cost nothing either way and stream with the
-// packed ones, so that a whole bf16 model is streamed alike. With AVX2 alone the packed block
-// tiles beat widening + an AVX2 sgemm up to 32 rows (126 MB of bf16, 2 threads, oneDNN held to
-// AVX2: 16 rows 13.5-14.0 against 17.8-19.2 ms, 32 rows 24.4-24.8 against 28.2-29.0), but not
-// an AVX-512 sgemm, which oneDNN picks at run time on an AVX-512 CPU whatever this build's
-// -march (9 rows 8.0-8.7 against 11.4-11.7 ms, 16 rows 13.7 against 12.4-12.6, 32 rows 24.4-26.1
-// against 17.7-18.1), so there the tiles take up to 12 rows (10.5-10.8 against 11.8-12.2 ms). A
-// matrix of fewer rows than a packed group streams wherever packed ones do: up to these rows a
-// row's result does not depend on how many rows came with it.
+// 15-30% faster from 8 rows); q8 groups alike (40 products 2048×768, 2 threads: 33 rows 11.2
+// against 16.9 ms, 64 rows 21.2 against 24.7, 128-256 rows within 5% either way); fp32 rows (no
+// packing) fall to a quarter of sgemm's rate past 8. Matrices of fewer rows than a group (a
+// layer's decay-gate logits) cost nothing either way and stream with the packed ones, so that a
+// whole model is streamed alike. With AVX2 alone the packed bf16 and q8 tiles beat widening + an
+// AVX2 sgemm up to 32 rows (126 MB of bf16, 2 threads, oneDNN held to AVX2: 16 rows 13.5-14.0
+// against 17.8-19.2 ms, 32 rows 24.4-24.8 against 28.2-29.0; q8, 16 rows: 11.6 against 17.8),
+// but not an AVX-512 sgemm, which oneDNN picks at run time on an AVX-512 CPU whatever this
+// build's -march (bf16: 9 rows 8.0-8.7 against 11.4-11.7 ms, 16 rows 13.7 against 12.4-12.6, 32
+// rows 24.4-26.1 against 17.7-18.1; q8: 12 rows 9.3 against 10.5, 16 rows 12.8 against 11.7), so
+// there the tiles take up to 12 rows. A matrix of fewer rows than a packed group streams wherever
+// packed ones do: up to these rows a row's result does not depend on how many rows came with it.
 int64_t StreamingRows(const WeightMatrix& w) {
+  [[maybe_unused]] const bool grouped =
+      w.packed || w.type == WeightType::kQ8 || w.rows < kPackedGroupRows;
 #if defined(__AVX512F__)
-  if (w.packed || w.rows < kPackedGroupRows) return kTransposedRows;
-  if (w.type == WeightType::kQ8) return 32;
+  if (grouped) return kTransposedRows;
 #elif defined(YOCO_AVX2)
   static const bool sgemm_has_avx512 = __builtin_cpu_supports("avx512f");
-  if (w.packed || w.rows < kPackedGroupRows) return sgemm_has_avx512 ? 12 : 32;
+  if (grouped) return sgemm_has_avx512 ? 12 : 32;
 #endif
   return kStreamingRows;
 }
@@ -345,15 +347,17 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
 }
 
 // The streaming kernel's unit of parallel work: kRowsPerTask weight rows of one matrix, two
-// groups of a packed bf16 matrix (one input row streams them together), and a packed matrix's
+// groups of a packed bf16 or q8 matrix (few input rows stream them together), and a packed matrix's
 // rows after its last full group are one more task. How the rows are split changes no result:
 // every row's sums run the same way in any task.
-constexpr int64_t kQ8GroupsPerTask = kRowsPerTask / 8;
+constexpr int64_t kQ8GroupsPerTask = 2;
 constexpr int64_t kPackedGroupsPerTask = 2;
 
 int64_t StreamTasks(const WeightMatrix& w) {
-  if (w.type == WeightType::kQ8)
-    return ((w.rows + 7) / 8 + kQ8GroupsPerTask - 1) / kQ8GroupsPerTask;
+  if (w.type == WeightType::kQ8) {
+    const int64_t groups = (w.rows + kQ8GroupRows - 1) / kQ8GroupRows;
+    return (groups + kQ8GroupsPerTask - 1) / kQ8GroupsPerTask;
+  }
   if (w.packed) {
     return (w.rows / kPackedGroupRows + kPackedGroupsPerTask - 1) / kPackedGroupsPerTask +
            (w.rows % kPackedGroupRows ? 1 : 0);
@@ -364,7 +368,7 @@ int64_t StreamTasks(const WeightMatrix& w) {
 void StreamTask(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
                 int64_t t) {
   if (w.type == WeightType::kQ8) {
-    const int64_t groups = (w.rows + 7) / 8;
+    const int64_t groups = (w.rows + kQ8GroupRows - 1) / kQ8GroupRows;
     Q8StreamGroups(x, m, static_cast<const uint8_t*>(w.data), w.rows, w.cols, y, accumulate,
                    t * kQ8GroupsPerTask, std::min(groups, (t + 1) * kQ8GroupsPerTask));
   } else if (w.packed) {
@@ -419,9 +423,8 @@ void TransposeInto(const float* yt, int64_t rows, int64_t m, float* y, int64_t l
 
 // Rows [r0, r1) of w widened to fp32 as columns, out[c * ld + (r - r0)], the form of a block
 // that sgemm reads as easily as rows and a packed group widens to without a transpose: a column
-// pair of 8 rows is one load, a shift and a mask, and two stores of 8 outputs. q8 rows widen in
-// 8 × 8 tiles (Q8WidenColumns); the rest (row-major tails) go through RowToFloat (`row`: cols
-// floats).
+// pair of 8 rows is one load, a shift and a mask, and two stores of 8 outputs; q8 groups alike
+// (Q8WidenColumns). The rest (row-major tails) go through RowToFloat (`row`: cols floats).
 void WidenColumns(const WeightMatrix& w, int64_t r0, int64_t r1, float* out, int64_t ld,
                   float* row) {
   const int64_t k = w.cols;

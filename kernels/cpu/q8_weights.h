@@ -2,9 +2,11 @@
 // int8 values with one fp32 scale (max |w| / 127), as llama.cpp's Q8_0 but with the activations
 // left in fp32. A decode step then streams 1.125 bytes per weight instead of bf16's 2.
 //
-// Layout: rows in groups of 8 (the last group padded with zero rows); a group is cols / 32
-// chunks, each the 8 rows' scales (8 floats) followed by the 8 rows' 32 int8 values (row by
-// row), so a group is one contiguous stream, as packed bf16 (linear.h).
+// Layout: rows in groups of 32 (the last group padded with zero rows); a group is cols / 32
+// chunks, each the 32 rows' scales (32 floats) followed by the block's 32 columns, each column
+// the 32 rows' int8 values side by side. A group is one contiguous stream, and a column of 16
+// rows widens to one AVX-512 vector (8 to an AVX2 one) whose lanes are 16 whole results, as in
+// the packed bf16 layout (linear.h): no sums across lanes.
 #ifndef YOCO_KERNELS_CPU_Q8_WEIGHTS_H_
 #define YOCO_KERNELS_CPU_Q8_WEIGHTS_H_
 
@@ -12,7 +14,9 @@
 
 namespace yoco::cpu {
 
-constexpr int64_t kQ8Block = 32;
+constexpr int64_t kQ8Block = 32;      // columns per scale
+constexpr int64_t kQ8GroupRows = 32;  // rows stored together
+constexpr int64_t kQ8ChunkBytes = kQ8GroupRows * (sizeof(float) + kQ8Block);
 
 // True when a [rows, cols] matrix can be held as q8 (whole blocks per row).
 inline bool CanQuantizeQ8(int64_t rows, int64_t cols) {
@@ -21,8 +25,8 @@ inline bool CanQuantizeQ8(int64_t rows, int64_t cols) {
 
 // Bytes of a [rows, cols] q8 matrix, padding included. REQUIRES: CanQuantizeQ8(rows, cols).
 inline int64_t Q8Bytes(int64_t rows, int64_t cols) {
-  const int64_t groups = (rows + 7) / 8;
-  return groups * (cols / kQ8Block) * (8 * sizeof(float) + 8 * kQ8Block);
+  const int64_t groups = (rows + kQ8GroupRows - 1) / kQ8GroupRows;
+  return groups * (cols / kQ8Block) * kQ8ChunkBytes;
 }
 
 // Quantizes row-major fp32 `src` [rows, cols] into `dst` (Q8Bytes(rows, cols) bytes): per block
@@ -30,7 +34,7 @@ inline int64_t Q8Bytes(int64_t rows, int64_t cols) {
 // REQUIRES: CanQuantizeQ8(rows, cols).
 void QuantizeQ8(const float* src, int64_t rows, int64_t cols, uint8_t* dst);
 
-// Row r of a q8 matrix as fp32 (q · scale) into out[cols].
+// Row r of a q8 matrix as fp32 (q · scale, one rounding) into out[cols].
 void Q8RowToFloat(const uint8_t* data, int64_t cols, int64_t r, float* out);
 
 // Rows [r0, r1) of a q8 matrix as fp32 columns: out[c * ld + (r - r0)] = q · scale, the same
@@ -39,9 +43,10 @@ void Q8WidenColumns(const uint8_t* data, int64_t cols, int64_t r0, int64_t r1, f
                     int64_t ld);
 
 // y[i, n] (+)= Σ_c x[i, c] · w[n, c] for input rows i < m and weight rows n in the groups
-// [g0, g1), rows at or beyond `rows` skipped. Each block's 32 products are summed before the
-// block's scale multiplies them, in the same order whatever m is, so a row's result does not
-// depend on how many rows are computed with it.
+// [g0, g1), rows at or beyond `rows` skipped. Per output, each block's t = Σ q · x is one chain
+// of fused multiply-adds over its columns in order, and the blocks' t · scale one more over the
+// blocks, whatever m, the tile and the instruction set (AVX-512, AVX2 or neither): a row's result
+// does not depend on how many rows are computed with it.
 void Q8StreamGroups(const float* x, int64_t m, const uint8_t* data, int64_t rows, int64_t cols,
                     float* y, bool accumulate, int64_t g0, int64_t g1);
 

@@ -120,8 +120,8 @@ TEST(PackBf16RowsTest, StoresGroupsByColumnPairThenTheRestRowMajor) {
 // product of the dequantized weights, and a row's result the same bits whatever the number of
 // input rows computed with it (a sequence's tokens must not depend on its batch).
 TEST(Q8LinearTest, QuantizesWithinHalfAStepAndMatchesDoubleProduct) {
-  for (const auto [rows, cols] :
-       {Case{8, 32}, Case{13, 64}, Case{37, 96}, Case{300, 160}, Case{5, 32}, Case{1030, 32}}) {
+  for (const auto [rows, cols] : {Case{8, 32}, Case{13, 64}, Case{37, 96}, Case{64, 64},
+                                  Case{300, 160}, Case{5, 32}, Case{1030, 32}}) {
     SCOPED_TRACE(::testing::Message() << rows << "x" << cols);
     ASSERT_TRUE(cpu::CanQuantizeQ8(rows, cols));
     std::vector<float> wf = testing::RandomFloats(rows * cols, 7);
@@ -145,7 +145,7 @@ TEST(Q8LinearTest, QuantizesWithinHalfAStepAndMatchesDoubleProduct) {
       }
     }
     std::vector<float> single(rows);
-    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 32, 33, 40}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 32, 33, 40, 257}) {
       const std::vector<float> x = testing::RandomFloats(m * cols, 2 + m);
       const std::vector<float> residual = testing::RandomFloats(m * rows, 100 + m);
       for (bool accumulate : {false, true}) {
