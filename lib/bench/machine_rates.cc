@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vector_math.h"
+#include "lib/engine/huge_page_buffer.h"
 
 namespace yoco {
 namespace {
@@ -35,9 +36,10 @@ double MeasureSgemmGflops() {
 
 double MeasureReadBandwidthGbs(int64_t bytes, int passes) {
   const int64_t n = std::max<int64_t>(bytes / sizeof(float) / 32 * 32, 32);  // floats
-  std::unique_ptr<float[], decltype(&std::free)> buf(
-      static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), &std::free);
-  float* data = buf.get();
+  // The memory the loader gives converted weights (huge pages where the kernel has them), so
+  // that the floor is what the weight stream could reach.
+  HugePageBuffer buf(n * sizeof(float));
+  float* data = reinterpret_cast<float*>(buf.data());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) data[i] = 1.0f;
   double best = 1e30;

@@ -155,9 +155,9 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
     if (type == WeightType::kQ8) {
       std::vector<float> wide(n);
       ConvertToFloat(view.dtype, view.data, n, wide.data());
-      std::unique_ptr<uint8_t[]> q8(new uint8_t[cpu::Q8Bytes(shape[0], shape[1])]);
-      cpu::QuantizeQ8(wide.data(), shape[0], shape[1], q8.get());
-      bound[name] = {q8.get(), type};
+      HugePageBuffer q8(cpu::Q8Bytes(shape[0], shape[1]));
+      cpu::QuantizeQ8(wide.data(), shape[0], shape[1], q8.data());
+      bound[name] = {q8.data(), type};
       w->converted_.push_back(std::move(q8));
     } else if (pack) {
       std::vector<uint16_t> row_major;
@@ -167,20 +167,20 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromCheckpoint(
         ConvertToBf16(view.dtype, view.data, n, row_major.data());
         src = row_major.data();
       }
-      std::unique_ptr<uint8_t[]> packed(new uint8_t[n * sizeof(uint16_t)]);
-      cpu::PackBf16Rows(src, shape[0], shape[1], reinterpret_cast<uint16_t*>(packed.get()));
-      bound[name] = {packed.get(), type, true};
+      HugePageBuffer packed(n * sizeof(uint16_t));
+      cpu::PackBf16Rows(src, shape[0], shape[1], reinterpret_cast<uint16_t*>(packed.data()));
+      bound[name] = {packed.data(), type, true};
       w->converted_.push_back(std::move(packed));
     } else if (view.dtype == want && reinterpret_cast<uintptr_t>(view.data) % align == 0) {
       bound[name] = {view.data, type};
     } else {
-      std::unique_ptr<uint8_t[]> copy(new uint8_t[n * DTypeSize(want)]);
+      HugePageBuffer copy(n * DTypeSize(want));
       if (want == DType::kF32) {
-        ConvertToFloat(view.dtype, view.data, n, reinterpret_cast<float*>(copy.get()));
+        ConvertToFloat(view.dtype, view.data, n, reinterpret_cast<float*>(copy.data()));
       } else {
-        ConvertToBf16(view.dtype, view.data, n, reinterpret_cast<uint16_t*>(copy.get()));
+        ConvertToBf16(view.dtype, view.data, n, reinterpret_cast<uint16_t*>(copy.data()));
       }
-      bound[name] = {copy.get(), type};
+      bound[name] = {copy.data(), type};
       w->converted_.push_back(std::move(copy));
     }
   }

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "kernels/cpu/linear.h"
 #include "lib/engine/ffn_block.h"
+#include "lib/engine/huge_page_buffer.h"
 #include "lib/engine/model_config.h"
 #include "lib/engine/safetensors.h"
 
@@ -88,7 +89,7 @@ class ModelWeights {
   ModelWeights() = default;
 
   Checkpoint checkpoint_;
-  std::vector<std::unique_ptr<uint8_t[]>> converted_;  // tensors not used in place
+  std::vector<HugePageBuffer> converted_;  // tensors not used in place
   uint64_t fingerprint_ = 0;
 };
 
