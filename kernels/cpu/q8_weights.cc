@@ -36,7 +36,8 @@ inline float WidenOne(const uint8_t* chunk, int64_t j, int64_t c) {
 // The tile that reads a group from memory asks for the bytes this far ahead of those it reads (a
 // line per two columns, two at a block's scales), running on into the next group: the hardware
 // prefetcher alone does not overlap the reads with the arithmetic. The two-group tiles (few input
-// rows) read two streams at once and look less far ahead in each.
+// rows) read two streams at once and look less far ahead in each (40 products 2048×768, 2
+// threads, one row: 1.37 ms at 1 KB ahead, 1.23 at 2 KB, 1.14 at 4 KB, 1.22 at 8 KB).
 constexpr int64_t kGroupPrefetchBytes = 8192;
 constexpr int64_t kPairPrefetchBytes = 4096;
 

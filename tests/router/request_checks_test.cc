@@ -39,7 +39,8 @@ TEST_F(RequestChecksTest, AGoodRequestComesThroughAsTheEngineRunsIt) {
   r.set_text("hi");
   r.mutable_sampling()->set_temperature(0.5f);
   r.mutable_sampling()->set_top_p(0);  // off on the wire
-  r.mutable_sampling()->add_stop_strings("\n");
+  // std::string, not a literal: GCC 12 raises a false -Wrestrict on the const char* overload.
+  r.mutable_sampling()->add_stop_strings(std::string(1, '\n'));
   r.mutable_sampling()->set_stop_at_eos(true);
   auto call = CheckGenerateRequest(r, config_, tokenizer_, 16);
   ASSERT_TRUE(call.ok()) << call.status();
@@ -66,7 +67,7 @@ TEST_F(RequestChecksTest, EachBadRequestSaysWhatIsWrong) {
   ExpectRefused(Ids({0, 5, 6}, 62), "the prompt (3 tokens) + max_new_tokens (62) exceeds");
   EXPECT_TRUE(Check(Ids({0, 5, 6}, 61)).ok());
   v1::GenerateRequest stops = Ids({0, 5}, 4);
-  for (int i = 0; i < 17; ++i) stops.mutable_sampling()->add_stop_strings("x");
+  for (int i = 0; i < 17; ++i) stops.mutable_sampling()->add_stop_strings(std::string(1, 'x'));
   ExpectRefused(stops, "at most 16 stop strings");
   v1::GenerateRequest long_stop = Ids({0, 5}, 4);
   long_stop.mutable_sampling()->add_stop_strings(std::string(257, 'x'));
