@@ -69,7 +69,8 @@ inline void StoreLive(float* y, __m512 v, int live, bool accumulate) {
 // M input rows (k apart) against the 32 rows of G adjacent groups (`group` the first's first
 // chunk, `group_bytes` apart), of which `live` rows are outputs; y has rows ldy apart. Per block
 // t = Σ q·x over its columns, then acc += t · scale: one multiply-add per block where scaling
-// each widened column costs one per column.
+// each widened column costs one per column. The column loop is unrolled: as a loop, GCC 12 kept
+// the sums in memory (143 GFLOP/s at 8 rows against ~300).
 template <int M, int G>
 inline void Q8GroupTile(const float* x, int64_t k, const uint8_t* group, int64_t group_bytes,
                         float* y, int64_t ldy, bool accumulate, int64_t ahead, int live) {
@@ -81,7 +82,6 @@ inline void Q8GroupTile(const float* x, int64_t k, const uint8_t* group, int64_t
     __m512 t[M][2 * G];
     for (int r = 0; r < M; ++r)
       for (int j = 0; j < 2 * G; ++j) t[r][j] = _mm512_setzero_ps();
-        // Unrolled: in a loop GCC 12 kept the sums in memory.
 #pragma GCC unroll 32
     for (int c = 0; c < kQ8Block; ++c) {
       __m512 w[2 * G];
