@@ -51,6 +51,11 @@ struct LoadDriver::State {
   uint64_t next = 0;                // sessions started (a session: turns() requests; else 1)
   uint64_t in_flight = 0;
   uint64_t done = 0;
+  // gRPC reactors not yet destroyed. A reactor reports its request (Finished) before it deletes
+  // itself, so Run also waits for this: returning earlier let the caller tear the channel and
+  // the library down under a reactor still destroying its ClientContext (a double free inside
+  // gRPC's completion queue, seen once under AddressSanitizer).
+  uint64_t live_calls = 0;
   uint64_t errors = 0;
   std::vector<RequestRecord> records;
   std::unique_ptr<HttpCompletionClient> http;  // HTTP mode
@@ -81,10 +86,31 @@ struct LoadDriver::State {
 
 namespace {
 
+// Counts a reactor in State::live_calls from its construction to the end of its destruction: as
+// its first member it is destroyed after all the others (the ClientContext among them).
+class LiveCall {
+ public:
+  explicit LiveCall(LoadDriver::State& state) : state_(state) {
+    std::lock_guard<std::mutex> lock(state_.mu);
+    ++state_.live_calls;
+  }
+  ~LiveCall() {
+    // Notified under the lock: the waiter cannot return, and free State, before it is released.
+    std::lock_guard<std::mutex> lock(state_.mu);
+    --state_.live_calls;
+    state_.changed.notify_all();
+  }
+  LiveCall(const LiveCall&) = delete;
+  LiveCall& operator=(const LiveCall&) = delete;
+
+ private:
+  LoadDriver::State& state_;
+};
+
 class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   GenerateCall(LoadDriver::State& state, uint64_t index, PlannedRequest plan)
-      : state_(state), plan_(std::move(plan)) {
+      : live_(state), state_(state), plan_(std::move(plan)) {
     record_.index = index;
     record_.document = plan_.document;
     record_.prompt_tokens = static_cast<uint32_t>(plan_.prompt.size());
@@ -145,6 +171,7 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
   }
 
  private:
+  LiveCall live_;  // first: destroyed last
   LoadDriver::State& state_;
   const PlannedRequest plan_;
   bool keep_answer_ = false;
@@ -299,7 +326,7 @@ std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
   }
   std::unique_lock<std::mutex> lock(s.mu);
   s.changed.wait(lock, [&s] {
-    return s.in_flight == 0 &&
+    return s.in_flight == 0 && s.live_calls == 0 &&
            (s.options.concurrency == 0 ||
             (s.options.requests > 0 && s.next * s.workload->turns() >= s.options.requests) ||
             Clock::now() > s.stop_starting);
