@@ -354,10 +354,8 @@ constexpr int64_t kQ8GroupsPerTask = 2;
 constexpr int64_t kPackedGroupsPerTask = 2;
 
 int64_t StreamTasks(const WeightMatrix& w) {
-  if (w.type == WeightType::kQ8) {
-    const int64_t groups = (w.rows + kQ8GroupRows - 1) / kQ8GroupRows;
-    return (groups + kQ8GroupsPerTask - 1) / kQ8GroupsPerTask;
-  }
+  if (w.type == WeightType::kQ8)
+    return (Q8Groups(w.rows) + kQ8GroupsPerTask - 1) / kQ8GroupsPerTask;
   if (w.packed) {
     return (w.rows / kPackedGroupRows + kPackedGroupsPerTask - 1) / kPackedGroupsPerTask +
            (w.rows % kPackedGroupRows ? 1 : 0);
@@ -368,9 +366,8 @@ int64_t StreamTasks(const WeightMatrix& w) {
 void StreamTask(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
                 int64_t t) {
   if (w.type == WeightType::kQ8) {
-    const int64_t groups = (w.rows + kQ8GroupRows - 1) / kQ8GroupRows;
     Q8StreamGroups(x, m, static_cast<const uint8_t*>(w.data), w.rows, w.cols, y, accumulate,
-                   t * kQ8GroupsPerTask, std::min(groups, (t + 1) * kQ8GroupsPerTask));
+                   t * kQ8GroupsPerTask, std::min(Q8Groups(w.rows), (t + 1) * kQ8GroupsPerTask));
   } else if (w.packed) {
     const int64_t groups = w.rows / kPackedGroupRows;
     const int64_t g0 = t * kPackedGroupsPerTask;

@@ -23,10 +23,12 @@ inline bool CanQuantizeQ8(int64_t rows, int64_t cols) {
   return rows > 0 && cols > 0 && cols % kQ8Block == 0;
 }
 
+// Groups of a q8 matrix of `rows` rows (the last one may be partly padding).
+inline int64_t Q8Groups(int64_t rows) { return (rows + kQ8GroupRows - 1) / kQ8GroupRows; }
+
 // Bytes of a [rows, cols] q8 matrix, padding included. REQUIRES: CanQuantizeQ8(rows, cols).
 inline int64_t Q8Bytes(int64_t rows, int64_t cols) {
-  const int64_t groups = (rows + kQ8GroupRows - 1) / kQ8GroupRows;
-  return groups * (cols / kQ8Block) * kQ8ChunkBytes;
+  return Q8Groups(rows) * (cols / kQ8Block) * kQ8ChunkBytes;
 }
 
 // Quantizes row-major fp32 `src` [rows, cols] into `dst` (Q8Bytes(rows, cols) bytes): per block

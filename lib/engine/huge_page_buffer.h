@@ -9,12 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/cache_line_allocator.h"
+
 namespace yoco {
 
 class HugePageBuffer {
  public:
   static constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
-  static constexpr std::size_t kSmallAlignment = 64;  // a cache line
+  static constexpr std::size_t kSmallAlignment = cpu::kCacheLineBytes;
 
   HugePageBuffer() = default;
   // `bytes` of uninitialised memory. Throws std::bad_alloc as operator new does.
