@@ -483,12 +483,19 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
       tasks.push_back({s, r, std::min(first_range[s + 1], r + per_task)});
     }
   }
-  const int64_t partial_floats = int64_t{H} * (d + 2);
+  // A range's block: its sums [H, d], then its [H][max, sum], each rounded up to whole lines.
+  const int64_t line_floats = static_cast<int64_t>(kCacheLineBytes / sizeof(float));
+  auto whole_lines = [&](int64_t floats) {
+    return (floats + line_floats - 1) / line_floats * line_floats;
+  };
+  const int64_t sums_floats = whole_lines(int64_t{H} * d);
+  const int64_t partial_floats = sums_floats + whole_lines(2 * int64_t{H});
   if (static_cast<int64_t>(scratch->partial.size()) < ranges * partial_floats) {
     scratch->partial.resize(ranges * partial_floats);
   }
-  if (static_cast<int64_t>(scratch->scores.size()) < threads * H * kKeysPerRange)
-    scratch->scores.resize(threads * H * kKeysPerRange);
+  const int64_t scores_floats = whole_lines(int64_t{H} * kKeysPerRange);
+  if (static_cast<int64_t>(scratch->scores.size()) < threads * scores_floats)
+    scratch->scores.resize(threads * scores_floats);
 
   const int64_t row_floats = int64_t{shape.kv_heads} * d;
   auto rows_of = [&](const float* f32, const uint16_t* bf16, int64_t row, int64_t count) {
@@ -502,12 +509,13 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
   for (size_t t = 0; t < tasks.size(); ++t) {
     const DecodeAttentionScratch::Task& task = tasks[t];
     const DecodeQuery& dq = queries[task.query];
-    float* scores = scratch->scores.data() + omp_get_thread_num() * H * kKeysPerRange;
+    float* scores = scratch->scores.data() + omp_get_thread_num() * scores_floats;
     for (int64_t r = task.first_range; r < task.end_range; ++r) {
       const int64_t begin = (r - first_range[task.query]) * kKeysPerRange;
       const int64_t end = std::min(dq.n, begin + kKeysPerRange);
       const int64_t len = end - begin;
-      float* part = scratch->partial.data() + r * partial_floats;  // [H][max, sum] then [H, d]
+      float* part = scratch->partial.data() + r * partial_floats;
+      float* stats = part + sums_floats;  // [H][max, sum]
       const NextRows values_next = rows_of(dq.values, dq.values_bf16, begin, len);
       const NextRows keys_next =
           r + 1 < task.end_range
@@ -525,15 +533,14 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
       for (int h = 0; h < H; ++h) {
         float* sh = scores + h * len;
         const float m = MaxOf(sh, len);
-        part[2 * h] = m;
-        part[2 * h + 1] = ExpShiftSum(sh, len, m);
+        stats[2 * h] = m;
+        stats[2 * h + 1] = ExpShiftSum(sh, len, m);
       }
       if (dq.values_bf16 != nullptr) {
         TaskWeightedSum(shape, dq.values_bf16, dq.values_in_strips, begin, end, scores, keys_next,
-                        part + 2 * H);
+                        part);
       } else {
-        TaskWeightedSum(shape, dq.values, dq.values_in_strips, begin, end, scores, keys_next,
-                        part + 2 * H);
+        TaskWeightedSum(shape, dq.values, dq.values_in_strips, begin, end, scores, keys_next, part);
       }
     }
   }
@@ -544,16 +551,17 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
     for (int h = 0; h < H; ++h) {
       float m = -INFINITY;
       for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
-        m = std::max(m, scratch->partial[r * partial_floats + 2 * h]);
+        m = std::max(m, scratch->partial[r * partial_floats + sums_floats + 2 * h]);
       }
       float* out = queries[s].out + int64_t{h} * d;
       for (int c = 0; c < d; ++c) out[c] = 0.0f;
       float total = 0.0f;
       for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
         const float* part = scratch->partial.data() + r * partial_floats;
-        const float f = std::exp(part[2 * h] - m);
-        total += f * part[2 * h + 1];
-        Axpy(f, part + 2 * H + int64_t{h} * d, out, d);
+        const float* stats = part + sums_floats;
+        const float f = std::exp(stats[2 * h] - m);
+        total += f * stats[2 * h + 1];
+        Axpy(f, part + int64_t{h} * d, out, d);
       }
       const float inv = 1.0f / total;
       for (int c = 0; c < d; ++c) out[c] *= inv;

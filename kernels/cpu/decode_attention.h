@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cache_line_allocator.h"
 
 namespace yoco::cpu {
 
@@ -59,8 +60,12 @@ struct DecodeAttentionScratch {
   };
   std::vector<Task> tasks;
   std::vector<int64_t> first_range;  // [queries + 1]: query s's ranges are numbered from here
-  std::vector<float> partial;        // per range: [q_heads][max, sum], then [q_heads, d]
-  std::vector<float> scores;         // per thread: q_heads × range length
+  // Cache-line aligned, and so is each range's block of `partial` and each thread's scores: the
+  // V pass loads and stores its accumulators (and the K pass its scores) as whole 64-byte
+  // vectors, and a vector split across two lines costs two accesses (batch 32 × 2048 bf16 keys:
+  // 8-10% of the kernel's time).
+  CacheLineVector<float> partial;  // per range: [q_heads, d] sums, then [q_heads][max, sum]
+  CacheLineVector<float> scores;   // per thread: q_heads × range length
 };
 
 void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t count,
