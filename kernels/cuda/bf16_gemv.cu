@@ -1,6 +1,7 @@
 // One warp per weight row: each lane reads 8 bf16 (16 bytes) at a time along the row, widens
 // them and multiplies them into every activation row, which the block stages in shared memory
-// 1024 columns at a time; the lanes' sums meet in a warp reduction.
+// 1024 columns at a time; the lanes' sums meet in a warp reduction. A fused launch numbers the
+// blocks of its matrices one after another; a block finds its matrix from that numbering.
 #include "kernels/cuda/bf16_gemv.h"
 
 namespace yoco::cuda {
@@ -9,13 +10,27 @@ namespace {
 constexpr int kWarps = 8;  // weight rows per block
 constexpr int kColumns = 1024;
 
+// The matrices of one launch, passed by value (kernel parameters, so a captured graph keeps
+// them): matrix i owns blocks [first_block[i], first_block[i + 1]).
+struct GemvPlan {
+  const __nv_bfloat16* w[kMaxFusedGemvs];
+  int64_t rows[kMaxFusedGemvs];
+  float* y[kMaxFusedGemvs];
+  int64_t first_block[kMaxFusedGemvs + 1];
+  int count;
+};
+
 template <int M>
 __global__ void __launch_bounds__(kWarps * 32)
-    GemvKernel(const __nv_bfloat16* w, int64_t rows, int cols, const float* x, float* y,
-               bool accumulate) {
+    GemvKernel(GemvPlan plan, int cols, const float* x, bool accumulate) {
   __shared__ __align__(16) float xs[M * kColumns];
+  int i = 0;
+  while (i + 1 < plan.count && blockIdx.x >= plan.first_block[i + 1]) ++i;
+  const __nv_bfloat16* w = plan.w[i];
+  const int64_t rows = plan.rows[i];
+  float* y = plan.y[i];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = int64_t{blockIdx.x} * kWarps + warp;
+  const int64_t row = (int64_t{blockIdx.x} - plan.first_block[i]) * kWarps + warp;
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
@@ -62,38 +77,53 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 template <int M>
-cudaError_t Launch(const __nv_bfloat16* w, int64_t rows, int64_t cols, const float* x, float* y,
-                   bool accumulate, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-  GemvKernel<M>
-      <<<blocks, kWarps * 32, 0, stream>>>(w, rows, static_cast<int>(cols), x, y, accumulate);
+cudaError_t Launch(const GemvPlan& plan, int64_t cols, const float* x, bool accumulate,
+                   cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(plan.first_block[plan.count]);
+  GemvKernel<M><<<blocks, kWarps * 32, 0, stream>>>(plan, static_cast<int>(cols), x, accumulate);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t Bf16Gemv(const __nv_bfloat16* w, int64_t rows, int64_t cols, const float* x, int m,
-                     float* y, bool accumulate, cudaStream_t stream) {
-  if (!Bf16GemvFits(m, cols)) return cudaErrorInvalidValue;
-  if (rows == 0) return cudaSuccess;
+cudaError_t Bf16GemvFused(const Bf16GemvOutput* outputs, int count, int64_t cols, const float* x,
+                          int m, bool accumulate, cudaStream_t stream) {
+  if (count < 1 || count > kMaxFusedGemvs || !Bf16GemvFits(m, cols)) return cudaErrorInvalidValue;
+  GemvPlan plan{};
+  plan.count = count;
+  plan.first_block[0] = 0;
+  for (int i = 0; i < count; ++i) {
+    if (outputs[i].rows < 0) return cudaErrorInvalidValue;
+    plan.w[i] = outputs[i].w;
+    plan.rows[i] = outputs[i].rows;
+    plan.y[i] = outputs[i].y;
+    plan.first_block[i + 1] = plan.first_block[i] + (outputs[i].rows + kWarps - 1) / kWarps;
+  }
+  if (plan.first_block[count] == 0) return cudaSuccess;
   switch (m) {
     case 1:
-      return Launch<1>(w, rows, cols, x, y, accumulate, stream);
+      return Launch<1>(plan, cols, x, accumulate, stream);
     case 2:
-      return Launch<2>(w, rows, cols, x, y, accumulate, stream);
+      return Launch<2>(plan, cols, x, accumulate, stream);
     case 3:
-      return Launch<3>(w, rows, cols, x, y, accumulate, stream);
+      return Launch<3>(plan, cols, x, accumulate, stream);
     case 4:
-      return Launch<4>(w, rows, cols, x, y, accumulate, stream);
+      return Launch<4>(plan, cols, x, accumulate, stream);
     case 5:
-      return Launch<5>(w, rows, cols, x, y, accumulate, stream);
+      return Launch<5>(plan, cols, x, accumulate, stream);
     case 6:
-      return Launch<6>(w, rows, cols, x, y, accumulate, stream);
+      return Launch<6>(plan, cols, x, accumulate, stream);
     case 7:
-      return Launch<7>(w, rows, cols, x, y, accumulate, stream);
+      return Launch<7>(plan, cols, x, accumulate, stream);
     default:
-      return Launch<8>(w, rows, cols, x, y, accumulate, stream);
+      return Launch<8>(plan, cols, x, accumulate, stream);
   }
+}
+
+cudaError_t Bf16Gemv(const __nv_bfloat16* w, int64_t rows, int64_t cols, const float* x, int m,
+                     float* y, bool accumulate, cudaStream_t stream) {
+  const Bf16GemvOutput output{w, rows, y};
+  return Bf16GemvFused(&output, 1, cols, x, m, accumulate, stream);
 }
 
 }  // namespace yoco::cuda

@@ -25,6 +25,23 @@ inline bool Bf16GemvFits(int64_t m, int64_t cols) {
 cudaError_t Bf16Gemv(const __nv_bfloat16* w, int64_t rows, int64_t cols, const float* x, int m,
                      float* y, bool accumulate, cudaStream_t stream);
 
+// One matrix of a fused product and where its result goes ([m, rows], as Bf16Gemv writes it).
+struct Bf16GemvOutput {
+  const __nv_bfloat16* w = nullptr;  // [rows, cols], 16-byte aligned
+  int64_t rows = 0;
+  float* y = nullptr;
+};
+
+// Most matrices one Bf16GemvFused call takes.
+constexpr int kMaxFusedGemvs = 8;
+
+// Bf16Gemv of several matrices of the same width over the same x, in one launch: a decode step's
+// q/k/v/g projections (or the FFN's fc1 and gate) are each too small to keep the GPU's memory
+// busy alone. Each output gets the same bits as its own Bf16Gemv. REQUIRES: 1 ≤ count ≤
+// kMaxFusedGemvs; Bf16GemvFits(m, cols).
+cudaError_t Bf16GemvFused(const Bf16GemvOutput* outputs, int count, int64_t cols, const float* x,
+                          int m, bool accumulate, cudaStream_t stream);
+
 }  // namespace yoco::cuda
 
 #endif  // YOCO_KERNELS_CUDA_BF16_GEMV_H_

@@ -571,6 +571,12 @@ absl::Status CudaBackend::Linear(const float* x, int64_t m, const DeviceMatrix& 
                [&] { return DeviceLinear(blas_, stream_, x, m, w, y, accumulate, &x_bf16_); });
 }
 
+absl::Status CudaBackend::FusedLinear(const float* x, int64_t m,
+                                      absl::Span<const DeviceLinearOutput> outputs) {
+  return Timed(&CudaProfile::linear_ms,
+               [&] { return DeviceLinearFused(blas_, stream_, x, m, outputs, &x_bf16_); });
+}
+
 absl::Status CudaBackend::SelfLayer(int layer) {
   const DeviceSelfLayer& w = weights_->self_layers[layer];
   const int64_t R = static_cast<int64_t>(rows_.size());
@@ -587,15 +593,17 @@ absl::Status CudaBackend::SelfLayer(int layer) {
   return Ffn(w.ffn, w.ffn_norm, h_.get<float>(), R);
 }
 
-absl::Status CudaBackend::SelfQkv(const DeviceSelfLayer& w, float key_scale) {
+absl::Status CudaBackend::SelfQkv(const DeviceSelfLayer& w, float key_scale, bool gates) {
   const int64_t R = static_cast<int64_t>(rows_.size());
   const int D = config_.dim;
   const int Hs = config_.n_self_heads;
   const int ds = config_.self_head_dim();
-  const float* a = a_.get<float>();
-  RETURN_IF_ERROR(Linear(a, R, w.q, q_.get<float>(), false));
-  RETURN_IF_ERROR(Linear(a, R, w.k, k_.get<float>(), false));
-  RETURN_IF_ERROR(Linear(a, R, w.v, v_.get<float>(), false));
+  const DeviceLinearOutput projections[] = {{&w.q, q_.get<float>()},
+                                            {&w.k, k_.get<float>()},
+                                            {&w.v, v_.get<float>()},
+                                            {&w.g, g_.get<float>()},
+                                            {&w.gt, gt_.get<float>()}};
+  RETURN_IF_ERROR(FusedLinear(a_.get<float>(), R, absl::MakeConstSpan(projections, gates ? 5 : 3)));
   const float* freq = self_inv_freq_.get<float>();
   RETURN_IF_ERROR(CudaStatus(
       cuda::ApplyRope(q_.get<float>(), R, D, Hs, ds, d_positions_, freq, 1.0f, stream_), "rope"));
@@ -610,7 +618,6 @@ absl::Status CudaBackend::RetentionMixer(int layer) {
   const int D = config_.dim;
   const int Hs = config_.n_self_heads;
   const int ds = config_.self_head_dim();
-  const float* a = a_.get<float>();
   float* q = q_.get<float>();
   float* k = k_.get<float>();
   float* v = v_.get<float>();
@@ -618,9 +625,7 @@ absl::Status CudaBackend::RetentionMixer(int layer) {
   float* gt = gt_.get<float>();
   float* o = o_.get<float>();
   const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
-  RETURN_IF_ERROR(SelfQkv(w, key_scale));
-  RETURN_IF_ERROR(Linear(a, R, w.g, g, false));
-  RETURN_IF_ERROR(Linear(a, R, w.gt, gt, false));
+  RETURN_IF_ERROR(SelfQkv(w, key_scale, /*gates=*/true));
   RETURN_IF_ERROR(CudaStatus(cuda::LogSigmoidDecay(gt, R * Hs, stream_), "decay"));
   const cuda::RetentionShape shape{Hs, ds, D};
   RETURN_IF_ERROR(
@@ -653,7 +658,7 @@ absl::Status CudaBackend::SlidingWindowMixer(int layer) {
   const int ds = config_.self_head_dim();
   const float* q = q_.get<float>();
   float* o = o_.get<float>();
-  RETURN_IF_ERROR(SelfQkv(w, 1.0f));
+  RETURN_IF_ERROR(SelfQkv(w, 1.0f, /*gates=*/false));
   const cuda::AttentionShape shape{Hs, Hs, ds, D, D};
   const int64_t W = *config_.sliding_window;
   const int64_t max_keys = window_keys_;
@@ -679,8 +684,9 @@ absl::Status CudaBackend::Ffn(const DeviceFfn& w, const DeviceBuffer& norm, floa
       CudaStatus(cuda::RmsNorm(h, rows, D, norm.get<float>(), static_cast<float>(config_.norm_eps),
                                a_.get<float>(), stream_),
                  "ffn norm"));
-  RETURN_IF_ERROR(Linear(a_.get<float>(), rows, w.fc1, up_.get<float>(), false));
-  RETURN_IF_ERROR(Linear(a_.get<float>(), rows, w.gate, gate_.get<float>(), false));
+  const DeviceLinearOutput projections[] = {{&w.fc1, up_.get<float>()},
+                                            {&w.gate, gate_.get<float>()}};
+  RETURN_IF_ERROR(FusedLinear(a_.get<float>(), rows, projections));
   RETURN_IF_ERROR(
       CudaStatus(cuda::SiluMul(up_.get<float>(), gate_.get<float>(), rows * F, stream_), "swiglu"));
   return Linear(up_.get<float>(), rows, w.fc2, h, /*accumulate=*/true);
@@ -694,8 +700,9 @@ absl::Status CudaBackend::AppendSharedKv() {
       CudaStatus(cuda::RmsNorm(h_.get<float>(), R, D, weights_->kv_norm.get<float>(),
                                static_cast<float>(config_.norm_eps), a_.get<float>(), stream_),
                  "kv norm"));
-  RETURN_IF_ERROR(Linear(a_.get<float>(), R, weights_->kv_k, kk_.get<float>(), false));
-  RETURN_IF_ERROR(Linear(a_.get<float>(), R, weights_->kv_v, vv_.get<float>(), false));
+  const DeviceLinearOutput projections[] = {{&weights_->kv_k, kk_.get<float>()},
+                                            {&weights_->kv_v, vv_.get<float>()}};
+  RETURN_IF_ERROR(FusedLinear(a_.get<float>(), R, projections));
   RETURN_IF_ERROR(CudaStatus(
       cuda::ApplyRope(kk_.get<float>(), R, KV, config_.n_attn_kv_heads, config_.cross_head_dim(),
                       d_positions_, cross_inv_freq_.get<float>(), 1.0f, stream_),

@@ -91,14 +91,18 @@ class CudaBackend : public Backend {
   absl::StatusOr<Sequence*> DeviceSequence(SequenceState* state, int64_t new_rows);
   absl::Status RunLayers(absl::Span<const ForwardSegment> segments, std::vector<float>* logits);
   absl::Status SelfLayer(int layer);
-  // q, k, v projections of the normed input, RoPE on q and k, k then times key_scale.
-  absl::Status SelfQkv(const DeviceSelfLayer& w, float key_scale);
+  // q, k, v projections of the normed input (and, with `gates`, retention's g and decay gate in
+  // the same launch), RoPE on q and k, k then times key_scale.
+  absl::Status SelfQkv(const DeviceSelfLayer& w, float key_scale, bool gates);
   absl::Status RetentionMixer(int layer);
   absl::Status SlidingWindowMixer(int layer);
   absl::Status Ffn(const DeviceFfn& w, const DeviceBuffer& norm, float* h, int64_t rows);
   absl::Status AppendSharedKv();
   absl::Status CrossLayer(int layer);
   absl::Status Linear(const float* x, int64_t m, const DeviceMatrix& w, float* y, bool accumulate);
+  // Several products of the same x (q/k/v/g, fc1/gate, the shared K/V's k/v) as one launch where
+  // the GEMV takes them all.
+  absl::Status FusedLinear(const float* x, int64_t m, absl::Span<const DeviceLinearOutput> outputs);
   absl::Status UploadDescriptors();
   absl::Status EnqueueLayers();  // every launch of the pass, on stream_
   absl::Status RunOnDevice(absl::Span<const ForwardSegment> segments);

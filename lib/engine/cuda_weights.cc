@@ -195,4 +195,29 @@ absl::Status DeviceLinear(cublasHandle_t blas, cudaStream_t stream, const float*
   return absl::OkStatus();
 }
 
+absl::Status DeviceLinearFused(cublasHandle_t blas, cudaStream_t stream, const float* x, int64_t m,
+                               absl::Span<const DeviceLinearOutput> outputs, DeviceBuffer* x_bf16) {
+  if (m == 0 || outputs.empty()) return absl::OkStatus();
+  bool fused = outputs.size() <= static_cast<size_t>(cuda::kMaxFusedGemvs);
+  for (const DeviceLinearOutput& out : outputs) {
+    fused = fused && out.w->bf16 && out.w->cols == outputs[0].w->cols &&
+            cuda::Bf16GemvFits(m, out.w->cols);
+  }
+  if (!fused) {
+    for (const DeviceLinearOutput& out : outputs) {
+      if (absl::Status s = DeviceLinear(blas, stream, x, m, *out.w, out.y, false, x_bf16); !s.ok())
+        return s;
+    }
+    return absl::OkStatus();
+  }
+  cuda::Bf16GemvOutput gemvs[cuda::kMaxFusedGemvs];
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    gemvs[i] = {outputs[i].w->data.get<__nv_bfloat16>(), outputs[i].w->rows, outputs[i].y};
+  }
+  return CudaStatus(cuda::Bf16GemvFused(gemvs, static_cast<int>(outputs.size()), outputs[0].w->cols,
+                                        x, static_cast<int>(m),
+                                        /*accumulate=*/false, stream),
+                    "fused bf16 gemv");
+}
+
 }  // namespace yoco

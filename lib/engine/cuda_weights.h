@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "lib/engine/device_buffer.h"
 #include "lib/engine/model_weights.h"
 
@@ -64,6 +65,18 @@ struct CudaWeights {
 // run plain fp32 (no TF32).
 absl::Status DeviceLinear(cublasHandle_t blas, cudaStream_t stream, const float* x, int64_t m,
                           const DeviceMatrix& w, float* y, bool accumulate, DeviceBuffer* x_bf16);
+
+// One matrix of DeviceLinearFused and its output.
+struct DeviceLinearOutput {
+  const DeviceMatrix* w;
+  float* y;
+};
+
+// DeviceLinear of each output over the same x (accumulate off). Where every matrix takes the
+// GEMV (bf16, decode-sized m, the same width) they run as one launch, with the bits each would
+// get alone; otherwise one by one.
+absl::Status DeviceLinearFused(cublasHandle_t blas, cudaStream_t stream, const float* x, int64_t m,
+                               absl::Span<const DeviceLinearOutput> outputs, DeviceBuffer* x_bf16);
 
 }  // namespace yoco
 

@@ -354,5 +354,118 @@ TEST_F(CudaKernelTest, LinearMatchesCpu) {
   (*cublas)->destroy(blas);
 }
 
+// Several matrices in one GEMV launch: each output is the bits of its own Bf16Gemv and within the
+// CPU kernel's tolerance, with row counts that leave partial blocks (and one matrix with none).
+TEST_F(CudaKernelTest, FusedGemvMatchesSeparateGemvs) {
+  const std::vector<int64_t> rows = {13, 129, 6, 0, 64};
+  for (auto [m, in] : {std::pair<int, int64_t>{1, 2056}, {4, 200}, {8, 2056}}) {
+    const auto x = RandomFloats(m * in, 50);
+    Dev<float> dx(x);
+    std::vector<std::vector<uint16_t>> w16;
+    std::vector<Dev<uint16_t>> dw;
+    std::vector<std::vector<float>> y0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto w = RandomFloats(rows[i] * in, 51 + i);
+      w16.emplace_back(w.size());
+      for (size_t j = 0; j < w.size(); ++j) w16.back()[j] = FloatToBf16(w[j]);
+      dw.emplace_back(w16.back());
+      y0.push_back(RandomFloats(m * rows[i], 60 + i));
+    }
+    for (bool accumulate : {false, true}) {
+      std::vector<Dev<float>> separate, fused;
+      std::vector<cuda::Bf16GemvOutput> outputs;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        separate.emplace_back(y0[i]);
+        fused.emplace_back(y0[i]);
+        const auto* w = reinterpret_cast<const __nv_bfloat16*>(dw[i].get());
+        ASSERT_EQ(
+            cuda::Bf16Gemv(w, rows[i], in, dx.get(), m, separate.back().get(), accumulate, nullptr),
+            cudaSuccess);
+        outputs.push_back({w, rows[i], fused.back().get()});
+      }
+      ASSERT_EQ(cuda::Bf16GemvFused(outputs.data(), static_cast<int>(outputs.size()), in, dx.get(),
+                                    m, accumulate, nullptr),
+                cudaSuccess);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const std::vector<float> got = fused[i].Get();
+        EXPECT_EQ(got, separate[i].Get()) << "matrix " << i << " m " << m << " acc " << accumulate;
+        if (rows[i] == 0) continue;
+        std::vector<float> want = y0[i], wide;
+        const cpu::WeightMatrix cw{w16[i].data(), cpu::WeightType::kBF16, rows[i], in, false};
+        cpu::Linear(x.data(), m, cw, want.data(), accumulate, &wide);
+        EXPECT_LE(RelativeError(got, want), 1e-5) << "matrix " << i;
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, FusedGemvRefusesBadShapes) {
+  Dev<float> x(std::vector<float>(16, 1.0f)), y(std::vector<float>(16, 0.0f));
+  Dev<uint16_t> w(std::vector<uint16_t>(16, 0));
+  const auto* wp = reinterpret_cast<const __nv_bfloat16*>(w.get());
+  std::vector<cuda::Bf16GemvOutput> outputs(cuda::kMaxFusedGemvs + 1, {wp, 1, y.get()});
+  EXPECT_EQ(cuda::Bf16GemvFused(outputs.data(), 0, 16, x.get(), 1, false, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cuda::Bf16GemvFused(outputs.data(), cuda::kMaxFusedGemvs + 1, 16, x.get(), 1, false, nullptr),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::Bf16GemvFused(outputs.data(), 1, 12, x.get(), 1, false, nullptr),
+            cudaErrorInvalidValue);  // not whole 16-byte loads
+  EXPECT_EQ(
+      cuda::Bf16GemvFused(outputs.data(), 1, 16, x.get(), cuda::kMaxGemvRows + 1, false, nullptr),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cuda::Bf16GemvFused(outputs.data(), cuda::kMaxFusedGemvs, 16, x.get(), 1, false, nullptr),
+      cudaSuccess);
+}
+
+// DeviceLinearFused gives each output DeviceLinear's bits, fused (bf16, decode-sized) or not (the
+// tensor-core batch, or an fp32 matrix among them).
+TEST_F(CudaKernelTest, LinearFusedMatchesSeparateLinears) {
+  auto cublas = CublasLibrary::Get();
+  ASSERT_TRUE(cublas.ok()) << cublas.status();
+  cublasHandle_t blas;
+  ASSERT_EQ((*cublas)->create(&blas), CUBLAS_STATUS_SUCCESS);
+  const int64_t in = 2056;
+  for (int64_t m : {1, 5, 37}) {
+    for (bool with_f32 : {false, true}) {
+      const auto x = RandomFloats(m * in, 70);
+      Dev<float> dx(x);
+      const std::vector<int64_t> rows = {129, 40, 24};
+      std::vector<DeviceMatrix> matrices(rows.size());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const auto w = RandomFloats(rows[i] * in, 71 + i);
+        DeviceMatrix& dm = matrices[i];
+        dm.bf16 = !(with_f32 && i == 1);
+        dm.rows = rows[i];
+        dm.cols = in;
+        std::vector<uint16_t> w16(w.size());
+        for (size_t j = 0; j < w.size(); ++j) w16[j] = FloatToBf16(w[j]);
+        const void* src = dm.bf16 ? static_cast<const void*>(w16.data()) : w.data();
+        const size_t bytes = w.size() * (dm.bf16 ? sizeof(uint16_t) : sizeof(float));
+        ASSERT_TRUE(dm.data.Reserve(bytes).ok());
+        cudaMemcpy(dm.data.get(), src, bytes, cudaMemcpyHostToDevice);
+      }
+      std::vector<Dev<float>> separate, fused;
+      std::vector<DeviceLinearOutput> outputs;
+      DeviceBuffer xb;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        separate.push_back(Dev<float>::Poisoned(m * rows[i]));
+        fused.push_back(Dev<float>::Poisoned(m * rows[i]));
+        ASSERT_TRUE(
+            DeviceLinear(blas, nullptr, dx.get(), m, matrices[i], separate.back().get(), false, &xb)
+                .ok());
+        outputs.push_back({&matrices[i], fused.back().get()});
+      }
+      ASSERT_TRUE(DeviceLinearFused(blas, nullptr, dx.get(), m, outputs, &xb).ok());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        EXPECT_EQ(fused[i].Get(), separate[i].Get())
+            << "matrix " << i << " m " << m << " with f32 " << with_f32;
+      }
+    }
+  }
+  (*cublas)->destroy(blas);
+}
+
 }  // namespace
 }  // namespace yoco
