@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/bf16_gemv.h"
 #include "kernels/cuda/elementwise.h"
 #include "lib/bench/engine_bench.h"
 #include "lib/engine/cublas_library.h"
@@ -88,6 +89,58 @@ absl::Status MeasureCeilings(CudaEngineBenchReport* report) {
   return absl::OkStatus();
 }
 
+// The GEMV alone on a decode step's shapes, one activation row. Each call reads another copy
+// of the weights from a 1 GiB pool, so none of them comes from the GPU's L2.
+absl::Status MeasureProducts(const ModelConfig& c, CudaEngineBenchReport* report) {
+  const int64_t pool_values = int64_t{512} << 20;  // bf16: 1 GiB
+  DeviceBuffer pool, x, y;
+  RETURN_IF_ERROR(pool.Reserve(pool_values * 2));
+  RETURN_IF_ERROR(
+      CudaStatus(cuda::FillNormal(pool.get(), true, pool_values, 3, 0.02f, nullptr), "fill"));
+  const int64_t D = c.dim, F = c.hidden_dim, widest = std::max(D, F);
+  RETURN_IF_ERROR(x.Reserve(widest * sizeof(float)));
+  RETURN_IF_ERROR(CudaStatus(cuda::FillNormal(x.get(), false, widest, 4, 1.0f, nullptr), "fill"));
+  struct Shape {
+    std::string what;
+    std::vector<int64_t> rows;  // one matrix each, fused into one launch
+    int64_t cols;
+  };
+  const std::vector<Shape> shapes = {
+      {absl::StrCat("q alone (", D, "x", D, ")"), {D}, D},
+      {"q/k/v/g/decay gate fused", {D, D, D, D, c.n_self_heads}, D},
+      {"fc1/gate fused", {F, F}, D},
+      {absl::StrCat("fc2 (", D, "x", F, ")"), {D}, F},
+  };
+  for (const Shape& shape : shapes) {
+    int64_t values = 0, out_rows = 0;
+    for (int64_t r : shape.rows) {
+      values += r * shape.cols;
+      out_rows += r;
+    }
+    const int64_t copies = pool_values / values;
+    if (copies < 2) continue;  // a shape too large to rotate through the pool
+    RETURN_IF_ERROR(y.Reserve(out_rows * sizeof(float)));
+    int64_t call = 0;
+    ASSIGN_OR_RETURN(const double seconds, TimeOnDevice(20, [&] {
+                       const auto* base = pool.get<__nv_bfloat16>() + (call++ % copies) * values;
+                       std::vector<cuda::Bf16GemvOutput> outputs;
+                       int64_t offset = 0, row = 0;
+                       for (int64_t r : shape.rows) {
+                         outputs.push_back({base + offset, r, y.get<float>() + row});
+                         offset += r * shape.cols;
+                         row += r;
+                       }
+                       return CudaStatus(
+                           cuda::Bf16GemvFused(outputs.data(), static_cast<int>(outputs.size()),
+                                               shape.cols, x.get<float>(), 1, false, nullptr),
+                           "gemv");
+                     }));
+    const int64_t bytes = values * 2;
+    report->products.push_back({shape.what, bytes, seconds * 1e6, bytes / seconds / 1e9});
+  }
+  return absl::OkStatus();
+}
+
 // Runs n tokens through `state` in chunks; logits for the last one.
 absl::Status Prefill(CudaBackend& backend, SequenceState* state, int64_t n, int64_t chunk) {
   std::vector<int32_t> tokens(std::min(n, chunk));
@@ -129,6 +182,8 @@ absl::StatusOr<CudaEngineBenchReport> RunCudaEngineBench(const CudaEngineBenchOp
   RETURN_IF_ERROR(MeasureCeilings(&report));
   log << absl::StrFormat("  %.0f TFLOP/s, %.0f GB/s", report.gemm_tflops, report.copy_gbs)
       << std::endl;
+  log << "measuring the decode step's products alone..." << std::endl;
+  RETURN_IF_ERROR(MeasureProducts(config, &report));
 
   CudaBackendOptions prefill_options;
   prefill_options.device = o.device;
@@ -237,6 +292,9 @@ std::string CudaEngineBenchReport::ToJson() const {
   j["gemm_bf16_tflops"] = gemm_tflops;
   j["copy_gbs"] = copy_gbs;
   j["weight_bytes"] = weight_bytes;
+  for (const auto& p : products) {
+    j["products"].push_back({{"what", p.what}, {"bytes", p.bytes}, {"us", p.us}, {"gbs", p.gbs}});
+  }
   for (const auto& p : prefill)
     j["prefill"].push_back({{"n", p.n}, {"seconds", p.seconds}, {"tflops", p.tflops}});
   for (const auto& d : decode) {
@@ -262,6 +320,14 @@ std::string CudaEngineBenchReport::ToTable() const {
   std::string out =
       absl::StrFormat("device: %s; bf16 GEMM %.0f TFLOP/s, copy %.0f GB/s; weights %.2f GB\n\n",
                       device, gemm_tflops, copy_gbs, weight_bytes / 1e9);
+  if (!products.empty()) {
+    absl::StrAppend(&out, "products alone, 1 row              MB       us     GB/s  (% of copy)\n");
+    for (const auto& p : products) {
+      absl::StrAppend(&out, absl::StrFormat("  %-30s %7.1f  %7.1f  %7.0f  (%.0f%%)\n", p.what,
+                                            p.bytes / 1e6, p.us, p.gbs, 100.0 * p.gbs / copy_gbs));
+    }
+    absl::StrAppend(&out, "\n");
+  }
   absl::StrAppend(&out, "prefill        n   seconds   tok/s        TFLOP/s  (% of GEMM)\n");
   for (const auto& p : prefill) {
     absl::StrAppend(

@@ -47,6 +47,15 @@ struct CudaEngineBenchReport {
     double floor_tokens_per_s = 0;  // batch / ((weights + batch · state bytes read) / copy_gbs)
     std::string skipped;            // why the cell did not run, if it did not
   };
+  // A decode step's products alone at one activation row (the bf16 GEMV), against copy_gbs: what
+  // the products of a step could reach if nothing else ran.
+  struct Product {
+    std::string what;
+    int64_t bytes = 0;  // weights read
+    double us = 0;      // per call
+    double gbs = 0;     // bytes / time
+  };
+  std::vector<Product> products;
   std::vector<Prefill> prefill;
   std::vector<Decode> decode;
   // Where the time of one call goes (a separate, profiled run: CudaBackendOptions::profile).
