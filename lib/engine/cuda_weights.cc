@@ -197,25 +197,25 @@ absl::Status DeviceLinear(cublasHandle_t blas, cudaStream_t stream, const float*
 
 absl::Status DeviceLinearFused(cublasHandle_t blas, cudaStream_t stream, const float* x, int64_t m,
                                absl::Span<const DeviceLinearOutput> outputs, DeviceBuffer* x_bf16) {
-  if (m == 0 || outputs.empty()) return absl::OkStatus();
-  bool fused = outputs.size() <= static_cast<size_t>(cuda::kMaxFusedGemvs);
+  if (m == 0) return absl::OkStatus();
+  // The matrices the GEMV takes (bf16, decode-sized m, the first such matrix's width) share one
+  // launch; any other runs alone.
+  cuda::Bf16GemvOutput gemvs[cuda::kMaxFusedGemvs];
+  int fused = 0;
+  int64_t cols = -1;
   for (const DeviceLinearOutput& out : outputs) {
-    fused = fused && out.w->bf16 && out.w->cols == outputs[0].w->cols &&
-            cuda::Bf16GemvFits(m, out.w->cols);
-  }
-  if (!fused) {
-    for (const DeviceLinearOutput& out : outputs) {
+    const bool gemv = out.w->bf16 && cuda::Bf16GemvFits(m, out.w->cols) &&
+                      (cols < 0 || out.w->cols == cols) && fused < cuda::kMaxFusedGemvs;
+    if (!gemv) {
       if (absl::Status s = DeviceLinear(blas, stream, x, m, *out.w, out.y, false, x_bf16); !s.ok())
         return s;
+      continue;
     }
-    return absl::OkStatus();
+    cols = out.w->cols;
+    gemvs[fused++] = {out.w->data.get<__nv_bfloat16>(), out.w->rows, out.y};
   }
-  cuda::Bf16GemvOutput gemvs[cuda::kMaxFusedGemvs];
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    gemvs[i] = {outputs[i].w->data.get<__nv_bfloat16>(), outputs[i].w->rows, outputs[i].y};
-  }
-  return CudaStatus(cuda::Bf16GemvFused(gemvs, static_cast<int>(outputs.size()), outputs[0].w->cols,
-                                        x, static_cast<int>(m),
+  if (fused == 0) return absl::OkStatus();
+  return CudaStatus(cuda::Bf16GemvFused(gemvs, fused, cols, x, static_cast<int>(m),
                                         /*accumulate=*/false, stream),
                     "fused bf16 gemv");
 }

@@ -72,9 +72,9 @@ struct DeviceLinearOutput {
   float* y;
 };
 
-// DeviceLinear of each output over the same x (accumulate off). Where every matrix takes the
-// GEMV (bf16, decode-sized m, the same width) they run as one launch, with the bits each would
-// get alone; otherwise one by one.
+// DeviceLinear of each output over the same x (accumulate off). The matrices that take the GEMV
+// (bf16, decode-sized m, the same width) run as one launch, each with the bits it would get
+// alone; the others one by one.
 absl::Status DeviceLinearFused(cublasHandle_t blas, cudaStream_t stream, const float* x, int64_t m,
                                absl::Span<const DeviceLinearOutput> outputs, DeviceBuffer* x_bf16);
 

@@ -419,8 +419,8 @@ TEST_F(CudaKernelTest, FusedGemvRefusesBadShapes) {
       cudaSuccess);
 }
 
-// DeviceLinearFused gives each output DeviceLinear's bits, fused (bf16, decode-sized) or not (the
-// tensor-core batch, or an fp32 matrix among them).
+// DeviceLinearFused gives each output DeviceLinear's bits: all fused (bf16, decode-sized), the
+// bf16 ones fused around an fp32 matrix that runs alone, or none (the tensor-core batch).
 TEST_F(CudaKernelTest, LinearFusedMatchesSeparateLinears) {
   auto cublas = CublasLibrary::Get();
   ASSERT_TRUE(cublas.ok()) << cublas.status();
