@@ -200,12 +200,20 @@ constexpr int64_t kPairPrefetchAhead = 2048;
 constexpr int64_t kGroupPrefetchAhead = 6144;
 
 #if defined(__AVX512F__)
+// Lines a tile asks to have in L2 while it computes from L2: a part of the group the next tile
+// over it will read from memory. `step` bytes a column pair, one line at a time (two where the
+// step passes a line).
+struct GroupPrefetch {
+  const char* at = nullptr;
+  int64_t step = 0;
+};
+
 // M input rows (k apart) against all 32 rows of G adjacent packed groups; y (their outputs) has
 // rows ldy apart. With `ahead` > 0 the tile asks for the lines that far ahead of each column pair
-// it reads. The same bits for any M and G.
+// it reads; with `next`, for those lines into L2. The same bits for any M and G.
 template <int M, int G>
 inline void PackedGroupTile(const float* x, int64_t k, const uint16_t* group, float* y, int64_t ldy,
-                            bool accumulate, int64_t ahead) {
+                            bool accumulate, int64_t ahead, GroupPrefetch next = {}) {
   const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m512 acc[M][2 * G];
   for (int r = 0; r < M; ++r)
@@ -215,6 +223,11 @@ inline void PackedGroupTile(const float* x, int64_t k, const uint16_t* group, fl
     for (int s = 0; s < G; ++s) {
       const uint16_t* pair = group + s * kPackedGroupRows * k + c * kPackedGroupRows;
       if (ahead > 0) PrefetchPair(pair + ahead);
+      if (next.at != nullptr) {
+        _mm_prefetch(next.at, _MM_HINT_T1);
+        if (next.step > 64) _mm_prefetch(next.at + 64, _MM_HINT_T1);
+        next.at += next.step;
+      }
       for (int h = 0; h < 2; ++h) {
         const __m512i v = _mm512_loadu_si512(pair + h * 32);
         even[2 * s + h] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, v, 16));
@@ -309,9 +322,23 @@ void StreamPackedGroups(const float* x, int64_t m, const WeightMatrix& w, float*
     }
     // Eight rows a tile (16 accumulators), the rest in one tile: a tile of few rows over a group
     // in L2 waits on its FMA chains (5 rows as 4 + 1: 3.0 ms against 2.7 with the layout before).
+    // Only the first tile over a group reads it from memory; the second to fourth bring the next
+    // group into L2 between them, so that the memory works while they compute (40 products
+    // 2048×768 at 32 rows, 2 threads: 10.7-10.9 -> 10.2 ms; 768×768: 8.4-8.5 -> 7.8-8.1).
+    const int64_t tiles = m / 8;
+    const int64_t spreaders = std::min<int64_t>(tiles - 1, 3);
+    const bool spread = spreaders > 0 && g + 1 < w.rows / kPackedGroupRows;
+    const int64_t group_bytes = kPackedGroupRows * k * int64_t{sizeof(uint16_t)};
+    const int64_t share = spread ? (group_bytes / spreaders + 63) / 64 * 64 : 0;  // whole lines
+    const char* next = reinterpret_cast<const char*>(group) + group_bytes;
     int64_t r = 0;
-    for (; r + 8 <= m; r += 8, ahead = 0) {
-      PackedGroupTile<8, 1>(x + r * k, k, group, yg + r * w.rows, w.rows, accumulate, ahead);
+    for (int64_t t = 0; r + 8 <= m; r += 8, ahead = 0, ++t) {
+      GroupPrefetch prefetch;
+      if (spread && t >= 1 && t <= spreaders) {
+        prefetch = {next + (t - 1) * share, share / (k / 2)};
+      }
+      PackedGroupTile<8, 1>(x + r * k, k, group, yg + r * w.rows, w.rows, accumulate, ahead,
+                            prefetch);
     }
     PackedGroupTileOf<7, 1>(m - r, x + r * k, k, group, yg + r * w.rows, w.rows, accumulate, ahead);
 #elif defined(YOCO_AVX2)

@@ -177,12 +177,11 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   auto floor_s = [&](int batch, double bytes_per_s) {
     return (step_weight_bytes + batch * step_state_bytes) / bytes_per_s;
   };
-  auto products_s = [&](int batch, double bytes_per_s) {
-    return std::max(step_weight_bytes / bytes_per_s,
-                    batch * matrix_flops_per_row / (report.sgemm_gflops * 1e9));
+  auto products_s = [&](int batch, double bytes_per_s, double flops_per_s) {
+    return std::max(step_weight_bytes / bytes_per_s, batch * matrix_flops_per_row / flops_per_s);
   };
-  auto bound_s = [&](int batch, double bytes_per_s) {
-    return products_s(batch, bytes_per_s) + batch * step_state_bytes / bytes_per_s;
+  auto bound_s = [&](int batch, double bytes_per_s, double flops_per_s) {
+    return products_s(batch, bytes_per_s, flops_per_s) + batch * step_state_bytes / bytes_per_s;
   };
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;
@@ -211,12 +210,14 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     auto transformer_step = [&] { (void)transformer.Forward(tptr, tspans, &logits); };
     yoco_step();
     transformer_step();
-    // Each round measures the bandwidth next to the steps it bounds: on a shared machine the
-    // rate moves by a third within a minute, and one figure taken at the start skews every
-    // ratio after it. Sequences grow by `steps` keys a round, which changes a step's cost by
-    // a fraction of a percent at the contexts measured.
-    std::vector<double> membw, yoco_tps, transformer_tps, floor_tps, bound_tps, speedup, fraction;
+    // Each round measures the bandwidth and the sgemm rate next to the steps it bounds: on a
+    // shared machine either moves by a third within a minute, and one figure taken at the start
+    // skews every ratio after it. Sequences grow by `steps` keys a round, which changes a step's
+    // cost by a fraction of a percent at the contexts measured.
+    std::vector<double> membw, sgemm, yoco_tps, transformer_tps, floor_tps, bound_tps, speedup,
+        fraction;
     for (int r = 0; r < rounds; ++r) {
+      const double flops_per_s = MeasureSgemmGflops() * 1e9;
       const double bytes_per_s = MeasureReadBandwidthGbs(int64_t{256} << 20, 3) * 1e9;
       double t0 = Seconds();
       for (int s = 0; s < steps; ++s) yoco_step();
@@ -224,8 +225,9 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
       t0 = Seconds();
       for (int s = 0; s < steps; ++s) transformer_step();
       const double tt = (Seconds() - t0) / steps;
-      const double bound = bound_s(batch, bytes_per_s);
+      const double bound = bound_s(batch, bytes_per_s, flops_per_s);
       membw.push_back(bytes_per_s / 1e9);
+      sgemm.push_back(flops_per_s / 1e9);
       yoco_tps.push_back(batch / yt);
       transformer_tps.push_back(batch / tt);
       floor_tps.push_back(batch / floor_s(batch, bytes_per_s));
@@ -238,6 +240,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     m.context = o.decode_context;
     m.rounds = rounds;
     m.membw_gbs = SpreadOf(membw).median;
+    m.sgemm_gflops = SpreadOf(sgemm).median;
     m.yoco_tokens_per_s = SpreadOf(yoco_tps).median;
     m.transformer_tokens_per_s = SpreadOf(transformer_tps).median;
     m.floor_tokens_per_s = SpreadOf(floor_tps).median;
@@ -256,14 +259,15 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     m.retention_ms = p.retention_ms / steps;
     m.attention_ms = p.attention_ms / steps;
     m.step_ms = p.total_ms / steps;
-    m.products_bound_ms = 1e3 * products_s(batch, bytes_per_s);
+    m.products_bound_ms = 1e3 * products_s(batch, bytes_per_s, m.sgemm_gflops * 1e9);
     m.attention_bound_ms = 1e3 * batch * step_attention_bytes / bytes_per_s;
     report.decode.push_back(m);
     log << absl::StrFormat(
                "decode batch=%d: yoco %.1f tok/s, transformer %.1f tok/s, floor %.1f, bound %.1f "
-               "(medians of %d rounds; YOCO/bound %.0f-%.0f%%)",
+               "(medians of %d rounds at sgemm %.0f GFLOP/s, %.1f GB/s; YOCO/bound %.0f-%.0f%%)",
                batch, m.yoco_tokens_per_s, m.transformer_tokens_per_s, m.floor_tokens_per_s,
-               m.bound_tokens_per_s, rounds, 100 * m.bound_fraction.min, 100 * m.bound_fraction.max)
+               m.bound_tokens_per_s, rounds, m.sgemm_gflops, m.membw_gbs,
+               100 * m.bound_fraction.min, 100 * m.bound_fraction.max)
         << std::endl;
   }
   return report;
@@ -289,6 +293,7 @@ std::string EngineBenchReport::ToJson() const {
                            {"context", d.context},
                            {"rounds", d.rounds},
                            {"membw_gbs", d.membw_gbs},
+                           {"sgemm_gflops", d.sgemm_gflops},
                            {"yoco_tokens_per_s", d.yoco_tokens_per_s},
                            {"transformer_tokens_per_s", d.transformer_tokens_per_s},
                            {"floor_tokens_per_s", d.floor_tokens_per_s},

@@ -40,12 +40,14 @@ struct PrefillMeasurement {
 };
 
 // Decode tokens/s, floor and bound are the medians over the rounds; the ratios are taken per
-// round (against the bandwidth measured in that round) and reported as their median and range.
+// round (against the bandwidth and sgemm rate measured in that round) and reported as their
+// median and range.
 struct DecodeMeasurement {
   int batch = 0;
   int64_t context = 0;
   int rounds = 0;
-  double membw_gbs = 0;  // the rounds' median read bandwidth (the profile's bounds use it)
+  double membw_gbs = 0;     // the rounds' median read bandwidth (the profile's bounds use it)
+  double sgemm_gflops = 0;  // the rounds' median sgemm rate (likewise)
   double yoco_tokens_per_s = 0, transformer_tokens_per_s = 0;
   Spread yoco_over_transformer;
   Spread bound_fraction;  // YOCO's tokens/s over the bound

@@ -26,7 +26,7 @@ foreach(field n yoco_tokens_per_s transformer_tokens_per_s yoco_gflops)
     message(FATAL_ERROR "prefill.${field} = ${v}")
   endif()
 endforeach()
-foreach(field batch context membw_gbs yoco_tokens_per_s transformer_tokens_per_s
+foreach(field batch context membw_gbs sgemm_gflops yoco_tokens_per_s transformer_tokens_per_s
               floor_tokens_per_s)
   string(JSON v GET "${json}" decode 1 ${field})
   if(NOT v GREATER 0)
