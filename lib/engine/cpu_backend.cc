@@ -161,22 +161,35 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   const int64_t per_thread = cpu::GatedRetentionScratchFloats(cpu::kRetentionChunk, ds);
   float* scratch = Sized(scratch_, cpu::KernelThreads() * per_thread);
   const int64_t tasks = static_cast<int64_t>(segments.size()) * Hs;
+  auto run = [&](int64_t task) {
+    const size_t s = static_cast<size_t>(task / Hs);
+    const int hh = static_cast<int>(task % Hs);
+    const int64_t r0 = segment_begin_[s];
+    const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
+    float* S = segments[s].state->self_states[layer].data() + int64_t{hh} * ds * ds;
+    const int64_t off = r0 * D + int64_t{hh} * ds;
+    if (T == 1) {  // decode: the recurrent form
+      cpu::GatedRetentionStep(ds, q + off, k + off, v + off, gt[r0 * Hs + hh], S, o + off);
+    } else {
+      cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S,
+                                   o + off, D, cpu::kRetentionChunk,
+                                   scratch + omp_get_thread_num() * per_thread);
+    }
+  };
+  // A decode step's tasks cost alike, and each thread taking one run of them streams its
+  // sequences' states end to end, where tasks dealt one at a time send the threads through
+  // alternate heads (32 sequences × 6 layers of 6 × 128² states, 2 threads, 256 MB read between
+  // layers as a step's products do: 2.5-2.6 -> 2.0-2.2 ms). Prefill chunks differ in length and
+  // are dealt one at a time.
+  const bool decode_only =
+      static_cast<int64_t>(rows_.size()) == static_cast<int64_t>(segments.size());
   Timed(&CpuProfile::retention_ms, [&] {
+    if (decode_only) {
+#pragma omp parallel for schedule(static)
+      for (int64_t task = 0; task < tasks; ++task) run(task);
+    } else {
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) {
-      const size_t s = static_cast<size_t>(task / Hs);
-      const int hh = static_cast<int>(task % Hs);
-      const int64_t r0 = segment_begin_[s];
-      const int64_t T = static_cast<int64_t>(segments[s].tokens.size());
-      float* S = segments[s].state->self_states[layer].data() + int64_t{hh} * ds * ds;
-      const int64_t off = r0 * D + int64_t{hh} * ds;
-      if (T == 1) {  // decode: the recurrent form
-        cpu::GatedRetentionStep(ds, q + off, k + off, v + off, gt[r0 * Hs + hh], S, o + off);
-      } else {
-        cpu::GatedRetentionChunkwise(T, ds, q + off, k + off, v + off, D, gt + r0 * Hs + hh, Hs, S,
-                                     o + off, D, cpu::kRetentionChunk,
-                                     scratch + omp_get_thread_num() * per_thread);
-      }
+      for (int64_t task = 0; task < tasks; ++task) run(task);
     }
   });
   // Per-head RMSNorm without weight, then the swish gate on g, then out_proj into the residual.
