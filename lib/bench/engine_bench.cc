@@ -183,10 +183,13 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   auto bound_s = [&](int batch, double bytes_per_s, double flops_per_s) {
     return products_s(batch, bytes_per_s, flops_per_s) + batch * step_state_bytes / bytes_per_s;
   };
+  SgemmProbe sgemm_probe;
+  const ReadBandwidthProbe membw_probe(int64_t{256} << 20);
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;
     const int rounds = std::max(o.decode_rounds, 1);
-    const int64_t grown = int64_t{rounds + 1} * (steps + 1);  // every round's and the profile's
+    // The first step, then each round's and the profile's warm-up step and timed steps.
+    const int64_t grown = 1 + int64_t{rounds + 1} * (steps + 1);
     std::vector<SequenceState> ys(batch, decode_seed_yoco);
     std::vector<TransformerBaseline::Sequence> ts(batch, decode_seed_transformer);
     for (auto& s : ys) {
@@ -212,16 +215,21 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     transformer_step();
     // Each round measures the bandwidth and the sgemm rate next to the steps it bounds: on a
     // shared machine either moves by a third within a minute, and one figure taken at the start
-    // skews every ratio after it. Sequences grow by `steps` keys a round, which changes a step's
-    // cost by a fraction of a percent at the contexts measured.
+    // skews every ratio after it. Each model's timed steps follow one untimed step, so that
+    // what the probes and the other model left in the caches and page tables is not charged to
+    // it (on the benchmark's VM the first YOCO step after the probes took 1.2-2x a later one
+    // even with the probes' buffers kept). Sequences grow by `steps` + 1 keys a round, which
+    // changes a step's cost by a fraction of a percent at the contexts measured.
     std::vector<double> membw, sgemm, yoco_tps, transformer_tps, floor_tps, bound_tps, speedup,
         fraction;
     for (int r = 0; r < rounds; ++r) {
-      const double flops_per_s = MeasureSgemmGflops() * 1e9;
-      const double bytes_per_s = MeasureReadBandwidthGbs(int64_t{256} << 20, 3) * 1e9;
+      const double flops_per_s = sgemm_probe.MeasureGflops() * 1e9;
+      const double bytes_per_s = membw_probe.MeasureGbs(3) * 1e9;
+      yoco_step();
       double t0 = Seconds();
       for (int s = 0; s < steps; ++s) yoco_step();
       const double yt = (Seconds() - t0) / steps;
+      transformer_step();
       t0 = Seconds();
       for (int s = 0; s < steps; ++s) transformer_step();
       const double tt = (Seconds() - t0) / steps;

@@ -8,7 +8,6 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vector_math.h"
-#include "lib/engine/huge_page_buffer.h"
 
 namespace yoco {
 namespace {
@@ -19,27 +18,39 @@ double Seconds() {
 
 }  // namespace
 
-double MeasureSgemmGflops() {
-  const int64_t n = 2048;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  cpu::Gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm-up
+double MeasureSgemmGflops() { return SgemmProbe().MeasureGflops(); }
+
+SgemmProbe::SgemmProbe() : a_(kN * kN, 0.5f), b_(kN * kN, 0.25f), c_(kN * kN) {}
+
+double SgemmProbe::MeasureGflops() {
+  cpu::Gemm(false, true, kN, kN, kN, 1.0f, a_.data(), kN, b_.data(), kN, 0.0f, c_.data(),
+            kN);  // warm-up
   double best = 1e30;
   for (int rep = 0; rep < 4; ++rep) {
     const double t0 = Seconds();
-    cpu::Gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    cpu::Gemm(false, true, kN, kN, kN, 1.0f, a_.data(), kN, b_.data(), kN, 0.0f, c_.data(), kN);
     best = std::min(best, Seconds() - t0);
   }
-  return 2.0 * n * n * n / best / 1e9;
+  return 2.0 * kN * kN * kN / best / 1e9;
 }
 
 double MeasureReadBandwidthGbs(int64_t bytes, int passes) {
-  const int64_t n = std::max<int64_t>(bytes / sizeof(float) / 32 * 32, 32);  // floats
-  // The memory the loader gives converted weights (huge pages where the kernel has them), so
-  // that the floor is what the weight stream could reach.
-  HugePageBuffer buf(n * sizeof(float));
-  float* data = reinterpret_cast<float*>(buf.data());
+  return ReadBandwidthProbe(bytes).MeasureGbs(passes);
+}
+
+// The memory the loader gives converted weights (huge pages where the kernel has them), so that
+// the floor is what the weight stream could reach.
+ReadBandwidthProbe::ReadBandwidthProbe(int64_t bytes)
+    : buffer_(std::max<int64_t>(bytes / sizeof(float) / 32 * 32, 32) * sizeof(float)) {
+  const int64_t n = static_cast<int64_t>(buffer_.size() / sizeof(float));
+  float* data = reinterpret_cast<float*>(buffer_.data());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) data[i] = 1.0f;
+}
+
+double ReadBandwidthProbe::MeasureGbs(int passes) const {
+  const int64_t n = static_cast<int64_t>(buffer_.size() / sizeof(float));
+  const float* data = reinterpret_cast<const float*>(buffer_.data());
   double best = 1e30;
   volatile float sink = 0.0f;
   for (int rep = 0; rep < passes; ++rep) {

@@ -4,6 +4,9 @@
 #define YOCO_LIB_BENCH_MACHINE_RATES_H_
 
 #include <cstdint>
+#include <vector>
+
+#include "lib/engine/huge_page_buffer.h"
 
 namespace yoco {
 
@@ -12,6 +15,30 @@ double MeasureSgemmGflops();
 
 // GB/s of reading a buffer of `bytes` with every kernel thread (best of `passes`).
 double MeasureReadBandwidthGbs(int64_t bytes = int64_t{1} << 30, int passes = 5);
+
+// The probes as objects that keep their buffers, for measurements repeated between timed
+// steps. Fresh buffers each time make the kernel find, zero and later take back their pages,
+// and on the benchmark's VM the first decode step after that ran 5-6x slower at batch 1 (29
+// against 5 ms) and 2-3x at batch 32: one step of eight, which moved a round's mean by up to
+// half.
+class SgemmProbe {
+ public:
+  SgemmProbe();
+  double MeasureGflops();
+
+ private:
+  static constexpr int64_t kN = 2048;
+  std::vector<float> a_, b_, c_;
+};
+
+class ReadBandwidthProbe {
+ public:
+  explicit ReadBandwidthProbe(int64_t bytes);
+  double MeasureGbs(int passes) const;
+
+ private:
+  HugePageBuffer buffer_;
+};
 
 }  // namespace yoco
 
