@@ -217,9 +217,9 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     // shared machine either moves by a third within a minute, and one figure taken at the start
     // skews every ratio after it. Each model's timed steps follow one untimed step, so that
     // what the probes and the other model left in the caches and page tables is not charged to
-    // it (on the benchmark's VM the first YOCO step after the probes took 1.2-2x a later one
-    // even with the probes' buffers kept). Sequences grow by `steps` + 1 keys a round, which
-    // changes a step's cost by a fraction of a percent at the contexts measured.
+    // it (on the benchmark's VM the first YOCO step after the probes took up to 1.8x a later
+    // one at batch 32 even with the probes' buffers kept). Sequences grow by `steps` + 1 keys a
+    // round, which changes a step's cost by a fraction of a percent at the contexts measured.
     std::vector<double> membw, sgemm, yoco_tps, transformer_tps, floor_tps, bound_tps, speedup,
         fraction;
     for (int r = 0; r < rounds; ++r) {

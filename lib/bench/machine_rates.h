@@ -17,10 +17,9 @@ double MeasureSgemmGflops();
 double MeasureReadBandwidthGbs(int64_t bytes = int64_t{1} << 30, int passes = 5);
 
 // The probes as objects that keep their buffers, for measurements repeated between timed
-// steps. Fresh buffers each time make the kernel find, zero and later take back their pages,
-// and on the benchmark's VM the first decode step after that ran 5-6x slower at batch 1 (29
-// against 5 ms) and 2-3x at batch 32: one step of eight, which moved a round's mean by up to
-// half.
+// steps. A fresh 256 MB buffer each round had the kernel find, zero and later take back its
+// pages, and on the benchmark's VM the first decode step after that ran 5-6x slower at batch 1
+// (29 against 5 ms); the sgemm probe's 48 MB are kept for the same reason.
 class SgemmProbe {
  public:
   SgemmProbe();
