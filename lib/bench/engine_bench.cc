@@ -93,7 +93,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   report.kv_dtype = KvDtypeName(config.kv_dtype);
 
   log << "measuring sgemm and memory bandwidth..." << std::endl;
-  report.sgemm_gflops = MeasureSgemmGflops();
+  SgemmProbe sgemm_probe;  // measured again next to every decode round
+  report.sgemm_gflops = sgemm_probe.MeasureGflops();
   report.membw_gbs = MeasureReadBandwidthGbs();
 
   log << "making the models..." << std::endl;
@@ -183,7 +184,6 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   auto bound_s = [&](int batch, double bytes_per_s, double flops_per_s) {
     return products_s(batch, bytes_per_s, flops_per_s) + batch * step_state_bytes / bytes_per_s;
   };
-  SgemmProbe sgemm_probe;
   const ReadBandwidthProbe membw_probe(int64_t{256} << 20);
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;

@@ -18,8 +18,6 @@ double Seconds() {
 
 }  // namespace
 
-double MeasureSgemmGflops() { return SgemmProbe().MeasureGflops(); }
-
 SgemmProbe::SgemmProbe() : a_(kN * kN, 0.5f), b_(kN * kN, 0.25f), c_(kN * kN) {}
 
 double SgemmProbe::MeasureGflops() {

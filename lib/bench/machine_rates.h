@@ -10,9 +10,6 @@
 
 namespace yoco {
 
-// GFLOP/s of a 2048x2048x2048 sgemm on the kernel threads (best of a few runs).
-double MeasureSgemmGflops();
-
 // GB/s of reading a buffer of `bytes` with every kernel thread (best of `passes`).
 double MeasureReadBandwidthGbs(int64_t bytes = int64_t{1} << 30, int passes = 5);
 
@@ -23,6 +20,7 @@ double MeasureReadBandwidthGbs(int64_t bytes = int64_t{1} << 30, int passes = 5)
 class SgemmProbe {
  public:
   SgemmProbe();
+  // GFLOP/s of a 2048x2048x2048 sgemm on the kernel threads (best of a few runs).
   double MeasureGflops();
 
  private:

@@ -181,8 +181,7 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   // alternate heads (32 sequences × 6 layers of 6 × 128² states, 2 threads, 256 MB read between
   // layers as a step's products do: 2.5-2.6 -> 2.0-2.2 ms). Prefill chunks differ in length and
   // are dealt one at a time.
-  const bool decode_only =
-      static_cast<int64_t>(rows_.size()) == static_cast<int64_t>(segments.size());
+  const bool decode_only = rows_.size() == segments.size();
   Timed(&CpuProfile::retention_ms, [&] {
     if (decode_only) {
 #pragma omp parallel for schedule(static)
