@@ -28,8 +28,23 @@ while [ $# -gt 0 ]; do
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[ -x "$yoco" ] || { echo "compare.sh: no yoco binary at $yoco (build first, or --yoco)" >&2; exit 2; }
+if [ ! -x "$yoco" ]; then
+  echo "compare.sh: no yoco binary at $yoco (build first, or --yoco)" >&2
+  exit 2
+fi
+for tool in npm git cmake ninja python3; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "compare.sh: needs $tool (apt-get install npm git cmake ninja-build g++ python3)" >&2
+    exit 2
+  fi
+done
 mkdir -p "$work"
+
+run() {  # run LOG COMMAND...: the command's output to LOG, its tail to stderr if it fails
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 || { tail -20 "$log" >&2; echo "compare.sh: failed: $*" >&2; exit 1; }
+}
 
 bench="$work/llama.cpp/build/bin/llama-bench"
 if [ ! -x "$bench" ]; then
@@ -39,12 +54,10 @@ if [ ! -x "$bench" ]; then
   rm -rf "$work/llama.cpp"
   git -c advice.detachedHead=false clone --quiet "$work/package/llama/gitRelease.bundle" \
     "$work/llama.cpp"
-  cmake -S "$work/llama.cpp" -B "$work/llama.cpp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF >"$work/build.log" 2>&1 ||
-    { tail -20 "$work/build.log" >&2; exit 1; }
-  cmake --build "$work/llama.cpp/build" --target llama-bench >>"$work/build.log" 2>&1 ||
-    { tail -20 "$work/build.log" >&2; exit 1; }
+  run "$work/configure.log" cmake -S "$work/llama.cpp" -B "$work/llama.cpp/build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
+  run "$work/build.log" cmake --build "$work/llama.cpp/build" --target llama-bench
 fi
 for type in f16 q8_0; do
   [ -f "$work/$type.gguf" ] || python3 "$here/write_gguf.py" --type "$type" --out "$work/$type.gguf"
@@ -53,11 +66,12 @@ done
 for pass in $(seq 1 "$passes"); do
   echo "pass $pass of $passes" >&2
   "$bench" -m "$work/f16.gguf,$work/q8_0.gguf" -t "$threads" -p 0 -n 128 -d "0,$context" -r 3 \
-    -o json >"$work/llama-$pass.json" 2>/dev/null
+    -o json >"$work/llama-$pass.json" 2>"$work/llama-$pass.log" ||
+    { tail -20 "$work/llama-$pass.log" >&2; echo "compare.sh: llama-bench failed" >&2; exit 1; }
   for weights in bf16 q8; do
-    "$yoco" bench --threads "$threads" --prefill-lengths 16 --decode-batches 1 \
-      --decode-context "$context" --weights "$weights" --kv-dtype bf16 \
-      --json "$work/yoco-$weights-$pass.json" >/dev/null 2>&1
+    run "$work/yoco-$weights-$pass.log" "$yoco" bench --threads "$threads" --prefill-lengths 16 \
+      --decode-batches 1 --decode-context "$context" --weights "$weights" --kv-dtype bf16 \
+      --json "$work/yoco-$weights-$pass.json"
   done
 done
 python3 "$here/summarize.py" --work "$work" --passes "$passes" --context "$context"
