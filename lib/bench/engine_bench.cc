@@ -36,7 +36,7 @@ std::vector<int32_t> BenchPrompt(int64_t n, int vocab) {
 // Timed runs of `fn`: at least two, more while under `budget_s`, best time kept. The first run
 // of a length pays for the backend's fresh buffers (at 8192 tokens about 200 MB of activations
 // and FFN scratch, faulted in page by page): where one run filled the budget, that run was the
-// figure, and YOCO's prefill read 2135-2247 tok/s at 8192 against 3530-3650 warm.
+// figure, and YOCO's prefill read 2135-2247 tok/s at 8192 against 2978-3714 with two runs.
 template <typename Fn>
 double BestSeconds(Fn fn, double budget_s) {
   double best = 1e30, spent = 0;
