@@ -101,12 +101,20 @@ TransformerBaseline::Sequence TransformerBaseline::NewSequence() const {
 }
 
 int64_t TransformerBaseline::weight_bytes() const {
-  int64_t n = embed_.bytes() + output_.bytes();
-  for (const Layer& l : layers_) {
-    n += l.q.bytes() + l.k.bytes() + l.v.bytes() + l.out.bytes() + l.ffn.fc1.bytes() +
-         l.ffn.gate.bytes() + l.ffn.fc2.bytes();
-  }
+  int64_t n = embed_.bytes();
+  for (const cpu::WeightMatrix* m : step_matrices()) n += m->bytes();
   return n;
+}
+
+std::vector<const cpu::WeightMatrix*> TransformerBaseline::step_matrices() const {
+  std::vector<const cpu::WeightMatrix*> m = {&output_};
+  for (const Layer& l : layers_) {
+    for (const cpu::WeightMatrix* w :
+         {&l.q, &l.k, &l.v, &l.out, &l.ffn.fc1, &l.ffn.gate, &l.ffn.fc2}) {
+      m.push_back(w);
+    }
+  }
+  return m;
 }
 
 absl::Status TransformerBaseline::Forward(absl::Span<Sequence* const> sequences,

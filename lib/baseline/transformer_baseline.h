@@ -41,6 +41,9 @@ class TransformerBaseline {
                        std::vector<float>* logits);
 
   int64_t weight_bytes() const;
+  // The matrices a decode step reads whole: all but the embedding, of which a step reads one row
+  // per token.
+  std::vector<const cpu::WeightMatrix*> step_matrices() const;
 
  private:
   struct Layer {

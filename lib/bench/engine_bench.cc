@@ -26,6 +26,25 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// What a decode step must read and compute: its matrices once, multiplied with each sequence's
+// row, and each sequence's state. Its least time at a read bandwidth is the floor (bytes alone)
+// or the bound (the products also no faster than the sgemm rate).
+struct StepCost {
+  double weight_bytes = 0;
+  double flops_per_row = 0;
+  double state_bytes = 0;  // per sequence
+
+  double ProductsSeconds(int batch, double bytes_per_s, double flops_per_s) const {
+    return std::max(weight_bytes / bytes_per_s, batch * flops_per_row / flops_per_s);
+  }
+  double FloorSeconds(int batch, double bytes_per_s) const {
+    return (weight_bytes + batch * state_bytes) / bytes_per_s;
+  }
+  double BoundSeconds(int batch, double bytes_per_s, double flops_per_s) const {
+    return ProductsSeconds(batch, bytes_per_s, flops_per_s) + batch * state_bytes / bytes_per_s;
+  }
+};
+
 // A prompt: BOS, then bench tokens.
 std::vector<int32_t> BenchPrompt(int64_t n, int vocab) {
   std::vector<int32_t> t = BenchTokens(n, vocab, 88172645463325252ull);
@@ -166,29 +185,23 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   }
 
   // Per step: every matrix but the embedding (one row per token) is read once, and multiplied
-  // with every sequence's row.
+  // with every sequence's row. Per sequence, YOCO's cross layers each read the whole shared K/V
+  // and its self-decoder states are read and written; each Transformer layer reads its own K/V.
   const ModelWeights& weights = model->weights();
-  const double step_weight_bytes = weights.matrix_bytes() - weights.embed.bytes();
-  const double matrix_flops_per_row =
+  StepCost yoco_cost;
+  yoco_cost.weight_bytes = weights.matrix_bytes() - weights.embed.bytes();
+  yoco_cost.flops_per_row =
       2.0 * (weights.matrix_params() - weights.embed.rows * weights.embed.cols);
-  // Per sequence: each cross layer reads the whole shared K/V; the self-decoder states are read
-  // and written.
   const SequenceState& seed = decode_seed_yoco;
   const double kv_bytes = seed.shared_k.bytes() + seed.shared_v.bytes();
-  const double state_bytes = seed.bytes() - kv_bytes;
   const double step_attention_bytes = config.n_cross_layers() * kv_bytes;
-  const double step_state_bytes = step_attention_bytes + 2 * state_bytes;
-  // A step's least time at a given read bandwidth: bytes alone (the floor), and with the
-  // products' FLOP at the sgemm rate (the bound).
-  auto floor_s = [&](int batch, double bytes_per_s) {
-    return (step_weight_bytes + batch * step_state_bytes) / bytes_per_s;
-  };
-  auto products_s = [&](int batch, double bytes_per_s, double flops_per_s) {
-    return std::max(step_weight_bytes / bytes_per_s, batch * matrix_flops_per_row / flops_per_s);
-  };
-  auto bound_s = [&](int batch, double bytes_per_s, double flops_per_s) {
-    return products_s(batch, bytes_per_s, flops_per_s) + batch * step_state_bytes / bytes_per_s;
-  };
+  yoco_cost.state_bytes = step_attention_bytes + 2 * (seed.bytes() - kv_bytes);
+  StepCost transformer_cost;
+  for (const cpu::WeightMatrix* w : transformer.step_matrices()) {
+    transformer_cost.weight_bytes += w->bytes();
+    transformer_cost.flops_per_row += 2.0 * w->rows * w->cols;
+  }
+  transformer_cost.state_bytes = decode_seed_transformer.bytes();
   const ReadBandwidthProbe membw_probe(int64_t{256} << 20);
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;
@@ -226,7 +239,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     // one at batch 32 even with the probes' buffers kept). Sequences grow by `steps` + 1 keys a
     // round, which changes a step's cost by a fraction of a percent at the contexts measured.
     std::vector<double> membw, sgemm, yoco_tps, transformer_tps, floor_tps, bound_tps, speedup,
-        fraction;
+        fraction, transformer_bound_tps, transformer_fraction, ceiling;
     for (int r = 0; r < rounds; ++r) {
       const double flops_per_s = sgemm_probe.MeasureGflops() * 1e9;
       const double bytes_per_s = membw_probe.MeasureGbs(3) * 1e9;
@@ -238,15 +251,20 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
       t0 = Seconds();
       for (int s = 0; s < steps; ++s) transformer_step();
       const double tt = (Seconds() - t0) / steps;
-      const double bound = bound_s(batch, bytes_per_s, flops_per_s);
+      const double bound = yoco_cost.BoundSeconds(batch, bytes_per_s, flops_per_s);
+      const double transformer_bound =
+          transformer_cost.BoundSeconds(batch, bytes_per_s, flops_per_s);
       membw.push_back(bytes_per_s / 1e9);
       sgemm.push_back(flops_per_s / 1e9);
       yoco_tps.push_back(batch / yt);
       transformer_tps.push_back(batch / tt);
-      floor_tps.push_back(batch / floor_s(batch, bytes_per_s));
+      floor_tps.push_back(batch / yoco_cost.FloorSeconds(batch, bytes_per_s));
       bound_tps.push_back(batch / bound);
       speedup.push_back(tt / yt);
       fraction.push_back(bound / yt);
+      transformer_bound_tps.push_back(batch / transformer_bound);
+      transformer_fraction.push_back(transformer_bound / tt);
+      ceiling.push_back(transformer_bound / bound);
     }
     DecodeMeasurement m;
     m.batch = batch;
@@ -260,6 +278,9 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     m.bound_tokens_per_s = SpreadOf(bound_tps).median;
     m.yoco_over_transformer = SpreadOf(speedup);
     m.bound_fraction = SpreadOf(fraction);
+    m.transformer_bound_tokens_per_s = SpreadOf(transformer_bound_tps).median;
+    m.transformer_bound_fraction = SpreadOf(transformer_fraction);
+    m.yoco_over_transformer_at_bounds = SpreadOf(ceiling).median;
     // The profiled steps continue the same sequences, one step longer each, after the timed
     // ones (a step's cost hardly depends on a few more keys).
     (void)profiled.Forward(segments, &logits);
@@ -272,7 +293,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     m.retention_ms = p.retention_ms / steps;
     m.attention_ms = p.attention_ms / steps;
     m.step_ms = p.total_ms / steps;
-    m.products_bound_ms = 1e3 * products_s(batch, bytes_per_s, m.sgemm_gflops * 1e9);
+    m.products_bound_ms = 1e3 * yoco_cost.ProductsSeconds(batch, bytes_per_s, m.sgemm_gflops * 1e9);
     m.attention_bound_ms = 1e3 * batch * step_attention_bytes / bytes_per_s;
     report.decode.push_back(m);
     log << absl::StrFormat(
@@ -317,6 +338,9 @@ std::string EngineBenchReport::ToJson() const {
                            {"bound_fraction", d.bound_fraction.median},
                            {"bound_fraction_min", d.bound_fraction.min},
                            {"bound_fraction_max", d.bound_fraction.max},
+                           {"transformer_bound_tokens_per_s", d.transformer_bound_tokens_per_s},
+                           {"transformer_bound_fraction", d.transformer_bound_fraction.median},
+                           {"yoco_over_transformer_at_bounds", d.yoco_over_transformer_at_bounds},
                            {"step_ms",
                             {{"projections", d.projection_ms},
                              {"ffn", d.ffn_ms},
@@ -350,7 +374,8 @@ std::string EngineBenchReport::ToTable() const {
   absl::StrAppend(
       &out,
       "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   YOCO/Transformer (range)   "
-      "floor tok/s   bound tok/s   YOCO/bound (range)   rounds\n");
+      "at bounds   floor tok/s   bound tok/s   YOCO/bound (range)   Transformer/bound   "
+      "rounds\n");
   for (const auto& d : decode) {
     const std::string speedup =
         absl::StrFormat("%.2fx (%.2f-%.2f)", d.yoco_over_transformer.median,
@@ -358,11 +383,13 @@ std::string EngineBenchReport::ToTable() const {
     const std::string fraction =
         absl::StrFormat("%.0f%% (%.0f-%.0f)", 100 * d.bound_fraction.median,
                         100 * d.bound_fraction.min, 100 * d.bound_fraction.max);
-    absl::StrAppend(&out, absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %24s   %11.1f   "
-                                          "%11.1f   %18s   %6d\n",
-                                          d.batch, d.context, d.yoco_tokens_per_s,
-                                          d.transformer_tokens_per_s, speedup, d.floor_tokens_per_s,
-                                          d.bound_tokens_per_s, fraction, d.rounds));
+    absl::StrAppend(
+        &out, absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %24s   %8.2fx   %11.1f   "
+                              "%11.1f   %18s   %16.0f%%   %6d\n",
+                              d.batch, d.context, d.yoco_tokens_per_s, d.transformer_tokens_per_s,
+                              speedup, d.yoco_over_transformer_at_bounds, d.floor_tokens_per_s,
+                              d.bound_tokens_per_s, fraction,
+                              100 * d.transformer_bound_fraction.median, d.rounds));
   }
   absl::StrAppend(&out,
                   "\nYOCO decode step, ms   batch  projections     ffn  retention  attention   "

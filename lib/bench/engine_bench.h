@@ -58,6 +58,14 @@ struct DecodeMeasurement {
   // The batch-aware bound: the weights' products cannot beat the sgemm rate either, so
   // batch / (max(weight bytes / membw, matrix FLOP / sgemm) + batch·state bytes / membw).
   double bound_tokens_per_s = 0;
+  // The Transformer's bound by the same rule (its matrices, and every layer's own K/V), its
+  // tokens/s over it, and the ratio of the two bounds: the speedup YOCO would show if both models
+  // ran at their bounds. As the K/V comes to dominate a step (long contexts, large batches) it
+  // approaches n_layers / n_cross_layers from below: each Transformer layer reads its own K/V,
+  // each cross layer the one shared K/V, and YOCO also reads its retention states.
+  double transformer_bound_tokens_per_s = 0;
+  Spread transformer_bound_fraction;
+  double yoco_over_transformer_at_bounds = 0;
   // Where a YOCO step's time goes (ms per step, a separate profiled run: CpuBackendOptions::
   // profile), next to what each kind of work needs at the measured rates: the products at
   // max(weight bytes / membw, FLOP / sgemm), the attention at its K/V bytes / membw.
