@@ -3,8 +3,8 @@
 # and the two ratios the README reports: YOCO bf16 and q8 against llama.cpp's f16 `tg128`.
 # llama.cpp does not enter the repository: npm's node-llama-cpp package carries its source as a
 # git bundle, which this script builds here with CMake (llama-bench alone, about 5 minutes on 2
-# cores; needs npm, git, cmake, ninja, g++). The model is a Llama GGUF of `yoco
-# bench`'s Transformer shape with random weights (write_gguf.py): speed does not depend on them.
+# cores; needs npm, git, cmake, ninja, g++). The model is a Llama GGUF of `yoco bench`'s
+# Transformer shape with random weights (write_gguf.py): speed does not depend on them.
 #
 #   scripts/llama-cpp-compare/compare.sh [--yoco build/bin/yoco] [--threads 2] [--context 2048]
 #                                        [--passes 3] [--work DIR]
