@@ -100,12 +100,6 @@ TransformerBaseline::Sequence TransformerBaseline::NewSequence() const {
   return s;
 }
 
-int64_t TransformerBaseline::weight_bytes() const {
-  int64_t n = embed_.bytes();
-  for (const cpu::WeightMatrix* m : step_matrices()) n += m->bytes();
-  return n;
-}
-
 std::vector<const cpu::WeightMatrix*> TransformerBaseline::step_matrices() const {
   std::vector<const cpu::WeightMatrix*> m = {&output_};
   for (const Layer& l : layers_) {

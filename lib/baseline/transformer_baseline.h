@@ -40,7 +40,6 @@ class TransformerBaseline {
                        absl::Span<const absl::Span<const int32_t>> tokens,
                        std::vector<float>* logits);
 
-  int64_t weight_bytes() const;
   // The matrices a decode step reads whole: all but the embedding, of which a step reads one row
   // per token.
   std::vector<const cpu::WeightMatrix*> step_matrices() const;
