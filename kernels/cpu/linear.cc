@@ -600,13 +600,32 @@ void WeightMatrix::RowToFloat(int64_t r, float* out) const {
   for (; i < cols; ++i) out[i] = WeightAt<WeightType::kBF16>(row, i);
 }
 
+// The products of `outputs` for m rows, streamed `block` rows at a time.
+void StreamInBlocks(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
+                    bool accumulate, int64_t block) {
+  constexpr size_t kMax = 8;
+  LinearOutput shifted[kMax];
+  const int64_t k = outputs[0].w->cols;
+  for (int64_t r = 0; r < m; r += block) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      shifted[i] = {outputs[i].w, outputs[i].y + r * outputs[i].w->rows};
+    }
+    StreamEach(x + r * k, std::min(block, m - r), {shifted, outputs.size()}, accumulate);
+  }
+}
+
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
-            std::vector<float>* scratch) {
+            std::vector<float>* scratch, RowArithmetic arithmetic) {
   if (m == 0) return;
   const int64_t k = w.cols, n = w.rows;
   if (m <= StreamingRows(w)) {
     const LinearOutput out{&w, y};
     StreamEach(x, m, {&out, 1}, accumulate);
+    return;
+  }
+  if (arithmetic == RowArithmetic::kPerRow) {
+    const LinearOutput out{&w, y};
+    StreamInBlocks(x, m, {&out, 1}, accumulate, StreamingRows(w));
     return;
   }
   const bool transposed = m <= kTransposedRows;
@@ -626,12 +645,19 @@ void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool acc
 }
 
 void FusedLinear(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
-                 std::vector<float>* scratch) {
+                 std::vector<float>* scratch, RowArithmetic arithmetic) {
   if (m == 0) return;
   constexpr size_t kMax = 8;  // sorted on the stack: a decode step allocates nothing here
   if (outputs.size() > kMax) {
-    FusedLinear(x, m, outputs.subspan(0, kMax), scratch);
-    FusedLinear(x, m, outputs.subspan(kMax), scratch);
+    FusedLinear(x, m, outputs.subspan(0, kMax), scratch, arithmetic);
+    FusedLinear(x, m, outputs.subspan(kMax), scratch, arithmetic);
+    return;
+  }
+  if (arithmetic == RowArithmetic::kPerRow) {
+    // Blocks as large as every matrix streams, so they still share one pass per block.
+    int64_t block = m;
+    for (const LinearOutput& out : outputs) block = std::min(block, StreamingRows(*out.w));
+    StreamInBlocks(x, m, outputs, /*accumulate=*/false, block);
     return;
   }
   // Each matrix goes where Linear would send it; those that meet in a path share its pass.

@@ -56,10 +56,21 @@ void PackBf16Rows(const uint16_t* src, int64_t rows, int64_t cols, uint16_t* dst
 // number of rows computed with it, so a sequence's tokens do not depend on its decode batch.
 int64_t StreamingRows(const WeightMatrix& w);
 
+// Whether a row's result may depend on the rows computed with it.
+enum class RowArithmetic {
+  // Past StreamingRows rows, sgemm (or widened blocks): fastest, and a row's bits depend on m.
+  kFastest,
+  // Every row streamed, in blocks of at most StreamingRows rows: each row gets the bits it gets
+  // alone, whatever m. For rows of independent sequences (a decode step's batch), so that a
+  // sequence's tokens do not depend on who else is decoding (batch invariance); it re-reads the
+  // weights once per block, which costs where a matrix streams few rows (fp32 rows: 8).
+  kPerRow,
+};
+
 // y[m, w.rows] = x[m, w.cols] · Wᵀ (+ y when `accumulate`: the residual add folded in).
 // `scratch` holds widened bf16 or q8 blocks for large m.
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y, bool accumulate,
-            std::vector<float>* scratch);
+            std::vector<float>* scratch, RowArithmetic arithmetic = RowArithmetic::kFastest);
 
 // One product of FusedLinear: y[m, w->rows] = x · w->ᵀ.
 struct LinearOutput {
@@ -73,7 +84,7 @@ struct LinearOutput {
 // holds the bits Linear gives it alone; the others the same values to rounding. The matrices
 // share `cols`.
 void FusedLinear(const float* x, int64_t m, absl::Span<const LinearOutput> outputs,
-                 std::vector<float>* scratch);
+                 std::vector<float>* scratch, RowArithmetic arithmetic = RowArithmetic::kFastest);
 
 }  // namespace yoco::cpu
 

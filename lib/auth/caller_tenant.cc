@@ -1,11 +1,10 @@
 // Reads the call's metadata and TLS peer; the directory decides.
 #include "lib/auth/caller_tenant.h"
 
-#include <vector>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "lib/auth/peer_identities.h"
 
 namespace yoco {
 
@@ -34,19 +33,7 @@ absl::StatusOr<std::string> CallerTenant(TenantDirectory& tenants,
     if (!token.ok()) return absl::UnauthenticatedError(token.status().message());
     return tenants.ByToken(*token);
   }
-  std::vector<std::string> identities;
-  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth != nullptr && auth->IsPeerAuthenticated()) {
-    // The names gRPC verified (subject alternative names, else the common name), then the
-    // common name, so a tenant file may name either.
-    for (const grpc::string_ref& id : auth->GetPeerIdentity()) {
-      identities.emplace_back(id.data(), id.size());
-    }
-    for (const grpc::string_ref& cn : auth->FindPropertyValues("x509_common_name")) {
-      identities.emplace_back(cn.data(), cn.size());
-    }
-  }
-  return tenants.ByIdentity(identities);
+  return tenants.ByIdentity(PeerIdentities(context));
 }
 
 }  // namespace yoco

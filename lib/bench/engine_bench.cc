@@ -129,6 +129,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
                    Model::Load(o.work_dir, o.weights, config.kv_dtype));
   CpuBackend yoco(model);
+  CpuBackend fastest(model, {.batch_invariant = false});
   CpuBackend profiled(model, {.profile = true});
   TransformerBaseline transformer(config, o.weights, 2);
   std::vector<float> logits;
@@ -206,8 +207,9 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
   for (int batch : o.decode_batches) {
     const int steps = o.decode_steps;
     const int rounds = std::max(o.decode_rounds, 1);
-    // The first step, then each round's and the profile's warm-up step and timed steps.
-    const int64_t grown = 1 + int64_t{rounds + 1} * (steps + 1);
+    // The first step, then each round's (YOCO's twice: batch-invariant and not) and the profile's
+    // warm-up step and timed steps.
+    const int64_t grown = 1 + int64_t{2 * rounds + 1} * (steps + 1);
     std::vector<SequenceState> ys(batch, decode_seed_yoco);
     std::vector<TransformerBaseline::Sequence> ts(batch, decode_seed_transformer);
     for (auto& s : ys) {
@@ -228,6 +230,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
       tspans.push_back({&step_tokens[b], 1});
     }
     auto yoco_step = [&] { (void)yoco.Forward(segments, &logits); };
+    auto fastest_step = [&] { (void)fastest.Forward(segments, &logits); };
     auto transformer_step = [&] { (void)transformer.Forward(tptr, tspans, &logits); };
     yoco_step();
     transformer_step();
@@ -239,7 +242,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     // one at batch 32 even with the probes' buffers kept). Sequences grow by `steps` + 1 keys a
     // round, which changes a step's cost by a fraction of a percent at the contexts measured.
     std::vector<double> membw, sgemm, yoco_tps, transformer_tps, floor_tps, bound_tps, speedup,
-        fraction, transformer_bound_tps, transformer_fraction, ceiling;
+        fraction, transformer_bound_tps, transformer_fraction, ceiling, invariance_cost;
     for (int r = 0; r < rounds; ++r) {
       const double flops_per_s = sgemm_probe.MeasureGflops() * 1e9;
       const double bytes_per_s = membw_probe.MeasureGbs(3) * 1e9;
@@ -247,6 +250,10 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
       double t0 = Seconds();
       for (int s = 0; s < steps; ++s) yoco_step();
       const double yt = (Seconds() - t0) / steps;
+      fastest_step();
+      t0 = Seconds();
+      for (int s = 0; s < steps; ++s) fastest_step();
+      invariance_cost.push_back(yt / ((Seconds() - t0) / steps));
       transformer_step();
       t0 = Seconds();
       for (int s = 0; s < steps; ++s) transformer_step();
@@ -281,6 +288,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o, st
     m.transformer_bound_tokens_per_s = SpreadOf(transformer_bound_tps).median;
     m.transformer_bound_fraction = SpreadOf(transformer_fraction);
     m.yoco_over_transformer_at_bounds = SpreadOf(ceiling).median;
+    m.batch_invariance_cost = SpreadOf(invariance_cost);
     // The profiled steps continue the same sequences, one step longer each, after the timed
     // ones (a step's cost hardly depends on a few more keys).
     (void)profiled.Forward(segments, &logits);
@@ -341,6 +349,9 @@ std::string EngineBenchReport::ToJson() const {
                            {"transformer_bound_tokens_per_s", d.transformer_bound_tokens_per_s},
                            {"transformer_bound_fraction", d.transformer_bound_fraction.median},
                            {"yoco_over_transformer_at_bounds", d.yoco_over_transformer_at_bounds},
+                           {"batch_invariance_cost", d.batch_invariance_cost.median},
+                           {"batch_invariance_cost_min", d.batch_invariance_cost.min},
+                           {"batch_invariance_cost_max", d.batch_invariance_cost.max},
                            {"step_ms",
                             {{"projections", d.projection_ms},
                              {"ffn", d.ffn_ms},
@@ -375,7 +386,7 @@ std::string EngineBenchReport::ToTable() const {
       &out,
       "\ndecode   batch  context   YOCO tok/s   Transformer tok/s   YOCO/Transformer (range)   "
       "at bounds   floor tok/s   bound tok/s   YOCO/bound (range)   Transformer/bound   "
-      "rounds\n");
+      "invariance cost (range)   rounds\n");
   for (const auto& d : decode) {
     const std::string speedup =
         absl::StrFormat("%.2fx (%.2f-%.2f)", d.yoco_over_transformer.median,
@@ -383,13 +394,16 @@ std::string EngineBenchReport::ToTable() const {
     const std::string fraction =
         absl::StrFormat("%.0f%% (%.0f-%.0f)", 100 * d.bound_fraction.median,
                         100 * d.bound_fraction.min, 100 * d.bound_fraction.max);
+    const std::string invariance =
+        absl::StrFormat("%.2fx (%.2f-%.2f)", d.batch_invariance_cost.median,
+                        d.batch_invariance_cost.min, d.batch_invariance_cost.max);
     absl::StrAppend(
         &out, absl::StrFormat("        %6d  %7d   %10.1f   %17.1f   %24s   %8.2fx   %11.1f   "
-                              "%11.1f   %18s   %16.0f%%   %6d\n",
+                              "%11.1f   %18s   %16.0f%%   %23s   %6d\n",
                               d.batch, d.context, d.yoco_tokens_per_s, d.transformer_tokens_per_s,
                               speedup, d.yoco_over_transformer_at_bounds, d.floor_tokens_per_s,
                               d.bound_tokens_per_s, fraction,
-                              100 * d.transformer_bound_fraction.median, d.rounds));
+                              100 * d.transformer_bound_fraction.median, invariance, d.rounds));
   }
   absl::StrAppend(&out,
                   "\nYOCO decode step, ms   batch  projections     ffn  retention  attention   "

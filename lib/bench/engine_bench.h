@@ -66,6 +66,10 @@ struct DecodeMeasurement {
   double transformer_bound_tokens_per_s = 0;
   Spread transformer_bound_fraction;
   double yoco_over_transformer_at_bounds = 0;
+  // What batch invariance costs (CpuBackendOptions::batch_invariant): YOCO's step time over that
+  // of a step whose products may take sgemm past the rows a matrix streams, per round. 1 where
+  // every matrix streams the whole batch anyway (bf16 and q8 with AVX-512, up to 256 rows).
+  Spread batch_invariance_cost;
   // Where a YOCO step's time goes (ms per step, a separate profiled run: CpuBackendOptions::
   // profile), next to what each kind of work needs at the measured rates: the products at
   // max(weight bytes / membw, FLOP / sgemm), the attention at its K/V bytes / membw.

@@ -32,7 +32,9 @@ bool CudaBuilt() {
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(std::shared_ptr<const Model> model,
                                                      const BackendChoice& choice) {
   if (choice.kind == BackendKind::kCpu) {
-    return std::make_unique<CpuBackend>(std::move(model), CpuBackendOptions{choice.threads});
+    return std::make_unique<CpuBackend>(
+        std::move(model),
+        CpuBackendOptions{.threads = choice.threads, .batch_invariant = choice.batch_invariant});
   }
 #ifdef YOCO_HAVE_CUDA
   CudaBackendOptions options;

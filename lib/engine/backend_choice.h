@@ -22,6 +22,8 @@ struct BackendChoice {
   // CUDA: keep self-decoder states on the device between calls (decode workers, which never
   // export a state); SyncState copies them back.
   bool lazy_host_states = false;
+  // CPU: decode steps give each sequence the bits it gets alone (CpuBackendOptions).
+  bool batch_invariant = true;
 };
 
 // "cpu" or "cuda"; anything else is INVALID_ARGUMENT naming the flag.

@@ -78,6 +78,10 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
     }
     max_position = std::max(max_position, seg.state->position + t_count);
   }
+  const bool decode_step =
+      static_cast<int64_t>(rows_.size()) == static_cast<int64_t>(segments.size());
+  arithmetic_ = options_.batch_invariant && decode_step ? cpu::RowArithmetic::kPerRow
+                                                        : cpu::RowArithmetic::kFastest;
   self_rope_.Reserve(max_position);
   cross_rope_.Reserve(max_position);
   const int64_t R = static_cast<int64_t>(rows_.size());
@@ -106,7 +110,7 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
     float* a = Sized(a_, Q * D);
     cpu::RmsNorm(hx, Q, D, D, weights_.final_norm, static_cast<float>(config_.norm_eps), a);
     Timed(&CpuProfile::projection_ms,
-          [&] { cpu::Linear(a, Q, weights_.output, logits->data(), false, &wide_); });
+          [&] { cpu::Linear(a, Q, weights_.output, logits->data(), false, &wide_, arithmetic_); });
   }
   if (options_.profile) {
     profile_.total_ms += NowMs() - start_ms;
@@ -127,7 +131,8 @@ void CpuBackend::SelfLayer(int layer, absl::Span<const ForwardSegment> segments)
     SlidingWindowMixer(layer, segments);
   }
   Timed(&CpuProfile::ffn_ms, [&] {
-    FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), h_.data(), R, &ffn_scratch_);
+    FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), h_.data(), R, &ffn_scratch_,
+             arithmetic_);
   });
 }
 
@@ -145,7 +150,8 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   float* gt = Sized(gt_, R * Hs);
   float* o = Sized(o_, R * D);
   const cpu::LinearOutput projections[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}, {&w.g, g}, {&w.gt, gt}};
-  Timed(&CpuProfile::projection_ms, [&] { cpu::FusedLinear(a, R, projections, &wide_); });
+  Timed(&CpuProfile::projection_ms,
+        [&] { cpu::FusedLinear(a, R, projections, &wide_, arithmetic_); });
 
   const float key_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ds)));
   for (int64_t r = 0; r < R; ++r) {
@@ -195,7 +201,7 @@ void CpuBackend::GatedRetentionMixer(int layer, absl::Span<const ForwardSegment>
   cpu::RmsNorm(o, R * Hs, ds, ds, nullptr, static_cast<float>(config_.norm_eps), o);
   cpu::SiluMul(g, o, R * D);
   Timed(&CpuProfile::projection_ms,
-        [&] { cpu::Linear(g, R, w.out, h_.data(), /*accumulate=*/true, &wide_); });
+        [&] { cpu::Linear(g, R, w.out, h_.data(), /*accumulate=*/true, &wide_, arithmetic_); });
 }
 
 void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> segments) {
@@ -210,7 +216,8 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
   float* v = Sized(v_, R * D);
   float* o = Sized(o_, R * D);
   const cpu::LinearOutput projections[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}};
-  Timed(&CpuProfile::projection_ms, [&] { cpu::FusedLinear(a, R, projections, &wide_); });
+  Timed(&CpuProfile::projection_ms,
+        [&] { cpu::FusedLinear(a, R, projections, &wide_, arithmetic_); });
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
     cpu::ApplyRope(q + r * D, Hs, ds, self_rope_.cos(p), self_rope_.sin(p));
@@ -229,7 +236,7 @@ void CpuBackend::SlidingWindowMixer(int layer, absl::Span<const ForwardSegment> 
     }
   });
   Timed(&CpuProfile::projection_ms,
-        [&] { cpu::Linear(o, R, w.out, h_.data(), /*accumulate=*/true, &wide_); });
+        [&] { cpu::Linear(o, R, w.out, h_.data(), /*accumulate=*/true, &wide_, arithmetic_); });
 }
 
 void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
@@ -241,7 +248,8 @@ void CpuBackend::AppendSharedKv(absl::Span<const ForwardSegment> segments) {
   float* vv = Sized(kv_v_, R * KV);
   cpu::RmsNorm(h_.data(), R, D, D, weights_.kv_norm, static_cast<float>(config_.norm_eps), a);
   const cpu::LinearOutput projections[] = {{&weights_.kv_k, kk}, {&weights_.kv_v, vv}};
-  Timed(&CpuProfile::projection_ms, [&] { cpu::FusedLinear(a, R, projections, &wide_); });
+  Timed(&CpuProfile::projection_ms,
+        [&] { cpu::FusedLinear(a, R, projections, &wide_, arithmetic_); });
   for (int64_t r = 0; r < R; ++r) {
     const int64_t p = rows_[r].position;
     cpu::ApplyRope(kk + r * KV, config_.n_attn_kv_heads, config_.cross_head_dim(),
@@ -271,7 +279,7 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
   float* q = Sized(q_, Q * D);
   float* o = Sized(o_, Q * D);
   cpu::RmsNorm(hx_.data(), Q, D, D, w.mixer_norm, static_cast<float>(config_.norm_eps), a);
-  Timed(&CpuProfile::projection_ms, [&] { cpu::Linear(a, Q, w.q, q, false, &wide_); });
+  Timed(&CpuProfile::projection_ms, [&] { cpu::Linear(a, Q, w.q, q, false, &wide_, arithmetic_); });
   const cpu::GqaShape shape{Ha, config_.n_attn_kv_heads, da};
   for (int64_t i = 0; i < Q; ++i) {
     const int64_t p = rows_[out_rows_[i]].position;
@@ -311,9 +319,10 @@ void CpuBackend::CrossLayer(int layer, absl::Span<const ForwardSegment> segments
                          static_cast<int64_t>(decode_queries_.size()), &decode_scratch_);
   });
   Timed(&CpuProfile::projection_ms,
-        [&] { cpu::Linear(o, Q, w.out, hx_.data(), /*accumulate=*/true, &wide_); });
+        [&] { cpu::Linear(o, Q, w.out, hx_.data(), /*accumulate=*/true, &wide_, arithmetic_); });
   Timed(&CpuProfile::ffn_ms, [&] {
-    FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), hx_.data(), Q, &ffn_scratch_);
+    FfnBlock(w.ffn, w.ffn_norm, static_cast<float>(config_.norm_eps), hx_.data(), Q, &ffn_scratch_,
+             arithmetic_);
   });
 }
 

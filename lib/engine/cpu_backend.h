@@ -18,6 +18,11 @@ struct CpuBackendOptions {
   // Time each kind of work (a clock read around each, ~100 per decode step): profile() then says
   // where a call's time went.
   bool profile = false;
+  // A Forward whose segments are all one token (a decode step) computes each row's products as
+  // that row alone would (cpu::RowArithmetic::kPerRow), so a sequence's tokens are the same bits
+  // whatever else shares its step. Off: past the rows a matrix streams, sgemm, whose bits depend
+  // on the batch's size (the README's performance section gives the cost).
+  bool batch_invariant = true;
 };
 
 // Milliseconds by kind of work, summed over the calls since the last reset.
@@ -60,6 +65,8 @@ class CpuBackend : public Backend {
 
   std::shared_ptr<const Model> model_;
   CpuBackendOptions options_;
+  // This Forward's: kPerRow for a batch-invariant decode step.
+  cpu::RowArithmetic arithmetic_ = cpu::RowArithmetic::kFastest;
   CpuProfile profile_;
   const ModelConfig& config_;
   const ModelWeights& weights_;

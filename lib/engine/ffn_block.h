@@ -21,9 +21,9 @@ struct FfnScratch {
   std::vector<float> normed, up, gate, wide;
 };
 
-// Adds the block's output to h [rows, D] in place.
+// Adds the block's output to h [rows, D] in place; `arithmetic` as cpu::Linear's.
 void FfnBlock(const FfnWeights& w, const float* norm_weight, float eps, float* h, int64_t rows,
-              FfnScratch* scratch);
+              FfnScratch* scratch, cpu::RowArithmetic arithmetic = cpu::RowArithmetic::kFastest);
 
 }  // namespace yoco
 

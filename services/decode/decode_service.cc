@@ -1,46 +1,37 @@
-// The decode worker's RPCs besides Decode's stream (DecodeStream): Cancel by request id and the
+// The decode worker's RPCs: Decode's stream (DecodeStream) behind the allow-list, and the
 // worker's load report.
 #include "services/decode/decode_service.h"
 
 #include <algorithm>
-#include <mutex>
 
 #include "services/decode/decode_stream.h"
 
 namespace yoco {
+namespace {
+
+// A Decode call refused before it reached the worker.
+class RefusedDecode final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
+ public:
+  explicit RefusedDecode(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
 
 grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeService::Decode(
     grpc::CallbackServerContext* context, const v1::DecodeRequest* request) {
-  return new DecodeStream(*this, worker_, context, request);
-}
-
-void DecodeService::Register(const std::string& request_id, uint64_t sequence) {
-  std::lock_guard<std::mutex> lock(mu_);
-  running_.emplace(request_id, sequence);
-}
-
-void DecodeService::Unregister(const std::string& request_id, uint64_t sequence) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [begin, end] = running_.equal_range(request_id);
-  for (auto it = begin; it != end; ++it) {
-    if (it->second == sequence) {
-      running_.erase(it);
-      return;
-    }
+  if (grpc::Status st = callers_.Check(*context, "DecodeWorker.Decode"); !st.ok()) {
+    return new RefusedDecode(st);
   }
+  return new DecodeStream(worker_, context, request);
 }
 
-grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
-                                   v1::CancelResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [begin, end] = running_.equal_range(request->request_id());
-  for (auto it = begin; it != end; ++it) worker_.Cancel(it->second);
-  response->set_found(begin != end);
-  return grpc::Status::OK;
-}
-
-grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
+grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext* context,
+                                          const v1::GetWorkerInfoRequest*,
                                           v1::WorkerInfo* response) {
+  if (grpc::Status st = callers_.Check(*context, "DecodeWorker.GetWorkerInfo"); !st.ok()) {
+    return st;
+  }
   const DecodeBatcherStats stats = worker_.stats();
   response->set_worker_id(worker_id_);
   response->set_backend(backend_);

@@ -8,7 +8,6 @@
 
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
-#include "services/decode/decode_service.h"
 
 namespace yoco {
 namespace {
@@ -22,7 +21,6 @@ v1::FinishReason ToProto(DecodeFinish reason) {
     case DecodeFinish::kEos:
       return v1::FINISH_REASON_EOS;
     case DecodeFinish::kCancelled:
-      return v1::FINISH_REASON_CANCELLED;
     case DecodeFinish::kError:
       return v1::FINISH_REASON_UNSPECIFIED;
   }
@@ -31,9 +29,9 @@ v1::FinishReason ToProto(DecodeFinish reason) {
 
 }  // namespace
 
-DecodeStream::DecodeStream(DecodeService& service, DecodeWorker& worker,
-                           grpc::CallbackServerContext* context, const v1::DecodeRequest* request)
-    : service_(service), worker_(worker), request_id_(request->request_id()) {
+DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* context,
+                           const v1::DecodeRequest* request)
+    : worker_(worker) {
   if (request->max_new_tokens() < 1) {
     admission_done_ = events_done_ = true;
     FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens must be >= 1"));
@@ -87,7 +85,6 @@ void DecodeStream::OnAdmitted(const absl::StatusOr<uint64_t>& id) {
     ticket_ = 0;
     cancel = cancelled_.load() || finished_;
   }
-  service_.Register(request_id_, *id);
   if (cancel) worker_.Cancel(*id);
   EngineDone(true, false);
 }
@@ -111,6 +108,13 @@ void DecodeStream::Pump() {
     if (e.reason == DecodeFinish::kError) {
       lock.unlock();
       FinishOnce(ToGrpcStatus(e.status));
+      return;
+    }
+    if (e.reason == DecodeFinish::kCancelled) {
+      // Only this call cancels its sequence, and then nobody reads this; should anything else
+      // ever cut it, the router must see a failure to retry, never a finished stream.
+      lock.unlock();
+      FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, "the sequence was cancelled"));
       return;
     }
     out_.mutable_finish()->set_reason(ToProto(e.reason));
@@ -186,14 +190,11 @@ void DecodeStream::EngineDone(bool admission, bool events) {
 
 void DecodeStream::OnDone() {
   bool last;
-  uint64_t sequence;
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
     last = admission_done_ && events_done_;
-    sequence = sequence_;
   }
-  if (sequence != 0) service_.Unregister(request_id_, sequence);
   if (last) delete this;
 }
 

@@ -2,7 +2,8 @@
 // blocking the RPC thread (its bundle may still be on its way, or it is prefilled here on the
 // worker's own thread); its events come from the batching thread into a queue that is written
 // to the caller one message at a time. An open stream holds no thread, and a cancelled call
-// cancels its sequence at once (no polling).
+// cancels its sequence at once (no polling). Only its call can cancel a sequence, so a stream
+// ends OK only with the reasons its caller asked for (length, stop, EOS).
 #ifndef YOCO_SERVICES_DECODE_DECODE_STREAM_H_
 #define YOCO_SERVICES_DECODE_DECODE_STREAM_H_
 
@@ -11,20 +12,17 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
-#include <string>
 
 #include "lib/workers/decode_worker.h"
 #include "yoco/v1/worker.grpc.pb.h"
 
 namespace yoco {
 
-class DecodeService;
-
 class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
  public:
   // Starts the call; it deletes itself when gRPC is done with it and the worker will not call
   // back any more.
-  DecodeStream(DecodeService& service, DecodeWorker& worker, grpc::CallbackServerContext* context,
+  DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* context,
                const v1::DecodeRequest* request);
 
   void OnWriteDone(bool ok) override;
@@ -43,9 +41,7 @@ class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
   // or none will come). Both done and OnDone called: deletes this.
   void EngineDone(bool admission, bool events);
 
-  DecodeService& service_;
   DecodeWorker& worker_;
-  const std::string request_id_;
   std::atomic<bool> cancelled_{false};  // polled by a local prefill
 
   std::mutex mu_;

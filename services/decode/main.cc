@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
+#include "lib/auth/allowed_callers_flag.h"
 #include "lib/engine/backend_choice.h"
 #include "lib/metrics/backend_info_export.h"
 #include "lib/metrics/load_signals_export.h"
@@ -47,6 +48,10 @@ ABSL_FLAG(bool, local_prefill, true,
 ABSL_FLAG(int, local_prefill_max_tokens, 2048,
           "longest prompt this worker prefills itself; longer local prefills are refused (the "
           "router then ships them)");
+ABSL_FLAG(bool, batch_invariant, true,
+          "a sequence's tokens do not depend on the batch it is decoded in (a seed reproduces its "
+          "tokens under any load); false: past the rows a matrix streams, faster sgemm products "
+          "whose rounding depends on the batch's size (CPU backend; the README gives the cost)");
 ABSL_FLAG(bool, vllm_metric_names, false,
           "also export the load gauges under vLLM's names (vllm:num_requests_waiting, ...)");
 
@@ -55,6 +60,19 @@ int main(int argc, char** argv) {
   yoco::ParseServiceFlags(argc, argv,
                           "the decode worker (continuous batching, token "
                           "streams).\nusage: yoco-decode --model DIR [flags] (or --flagfile=FILE)");
+  // Who may call the worker's API is settled before the model loads, so a deployment that
+  // leaves it open fails at once.
+  auto callers = yoco::AllowedCallersFromFlags(!yoco::TlsFilesFromFlags().ca.empty());
+  if (!callers.ok()) {
+    std::cerr << "yoco-decode: " << callers.status().message() << "\n";
+    return 2;
+  }
+  if (callers->admits_everyone()) {
+    std::cerr << "yoco-decode: no mutual TLS: any client that reaches this port can call the "
+                 "worker's API (keep it behind the NetworkPolicy, or serve with --tls-ca and "
+                 "--allowed-callers)"
+              << std::endl;
+  }
   auto weights = yoco::ParseWeightFormat(absl::GetFlag(FLAGS_weights));
   if (!weights.ok()) {
     std::cerr << "yoco-decode: --" << weights.status().message() << "\n";
@@ -91,7 +109,7 @@ int main(int argc, char** argv) {
   // A decode worker never exports a state, so a GPU keeps the recurrent states on the device
   // between steps (only new K/V rows and logits cross the bus).
   const yoco::BackendChoice choice{*kind, absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_device),
-                                   /*lazy_host_states=*/true};
+                                   /*lazy_host_states=*/true, absl::GetFlag(FLAGS_batch_invariant)};
   auto backend = yoco::MakeBackend(*model, choice);
   if (!backend.ok()) {
     std::cerr << "yoco-decode: " << backend.status().message() << "\n";
@@ -165,7 +183,8 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-decode: " << metrics_server.status().message() << "\n";
     return 1;
   }
-  yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen), backend_description);
+  yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen), backend_description,
+                              std::move(*callers));
   int port = 0;
   auto credentials = yoco::MakeServerCredentials(yoco::TlsFilesFromFlags());
   if (!credentials.ok()) {

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
+#include "lib/auth/allowed_callers_flag.h"
 #include "lib/engine/backend_choice.h"
 #include "lib/files/key_file.h"
 #include "lib/metrics/backend_info_export.h"
@@ -64,6 +65,19 @@ int main(int argc, char** argv) {
   yoco::ParseServiceFlags(argc, argv,
                           "the prefill worker (prefix cache, state bundles over "
                           "UCX).\nusage: yoco-prefill --model DIR [flags] (or --flagfile=FILE)");
+  // Who may call the worker's API is settled before the model loads, so a deployment that
+  // leaves it open fails at once.
+  auto callers = yoco::AllowedCallersFromFlags(!yoco::TlsFilesFromFlags().ca.empty());
+  if (!callers.ok()) {
+    std::cerr << "yoco-prefill: " << callers.status().message() << "\n";
+    return 2;
+  }
+  if (callers->admits_everyone()) {
+    std::cerr << "yoco-prefill: no mutual TLS: any client that reaches this port can call the "
+                 "worker's API (keep it behind the NetworkPolicy, or serve with --tls-ca and "
+                 "--allowed-callers)"
+              << std::endl;
+  }
   auto weights = yoco::ParseWeightFormat(absl::GetFlag(FLAGS_weights));
   if (!weights.ok()) {
     std::cerr << "yoco-prefill: --" << weights.status().message() << "\n";
@@ -125,7 +139,8 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: discarded snapshot " << d.key.Hex() << ": " << d.reason.message()
               << "\n";
   }
-  yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen), backend_description);
+  yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen), backend_description,
+                               std::move(*callers));
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
   callbacks->Add("yoco_prefill_active_requests", "Prefills running or waiting for the engine",
                  yoco::ScrapeCallbacks::Type::kGauge,

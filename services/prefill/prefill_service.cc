@@ -25,23 +25,6 @@ void ToProto(const SnapshotInfo& info, const std::string& worker, v1::CacheEntry
 
 }  // namespace
 
-PrefillService::CancelFlag::CancelFlag(PrefillService& service, const std::string& request_id)
-    : service_(service), request_id_(request_id), flag_(std::make_shared<std::atomic<bool>>()) {
-  std::lock_guard<std::mutex> lock(service_.mu_);
-  service_.running_.emplace(request_id_, flag_);
-}
-
-PrefillService::CancelFlag::~CancelFlag() {
-  std::lock_guard<std::mutex> lock(service_.mu_);
-  auto [begin, end] = service_.running_.equal_range(request_id_);
-  for (auto it = begin; it != end; ++it) {
-    if (it->second == flag_) {
-      service_.running_.erase(it);
-      break;
-    }
-  }
-}
-
 grpc::Status PrefillService::CheckTokens(
     const google::protobuf::RepeatedField<int32_t>& tokens) const {
   const int vocab = worker_.model().config().vocab_size;
@@ -58,8 +41,13 @@ grpc::Status PrefillService::CheckTokens(
 grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
                                      const v1::PrefillRequest* request,
                                      v1::PrefillResponse* response) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.Prefill"); !st.ok()) return st;
   if (grpc::Status st = CheckTokens(request->prompt()); !st.ok()) return st;
-  CancelFlag flag(*this, request->request_id());
+  ++active_;
+  struct Done {
+    std::atomic<size_t>& active;
+    ~Done() { --active; }
+  } done{active_};
   PrefillCall call;
   call.prompt.assign(request->prompt().begin(), request->prompt().end());
   call.sampling = FromProto(request->sampling());
@@ -68,7 +56,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   if (request->transfer_timeout_ms() > 0) {
     call.transfer_timeout = absl::Milliseconds(request->transfer_timeout_ms());
   }
-  call.cancelled = [context, &flag] { return context->IsCancelled() || flag.cancelled(); };
+  call.cancelled = [context] { return context->IsCancelled(); };
   call.max_new_tokens = static_cast<int>(std::min<uint32_t>(request->max_new_tokens(), 1u << 30));
   call.stop_at_eos = request->stop_at_eos();
   auto result = worker_.Prefill(call);
@@ -94,22 +82,12 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-size_t PrefillService::active_requests() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return running_.size();
-}
-
-grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
-                                    v1::CancelResponse* response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [begin, end] = running_.equal_range(request->request_id());
-  for (auto it = begin; it != end; ++it) it->second->store(true);
-  response->set_found(begin != end);
-  return grpc::Status::OK;
-}
-
-grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
+grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext* context,
+                                           const v1::GetWorkerInfoRequest*,
                                            v1::WorkerInfo* response) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.GetWorkerInfo"); !st.ok()) {
+    return st;
+  }
   response->set_worker_id(worker_id_);
   response->set_backend(backend_);
   response->set_ucx_address(worker_.transport().address());
@@ -126,6 +104,7 @@ grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext*, const v1::GetWo
 grpc::Status PrefillService::Precache(grpc::ServerContext* context,
                                       const v1::WorkerPrecacheRequest* request,
                                       v1::PrecacheResponse* response) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.Precache"); !st.ok()) return st;
   if (grpc::Status st = CheckTokens(request->tokens()); !st.ok()) return st;
   const std::vector<int32_t> document(request->tokens().begin(), request->tokens().end());
   SnapshotRetention retention;
@@ -143,8 +122,10 @@ grpc::Status PrefillService::Precache(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status PrefillService::ListCache(grpc::ServerContext*, const v1::ListCacheRequest* request,
+grpc::Status PrefillService::ListCache(grpc::ServerContext* context,
+                                       const v1::ListCacheRequest* request,
                                        v1::ListCacheResponse* response) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.ListCache"); !st.ok()) return st;
   if (SnapshotStore* cache = worker_.cache()) {
     for (const SnapshotInfo& info :
          cache->List(SaltRoot(request->has_cache_salt(), request->cache_salt()))) {
@@ -154,8 +135,10 @@ grpc::Status PrefillService::ListCache(grpc::ServerContext*, const v1::ListCache
   return grpc::Status::OK;
 }
 
-grpc::Status PrefillService::EvictCache(grpc::ServerContext*, const v1::EvictCacheRequest* request,
+grpc::Status PrefillService::EvictCache(grpc::ServerContext* context,
+                                        const v1::EvictCacheRequest* request,
                                         v1::EvictCacheResponse* response) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.EvictCache"); !st.ok()) return st;
   SnapshotStore* cache = worker_.cache();
   if (cache == nullptr) return grpc::Status::OK;
   const std::optional<BlockKey> root = SaltRoot(request->has_cache_salt(), request->cache_salt());
@@ -174,9 +157,12 @@ std::optional<BlockKey> PrefillService::SaltRoot(bool has_salt, const std::strin
   return PrefixRootKey(worker_.model().fingerprint(), salt);
 }
 
-grpc::Status PrefillService::CopySnapshot(grpc::ServerContext*,
+grpc::Status PrefillService::CopySnapshot(grpc::ServerContext* context,
                                           const v1::CopySnapshotRequest* request,
                                           v1::CopySnapshotResponse* response) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.CopySnapshot"); !st.ok()) {
+    return st;
+  }
   auto key = BlockKey::FromHex(request->handle());
   if (!key.ok()) return ToGrpcStatus(key.status());
   const absl::Duration timeout =

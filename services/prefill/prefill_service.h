@@ -1,15 +1,14 @@
-// PrefillService: the PrefillWorker gRPC service over a PrefillWorker. Prefills stop when their
-// call is cancelled (client, deadline) or when Cancel names their request id.
+// PrefillService: the PrefillWorker gRPC service over a PrefillWorker. A prefill stops when its
+// call is cancelled (the router's cancel or deadline): only the call that asked for it can stop
+// it. Every method answers only callers on the worker's allow-list (--allowed-callers).
 #ifndef YOCO_SERVICES_PREFILL_PREFILL_SERVICE_H_
 #define YOCO_SERVICES_PREFILL_PREFILL_SERVICE_H_
 
 #include <atomic>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "lib/auth/caller_allow_list.h"
 #include "lib/workers/prefill_worker.h"
 #include "yoco/v1/worker.grpc.pb.h"
 
@@ -18,13 +17,15 @@ namespace yoco {
 class PrefillService final : public v1::PrefillWorker::Service {
  public:
   // `backend` describes where the model runs, for GetWorkerInfo (DescribeBackend).
-  PrefillService(PrefillWorker& worker, std::string worker_id, std::string backend = "cpu")
-      : worker_(worker), worker_id_(std::move(worker_id)), backend_(std::move(backend)) {}
+  PrefillService(PrefillWorker& worker, std::string worker_id, std::string backend = "cpu",
+                 CallerAllowList callers = {})
+      : worker_(worker),
+        worker_id_(std::move(worker_id)),
+        backend_(std::move(backend)),
+        callers_(std::move(callers)) {}
 
   grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override;
-  grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
-                      v1::CancelResponse* response) override;
   grpc::Status GetWorkerInfo(grpc::ServerContext* context, const v1::GetWorkerInfoRequest* request,
                              v1::WorkerInfo* response) override;
   grpc::Status Precache(grpc::ServerContext* context, const v1::WorkerPrecacheRequest* request,
@@ -37,23 +38,10 @@ class PrefillService final : public v1::PrefillWorker::Service {
                             v1::CopySnapshotResponse* response) override;
 
   // For metrics: prefills running or waiting for the engine, and prefills stopped by a cancel.
-  size_t active_requests();
+  size_t active_requests() const { return active_.load(); }
   uint64_t cancelled_requests() const { return cancelled_.load(); }
 
  private:
-  // A cancellation flag registered under a request id for the lifetime of one call.
-  class CancelFlag {
-   public:
-    CancelFlag(PrefillService& service, const std::string& request_id);
-    ~CancelFlag();
-    bool cancelled() const { return flag_->load(); }
-
-   private:
-    PrefillService& service_;
-    const std::string request_id_;
-    std::shared_ptr<std::atomic<bool>> flag_;
-  };
-
   grpc::Status CheckTokens(const google::protobuf::RepeatedField<int32_t>& tokens) const;
   // ListCache / EvictCache's salt filter: the salt's chain root, or none (every snapshot).
   std::optional<BlockKey> SaltRoot(bool has_salt, const std::string& salt) const;
@@ -61,8 +49,8 @@ class PrefillService final : public v1::PrefillWorker::Service {
   PrefillWorker& worker_;
   const std::string worker_id_;
   const std::string backend_;
-  std::mutex mu_;
-  std::multimap<std::string, std::shared_ptr<std::atomic<bool>>> running_;  // by request id
+  const CallerAllowList callers_;
+  std::atomic<size_t> active_{0};
   std::atomic<uint64_t> cancelled_{0};
 };
 

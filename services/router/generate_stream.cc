@@ -422,7 +422,10 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
     return;
   }
   const size_t decode_index = decode_choice_->index;
-  if (decode_reason_ != v1::FINISH_REASON_UNSPECIFIED) {
+  // A worker's CANCELLED is no finish this client asked for (its own cancel ends the call before
+  // any reply): like a stream that ended early, another pair continues it.
+  if (decode_reason_ != v1::FINISH_REASON_UNSPECIFIED &&
+      decode_reason_ != v1::FINISH_REASON_CANCELLED) {
     reason_ = decode_reason_;
     Complete();
   } else if (!status.ok() && RouterService::ClientGone(*context_)) {

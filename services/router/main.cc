@@ -75,6 +75,14 @@ ABSL_FLAG(int64_t, http_max_body_bytes, 8 << 20, "largest HTTP request body (mor
 ABSL_FLAG(int, http_read_timeout_seconds, 10,
           "an HTTP request's headers and body must arrive within this (slow clients are dropped)");
 ABSL_FLAG(int, http_idle_timeout_seconds, 60, "a keep-alive connection idle this long is closed");
+ABSL_FLAG(
+    std::string, worker_tls_cert, "",
+    "PEM certificate the router presents to workers (default: --tls-cert), e.g. one from a "
+    "CA only the cluster's own services get, which the workers trust instead of the clients'");
+ABSL_FLAG(std::string, worker_tls_key, "",
+          "PEM private key of --worker-tls-cert (default: --tls-key)");
+ABSL_FLAG(std::string, worker_tls_ca, "",
+          "PEM CA bundle the workers' certificates must chain to (default: --tls-ca)");
 ABSL_FLAG(std::string, http_tls_cert, "",
           "HTTPS certificate of the HTTP API (default: --tls-cert; with it --tls-key and "
           "--tls-ca, which then requires client certificates)");
@@ -115,6 +123,11 @@ int main(int argc, char** argv) {
   }
   yoco::RouterOptions options;
   options.worker_tls = yoco::TlsFilesFromFlags();
+  for (auto [flag, file] : {std::pair{&FLAGS_worker_tls_cert, &options.worker_tls.cert},
+                            std::pair{&FLAGS_worker_tls_key, &options.worker_tls.key},
+                            std::pair{&FLAGS_worker_tls_ca, &options.worker_tls.ca}}) {
+    if (!absl::GetFlag(*flag).empty()) *file = absl::GetFlag(*flag);
+  }
   if (auto worker_credentials = yoco::MakeChannelCredentials(options.worker_tls);
       !worker_credentials.ok()) {
     std::cerr << "yoco-router: calls to workers: " << worker_credentials.status().message() << "\n";

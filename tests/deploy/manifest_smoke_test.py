@@ -59,7 +59,7 @@ class Rewriter:
         self.absent = free_port()  # nothing listens: the pods beyond the replica count
         self.secrets = {}  # (Secret name, key) -> value
         self.tmp = None    # set by main: where made certificates and tokens live
-        self.ca = None     # (cert path, key path) of the CA standing in for cert-manager's
+        self.cas = {}      # Issuer name -> (cert path, key path) of a CA standing in for it
 
     def port(self, p):
         if p not in self.ports:
@@ -105,11 +105,14 @@ def issue(rw, certificate):
     key = ("certificate", certificate["metadata"]["name"])
     if key in rw.secrets:
         return rw.secrets[key]
-    if rw.ca is None:
-        rw.ca = (os.path.join(rw.tmp, "ca.crt"), os.path.join(rw.tmp, "ca.key"))
-        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-keyout", rw.ca[1], "-out", rw.ca[0], "-days", "2", "-subj", "/CN=yoco-ca")
     spec = certificate["spec"]
+    issuer = spec.get("issuerRef", {}).get("name", "yoco-ca")  # clients' certificates: yoco-ca
+    if issuer not in rw.cas:
+        ca = (os.path.join(rw.tmp, issuer + ".crt"), os.path.join(rw.tmp, issuer + ".key"))
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", ca[1], "-out", ca[0], "-days", "2", "-subj", f"/CN={issuer}")
+        rw.cas[issuer] = ca
+    ca = rw.cas[issuer]
     base = os.path.join(rw.tmp, certificate["metadata"]["name"])
     names = [f"DNS:{n}" for n in spec.get("dnsNames", [])] + \
         [f"IP:{a}" for a in spec.get("ipAddresses", [])]
@@ -117,12 +120,14 @@ def issue(rw, certificate):
         f.write(f"subjectAltName={','.join(names)}\nextendedKeyUsage=serverAuth,clientAuth\n")
     openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
             base + ".key", "-out", base + ".csr", "-subj", f"/CN={spec.get('commonName', 'x')}")
-    openssl("x509", "-req", "-in", base + ".csr", "-CA", rw.ca[0], "-CAkey", rw.ca[1], "-out",
+    openssl("x509", "-req", "-in", base + ".csr", "-CA", ca[0], "-CAkey", ca[1], "-out",
             base + ".crt", "-days", "2", "-set_serial", str(len(rw.secrets) + 2), "-extfile",
             base + ".ext")
     rw.secrets[key] = {k: open(base + ext).read()
                        for k, ext in (("tls.crt", ".crt"), ("tls.key", ".key"))}
-    rw.secrets[key]["ca.crt"] = open(rw.ca[0]).read()
+    rw.secrets[key]["ca.crt"] = open(ca[0]).read()
+    rw.secrets[key]["paths"] = {k: base + ext for k, ext in (("tls.crt", ".crt"), ("tls.key", ".key"))}
+    rw.secrets[key]["paths"]["ca.crt"] = ca[0]
     return rw.secrets[key]
 
 
@@ -155,7 +160,7 @@ def client_flags(rw, objects, router):
 def probe_command(rw, cli, port, probe):
     """The kubelet's probe as a command: a gRPC probe through yoco-cli, an exec probe as is."""
     if "exec" in probe:
-        argv = [rw.text(a) for a in probe["exec"]["command"]]
+        argv = probe["exec"]["local_command"]
         assert "/" not in argv[0], f"{argv[0]}: the image puts the binaries on PATH"
         return [os.path.join(rw.build, "bin", argv[0])] + argv[1:]
     assert rw.port(probe["grpc"]["port"]) == port, "probe on another port"
@@ -200,6 +205,12 @@ def prepare(obj, objects, rw, tmp):
         with open(path, "w") as f:
             f.write(rw.text(data))
     argv = [rw.text(a) for a in container["command"] + container.get("args", [])]
+    # Exec probes' paths are this role's mounts: rewritten now, before another role's mounts
+    # take the same mount paths (every role mounts its certificate at /etc/yoco-tls).
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        if "exec" in container.get(probe, {}):
+            container[probe]["exec"]["local_command"] = [
+                rw.text(a) for a in container[probe]["exec"]["command"]]
     assert "/" not in argv[0], f"{argv[0]}: the image puts the binaries on PATH"
     argv[0] = os.path.join(rw.build, "bin", argv[0])
     env = {"PATH": os.environ["PATH"]}
@@ -234,6 +245,27 @@ def http_api(rw, router, tokens):
     usage = answer["usage"]
     assert usage["prompt_tokens"] == 9 and usage["completion_tokens"] == 12, answer
     print(f"HTTP API ({scheme}): {usage}")
+
+
+def workers_only_for_the_router(rw, objects, roles, grpc):
+    """Where the workers name --allowed_callers: a client's certificate does not open them (its CA
+    is not theirs), nor does a certificate of their own CA with another identity (a worker's)."""
+    argv = " ".join(roles["decode"]["command"] + roles["decode"].get("args", []))
+    if "--allowed_callers" not in argv:
+        return
+    forged_call = os.path.join(rw.build, "bin", "forged_call")
+    decode = certificates(objects)["yoco-decode-tls"]
+    internal_ca = issue(rw, decode)["paths"]["ca.crt"]
+    client = issue(rw, {"metadata": {"name": "smoke-client"},
+                        "spec": {"commonName": "smoke-client", "dnsNames": ["smoke-client"]}})["paths"]
+    worker = issue(rw, decode)["paths"]
+    for who, cert, want in (("a client's certificate", client, "14"),
+                            ("a worker's certificate", worker, "7")):
+        r = subprocess.run([forged_call, "outsider", f"127.0.0.1:{grpc['prefill']}",
+                            f"127.0.0.1:{grpc['decode']}", internal_ca, cert["tls.crt"],
+                            cert["tls.key"], want], capture_output=True, text=True)
+        assert r.returncode == 0, f"{who} at the workers: {r.stdout}{r.stderr}"
+        print(f"workers refuse {who} (code {want} at every method)")
 
 
 def main():
@@ -294,6 +326,8 @@ def main():
         assert served == local, f"served {served}, in-process {local}"
         print(f"{overlay}: served {served} (= in-process engine)")
         http_api(rw, roles["router"], tokens)
+
+        workers_only_for_the_router(rw, objects, roles, grpc)
 
         text = scrape(metrics["router"])
         assert re.search(r'^yoco_router_requests_total\{outcome="ok"\} [1-9]', text, re.M), text

@@ -49,7 +49,7 @@ make_cert router ca 2 150
 make_cert client ca 2 200
 MTLS=(--tls-cert "$log/server.pem" --tls-key "$log/server.key" --tls-ca "$log/ca.pem")
 CLIENT=(--tls-ca "$log/ca.pem" --tls-cert "$log/client.pem" --tls-key "$log/client.key")
-WORKER=(--model "$MODEL" --tls tcp --net-devices lo --threads 1 "${MTLS[@]}")
+WORKER=(--model "$MODEL" --tls tcp --net-devices lo --threads 1 "${MTLS[@]}" --allowed-callers router)
 "$BIN/yoco-prefill" --listen "127.0.0.2:$PREFILL_PORT" "${WORKER[@]}" 2> "$log/p" &
 pids+=($!)
 "$BIN/yoco-decode" --listen "127.0.0.2:$DECODE_PORT" "${WORKER[@]}" --metrics-listen "$METRICS1" \

@@ -33,7 +33,7 @@ make_cert client ca 2 200
 MTLS=(--tls-cert "$log/server.pem" --tls-key "$log/server.key" --tls-ca "$log/ca.pem")
 CLIENT_TLS=(--tls-ca "$log/ca.pem" --tls-cert "$log/client.pem" --tls-key "$log/client.key")
 WORKER_FLAGS=(--model "$MODEL" --tls tcp --net-devices lo --threads 1 --transport-key-file "$log/transport.key"
-              "${MTLS[@]}")
+              "${MTLS[@]}" --allowed-callers server)
 PREFILL_FLAGS=("${WORKER_FLAGS[@]}" --cache-key-file "$log/cache.key")
 "$BIN/yoco-decode" --listen "$DECODE1" "${WORKER_FLAGS[@]}" --metrics-listen "$METRICS_DECODE" 2> "$log/d1" &
 d1=$!; pids+=("$d1")
@@ -397,11 +397,12 @@ elif [[ "$out" == *"yoco-cli: 8:"* ]]; then echo "ok   oversized-message"; else
   echo "FAIL oversized-message: $out"; failures=$((failures + 1)); fi
 rm -f "$log/huge.txt"
 # Forged internal calls: Prefill and CopySnapshot with UCX addresses that are random bytes behind
-# our envelope, or an envelope tagged without the transport key. Refused, and the worker lives.
+# our envelope, or an envelope tagged without the transport key, made with the router's own
+# certificate (an insider's). Refused, and the worker lives.
 pre6=$(ctl precache --tokens "$(prompt 26 200)" --pin)
 total=$((total + 1))
 if out=$("$BIN/forged_call" "$(json "$pre6" worker)" "$(json "$pre6" handle)" "$log/ca.pem" \
-    "$log/client.pem" "$log/client.key" 2>&1); then
+    "$log/server.pem" "$log/server.key" 2>&1); then
   echo "ok   forged-internal-calls-refused"; else
   echo "FAIL forged-internal-calls-refused: $out"; failures=$((failures + 1)); fi
 check still-serving "$(prompt 6 20)" --max-new-tokens 10

@@ -2,7 +2,8 @@
 # Tenants end to end (router --tenants, mutual TLS): a caller is a tenant by bearer token or by
 # client certificate; no or unknown credentials are UNAUTHENTICATED. Tenant A's pre-cached
 # document is a hit for A only: B asking the same prompt misses (and gets the same tokens), sees
-# none of A's snapshots, cannot evict A's handle (NOT_FOUND) and cannot pick a salt. The tenant
+# none of A's snapshots, cannot evict A's handle (NOT_FOUND) and cannot pick a salt; a tenant's
+# certificate cannot call the workers at all. The tenant
 # file is reloaded without a restart; per-tenant counters appear in /metrics.
 #   tenants_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
@@ -22,6 +23,7 @@ total=0
 source "$(dirname "$0")/test_certs.sh"
 make_ca ca
 make_cert server ca 2 100
+make_cert router ca 2 150                        # the router's: the only one the workers answer
 make_cert stranger ca 2 200                      # a valid certificate no tenant owns
 make_cert team-c-client ca 2 300 DNS:team-c.clients  # tenant C by its certificate
 printf 'token-of-team-a-8f2b61d0c4\n' > "$log/a.token"
@@ -35,7 +37,8 @@ cat > "$log/tenants.json" << 'JSON'
   "team-c": {"client_identities": ["team-c.clients"]}}}
 JSON
 
-TLS=(--tls-cert "$log/server.pem" --tls-key "$log/server.key" --tls-ca "$log/ca.pem")
+TLS=(--tls-cert "$log/server.pem" --tls-key "$log/server.key" --tls-ca "$log/ca.pem"
+     --allowed-callers router)
 "$BIN/yoco-decode" --listen "$DECODE" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
   "${TLS[@]}" 2> "$log/d" &
 pids+=($!)
@@ -44,7 +47,8 @@ pids+=($!)
 pids+=($!)
 "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \
   --probe-interval-ms 200 --metrics-listen "$METRICS" --tenants "$log/tenants.json" \
-  --tenants-reload-seconds 1 "${TLS[@]}" 2> "$log/r" &
+  --tenants-reload-seconds 1 --tls-cert "$log/router.pem" --tls-key "$log/router.key" \
+  --tls-ca "$log/ca.pem" 2> "$log/r" &
 pids+=($!)
 
 as() {  # as WHO yoco-cli-command... (WHO: a, b, d, unknown: that token; c: C's certificate;
@@ -119,6 +123,17 @@ evicted=$(json "$(as b evict-cache --all)" evicted)
 case $(as a list-cache) in *"$handle"*) c=0 ;; *) c=1 ;; esac
 [ "$evicted" -ge 1 ] || c=1
 result evict-all-touches-only-the-callers "$c" "b evicted $evicted; a: $(as a list-cache)"
+
+# The workers' API is the router's alone: a tenant's certificate (B's, C's), which the router
+# takes, is PERMISSION_DENIED at every method of both workers (B can neither list nor evict A's
+# pinned document there), and A's document is still cached.
+for cert in stranger team-c-client; do
+  out=$("$BIN/forged_call" outsider "$PREFILL" "$DECODE" "$log/ca.pem" "$log/$cert.pem" \
+    "$log/$cert.key" 2>&1) && c=0 || c=1
+  result "workers-refuse-tenant-certificate-$cert" "$c" "$out"
+done
+case $(as a list-cache) in *"$handle"*) c=0 ;; *) c=1 ;; esac
+result pinned-document-survives-tenant-calls-at-workers "$c" "a: $(as a list-cache)"
 
 got=$(as c generate --tokens "$doc,$question" --max-new-tokens 12 --stats 2> "$log/stats") && st=0 || st=$?
 cached=$(json "$(cat "$log/stats")" cached_prompt_tokens 2> /dev/null || echo none)

@@ -3,8 +3,10 @@
 # decode serve mTLS and the router calls the workers with its certificate. A client presenting
 # a certificate the CA signed gets the in-process engine's tokens; a plaintext client, one
 # without a certificate, one with a certificate from another CA and one with an expired
-# certificate are refused. The router's certificate is rotated on disk and served without a
-# restart.
+# certificate are refused. The workers answer only the router's certificate (a client's is
+# PERMISSION_DENIED), no one can cut a stream by its request id, and a worker under mTLS without
+# --allowed-callers does not start. The router's certificate is rotated on disk and served
+# without a restart.
 #   tls_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -30,11 +32,12 @@ make_cert expired ca 0 400  # valid until this second
 
 TLS=(--tls-cert "$log/server.pem" --tls-key "$log/server.key" --tls-ca "$log/ca.pem"
      --tls-reload-seconds 1)
+# The workers answer the router's certificate, before and after its rotation (server, then next).
 "$BIN/yoco-decode" --listen "$DECODE" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
-  "${TLS[@]}" 2> "$log/d" &
+  "${TLS[@]}" --allowed-callers server,next 2> "$log/d" &
 pids+=($!)
 "$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
-  "${TLS[@]}" 2> "$log/p" &
+  "${TLS[@]}" --allowed-callers server,next 2> "$log/p" &
 pids+=($!)
 "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \
   --probe-interval-ms 200 "${TLS[@]}" 2> "$log/r" &
@@ -70,6 +73,33 @@ check expired-certificate-refused fail --tls-ca "$log/ca.pem" --tls-cert "$log/e
   --tls-key "$log/expired.key"
 check server-of-another-ca-refused fail --tls-ca "$log/rogue.pem" --tls-cert "$log/client.pem" \
   --tls-key "$log/client.key"
+
+# The workers answer only the router's certificate (--allowed-callers): a client certificate of
+# the same CA is PERMISSION_DENIED at every method of both workers.
+total=$((total + 1))
+if out=$("$BIN/forged_call" outsider "$PREFILL" "$DECODE" "$log/ca.pem" "$log/client.pem" \
+    "$log/client.key" 2>&1); then echo "ok   workers-refuse-a-client-certificate"
+else echo "FAIL workers-refuse-a-client-certificate: $out"; failures=$((failures + 1)); fi
+
+# Nobody cuts another's stream by its request id: DecodeWorker.Cancel is gone, so a client and
+# the router's own certificate alike are refused, and the stream runs to its length with the
+# in-process engine's tokens.
+total=$((total + 1))
+long_want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$tokens" --max-new-tokens 1500)
+if out=$(timeout 120 "$BIN/forged_call" cut-stream "$ROUTER" "$DECODE" "$log/ca.pem" \
+    "$log/client.pem" "$log/client.key" "$log/server.pem" "$log/server.key" 1500 "$tokens" \
+    2> "$log/cut.err") && [ "$out" = "$long_want" ]; then echo "ok   stream-cannot-be-cut-by-request-id"
+else echo "FAIL stream-cannot-be-cut-by-request-id: $(cat "$log/cut.err")"; failures=$((failures + 1)); fi
+
+# A worker under mutual TLS without an allow-list does not start, nor one with an allow-list and
+# no verified identities to match.
+total=$((total + 1))
+out1=$(timeout 20 "$BIN/yoco-decode" --listen 127.0.0.1:0 --model "$MODEL" "${TLS[@]}" 2>&1) && s1=0 || s1=$?
+out2=$(timeout 20 "$BIN/yoco-prefill" --listen 127.0.0.1:0 --model "$MODEL" --allowed-callers server \
+  2>&1) && s2=0 || s2=$?
+if [ "$s1" = 2 ] && [[ "$out1" == *"needs --allowed-callers"* ]] && [ "$s2" = 2 ] &&
+   [[ "$out2" == *"--allowed-callers needs mutual TLS"* ]]; then echo "ok   allow-list-required-with-mtls"
+else echo "FAIL allow-list-required-with-mtls: $s1 $out1 / $s2 $out2"; failures=$((failures + 1)); fi
 
 # Rotation: a new certificate (serial 101) replaces the files, as cert-manager does; every
 # service serves it within the reload interval, without a restart, and calls keep working.
