@@ -298,6 +298,10 @@ class Connection final : public SessionBase,
     auto res =
         std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
     res->set(http::field::content_type, content_type);
+    // Load refusals (429: every worker and the router's wait queue full; 503: no worker, or
+    // too many connections) say when to come back, as clients' retry logic (the OpenAI SDKs')
+    // reads it; a second is about how long a queue of prefills takes to move.
+    if (status == 429 || status == 503) res->set(http::field::retry_after, "1");
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();

@@ -101,6 +101,9 @@ GenerateStream::GenerateStream(RouterService& router, grpc::CallbackServerContex
     return;
   }
   call_ = *std::move(call);
+  load_wait_until_ = std::min(context_->deadline(),
+                              std::chrono::system_clock::now() +
+                                  absl::ToChronoMilliseconds(router_.options_.max_load_wait));
   Attempt();
 }
 
@@ -136,16 +139,20 @@ void GenerateStream::OnCancel() {
   std::vector<grpc::ClientContext*> contexts;
   std::vector<DecodeRelay*> relays;
   std::vector<grpc::Alarm*> alarms;
+  uint64_t waiting;
   {
     std::lock_guard<std::mutex> lock(mu_);
     cancelled_ = true;
     for (auto& c : prefill_contexts_) contexts.push_back(c.get());
     for (auto& r : relays_) relays.push_back(r.get());
     for (auto& a : alarms_) alarms.push_back(a.get());
+    waiting = waiting_place_;
   }
   for (grpc::ClientContext* c : contexts) c->TryCancel();
   for (DecodeRelay* r : relays) r->Cancel();
   for (grpc::Alarm* a : alarms) a->Cancel();
+  // Out of the load queue at once (it would be woken only in its turn); the answer is ours.
+  if (waiting != 0 && router_.load_queue_.Remove(waiting)) OnRoom(true);
 }
 
 void GenerateStream::Attempt() {
@@ -168,9 +175,12 @@ void GenerateStream::Attempt() {
 }
 
 void GenerateStream::ChooseWorkers() {
-  decode_choice_ = router_.decode_workers_->Choose(bad_decode_, {}, 0, 1);
+  std::vector<size_t> skip_decode = bad_decode_, skip_prefill = bad_prefill_;
+  skip_decode.insert(skip_decode.end(), busy_decode_.begin(), busy_decode_.end());
+  skip_prefill.insert(skip_prefill.end(), busy_prefill_.begin(), busy_prefill_.end());
+  decode_choice_ = router_.decode_workers_->Choose(skip_decode, {}, 0, 1);
   prefill_choice_ = router_.prefill_workers_->Choose(
-      bad_prefill_, keys_, static_cast<int64_t>(input_.size()),
+      skip_prefill, keys_, static_cast<int64_t>(input_.size()),
       router_.options_.cache_load_penalty_tokens, RouterService::kDiskPenaltyTokens);
   local_ = !force_remote_ &&
            router_.PrefillOnDecodeWorker(decode_choice_, prefill_choice_, input_.size());
@@ -195,6 +205,10 @@ void GenerateStream::ChooseWorkers() {
     dec.set_max_new_tokens(call_.max_new_tokens - static_cast<uint32_t>(generated_.size()));
     dec.set_stop_at_eos(call_.stop_at_eos);
     StartDecode(std::move(dec), /*local=*/true);
+    return;
+  }
+  if (!busy_prefill_.empty() || !busy_decode_.empty()) {  // refused for load, not failed
+    WaitForRoom();
     return;
   }
   // Only a request that has not yet lost a worker of its own waits: the others retry on what
@@ -233,6 +247,72 @@ void GenerateStream::ChooseWorkers() {
   Complete();
 }
 
+void GenerateStream::WaitForRoom() {
+  if (context_->IsCancelled()) {
+    FinishWith(RouterService::ClientGoneStatus(*context_, last_error_));
+    return;
+  }
+  if (std::chrono::system_clock::now() >= load_wait_until_) {
+    reason_ = v1::FINISH_REASON_UNSPECIFIED;
+    Complete();  // with last_error_: the workers' refusal
+    return;
+  }
+  BeginOp();  // the queue's: OnRoom ends it
+  BeginOp();  // this function's: OnRoom may run on another thread before it returns
+  uint64_t first;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    room_answered_ = false;
+    first = first_place_;
+  }
+  absl::StatusOr<uint64_t> place = router_.load_queue_.Push(
+      scope_.tenant, [this](bool turn) { OnRoom(turn); }, first);
+  if (!place.ok()) {  // never queued: no OnRoom
+    last_error_ = ToGrpcStatus(place.status());
+    reason_ = v1::FINISH_REASON_UNSPECIFIED;
+    Complete();
+    EndOp();
+    EndOp();
+    return;
+  }
+  if (router_.metrics_ && first == 0) router_.metrics_->load_waits.Increment();
+  // Cancelled before the place was known here, OnCancel could not take it out: this does.
+  bool cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_place_ == 0) first_place_ = *place;
+    if (!room_answered_) {
+      waiting_place_ = *place;
+      cancelled = cancelled_;
+    }
+  }
+  if (cancelled && router_.load_queue_.Remove(*place)) OnRoom(true);
+  EndOp();
+}
+
+void GenerateStream::OnRoom(bool turn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_place_ = 0;
+    room_answered_ = true;
+  }
+  if (context_->IsCancelled()) {
+    FinishWith(RouterService::ClientGoneStatus(*context_, last_error_));
+  } else if (!turn) {
+    last_error_ =
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     "every worker is at its queue bound and the router's wait queue is "
+                     "full: this request gave its place to another tenant's; retry later");
+    reason_ = v1::FINISH_REASON_UNSPECIFIED;
+    Complete();
+  } else {
+    busy_prefill_.clear();
+    busy_decode_.clear();
+    ChooseWorkers();
+  }
+  EndOp();
+}
+
 void GenerateStream::StartRemotePrefill() {
   const size_t prefill_index = prefill_choice_->index;
   if (prefill_choice_->better_holder.has_value()) {
@@ -267,6 +347,8 @@ void GenerateStream::StartRemotePrefill() {
         const bool decode_blamed =
             !status.ok() && blamed != trailers.end() && blamed->second == kFailedPeerDecode;
         prefill_in_flight_.reset();
+        // A prefill worker's queue has one more place: the next waiter's turn.
+        if (router_.load_queue_.waiting() > 0) router_.load_queue_.WakeNext();
         if (decode_blamed) {
           // The prompt was prefilled but its state could not reach the decode worker (dead
           // before the probes noticed): that worker failed; the same prefill worker may serve
@@ -297,11 +379,13 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status) {
     }
     if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       // A full queue (the prefill worker's, or the decode worker's refusing the bundle) is
-      // load, not failure: another pair for this request, both stay healthy.
+      // load, not failure: another pair for this request, both stay healthy, and once every
+      // pair has refused the request waits for room. Not an attempt: nothing failed.
       last_error_ = status;
-      bad_prefill_.push_back(prefill_index);
-      bad_decode_.push_back(decode_index);
-      NextAttempt();
+      busy_prefill_.push_back(prefill_index);
+      busy_decode_.push_back(decode_index);
+      decode_in_flight_.reset();
+      ChooseWorkers();
       return;
     }
     if (!Retryable(status)) {
@@ -417,6 +501,8 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
 
 void GenerateStream::OnDecodeDone(const grpc::Status& status) {
   finish_.mutable_timings()->set_decode_ms(finish_.timings().decode_ms() + MsSince(decode_start_));
+  // A decode worker has room for one more sequence: the next waiter's turn.
+  if (router_.load_queue_.waiting() > 0) router_.load_queue_.WakeNext();
   if (finished_) {  // the client went away while a token was being written
     EndOp();
     return;
@@ -436,6 +522,13 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
     last_error_ = status;
     force_remote_ = true;
     NextAttempt();
+  } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // Its batch and queue are full: load, not failure. The tokens sent so far go on from
+    // another pair, or from this one when it has room (WaitForRoom); not an attempt.
+    last_error_ = status;
+    busy_decode_.push_back(decode_index);
+    decode_in_flight_.reset();
+    Attempt();
   } else if (!status.ok() && !Retryable(status)) {
     FinishWith(status);
   } else {

@@ -49,6 +49,10 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void OnDecodeEvent(const v1::DecodeEvent& event);  // then the relay reads the next or stops
   void OnDecodeDone(const grpc::Status& status);
   void NextAttempt();
+  // Every pair left refused for load: wait at the router (LoadWaitQueue) for room, within the
+  // request's deadline and RouterOptions::max_load_wait; then OnRoom.
+  void WaitForRoom();
+  void OnRoom(bool turn);  // the queue's answer: try again, or shed
 
   // Sends a token to the client, then runs `then` (not when the client is gone).
   void Emit(int32_t id, std::function<void()> then);
@@ -81,7 +85,9 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
   // The attempts.
   int attempt_ = 0;
-  std::vector<size_t> bad_prefill_, bad_decode_;
+  std::vector<size_t> bad_prefill_, bad_decode_;    // failed: not tried again by this request
+  std::vector<size_t> busy_prefill_, busy_decode_;  // refused for load: not until room comes
+  std::chrono::system_clock::time_point load_wait_until_;
   v1::FinishReason reason_ = v1::FINISH_REASON_UNSPECIFIED;
   grpc::Status last_error_{grpc::StatusCode::UNAVAILABLE, "no worker answered"};
   bool cache_reported_ = false;
@@ -106,9 +112,12 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   std::vector<std::unique_ptr<DecodeRelay>> relays_;                    // guarded by mu_
   std::vector<std::unique_ptr<grpc::Alarm>> alarms_;                    // guarded by mu_
   bool cancelled_ = false;                                              // guarded by mu_
-  int ops_ = 0;                                                         // guarded by mu_
-  bool done_ = false;                                                   // guarded by mu_
-  bool finished_ = false;  // Finish called (only the chain calls it)
+  uint64_t waiting_place_ = 0;  // guarded by mu_: while in the load queue
+  bool room_answered_ = false;  // guarded by mu_: OnRoom ran for the last wait
+  uint64_t first_place_ = 0;    // guarded by mu_: kept across waits, so the turn is kept
+  int ops_ = 0;                 // guarded by mu_
+  bool done_ = false;           // guarded by mu_
+  bool finished_ = false;       // Finish called (only the chain calls it)
 };
 
 }  // namespace yoco

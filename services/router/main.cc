@@ -1,4 +1,5 @@
 // yoco-router: the public API in front of prefill and decode workers. Flags, wiring, run.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -46,6 +47,12 @@ ABSL_FLAG(int, probe_interval_ms, 1000,
 ABSL_FLAG(int64_t, cache_load_penalty_tokens, 1024,
           "routing: one request of load on a prefill worker weighs as much as this many prompt "
           "tokens it has cached");
+ABSL_FLAG(int, max_load_wait_ms, 60000,
+          "a request every worker refuses for load waits at the router for room this long at "
+          "most (within its deadline), tenants taking turns; then RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_waiting_requests, 1024,
+          "requests that may wait at the router for room (0: a refusal for load is final); "
+          "beyond, RESOURCE_EXHAUSTED (HTTP 429 with Retry-After)");
 ABSL_FLAG(int, wait_for_workers_ms, 10000,
           "a request that finds no healthy prefill and decode worker waits this long (within its "
           "deadline) for one before UNAVAILABLE");
@@ -143,6 +150,9 @@ int main(int argc, char** argv) {
   options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
   options.snapshot_conversations = absl::GetFlag(FLAGS_snapshot_conversations);
   options.wait_for_workers = absl::Milliseconds(absl::GetFlag(FLAGS_wait_for_workers_ms));
+  options.max_load_wait = absl::Milliseconds(std::max(0, absl::GetFlag(FLAGS_max_load_wait_ms)));
+  options.max_waiting_requests =
+      static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_max_waiting_requests)));
   options.local_prefill_max_tokens = absl::GetFlag(FLAGS_local_prefill_max_tokens);
   options.local_prefill_max_load = absl::GetFlag(FLAGS_local_prefill_max_load);
   std::unique_ptr<yoco::TenantDirectory> tenants;
@@ -175,6 +185,10 @@ int main(int argc, char** argv) {
   callbacks->Add("yoco_router_background_jobs", "Conversation snapshots queued or being made",
                  yoco::ScrapeCallbacks::Type::kGauge,
                  [&service] { return static_cast<double>(service.background_jobs()); });
+  callbacks->Add("yoco_router_requests_waiting_for_room",
+                 "Requests every worker refused for load, waiting at the router",
+                 yoco::ScrapeCallbacks::Type::kGauge,
+                 [&service] { return static_cast<double>(service.requests_waiting_for_room()); });
   callbacks->Add("yoco_service_draining", "1 from SIGTERM/SIGINT until the service exits",
                  yoco::ScrapeCallbacks::Type::kGauge, [] { return yoco::Draining() ? 1.0 : 0.0; });
   auto metrics_server =

@@ -38,6 +38,12 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                                "uncached prompts)")
                          .Register(registry)
                          .Add({})),
+      load_waits(prometheus::BuildCounter()
+                     .Name("yoco_router_load_waits_total")
+                     .Help("Requests every worker refused for load that waited at the router "
+                           "for room")
+                     .Register(registry)
+                     .Add({})),
       worker_failures(prometheus::BuildCounter()
                           .Name("yoco_router_worker_failures_total")
                           .Help("Workers marked failed after a call to them failed")

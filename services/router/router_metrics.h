@@ -23,6 +23,7 @@ struct RouterMetrics {
   prometheus::Counter& generated_tokens;
   prometheus::Counter& retries;         // worker pairs retried after a failure
   prometheus::Counter& local_prefills;  // attempts prefilled on the decode worker
+  prometheus::Counter& load_waits;      // requests that waited at the router for room
   // Workers marked failed after a call to them failed (never for the client's own deadline or
   // cancellation, nor for a refusal for load), by role.
   prometheus::Family<prometheus::Counter>& worker_failures;

@@ -47,7 +47,11 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
       tokenizer_(std::move(tokenizer)),
       tokenizer_name_(std::move(tokenizer_name)),
       options_(std::move(options)),
-      metrics_(metrics) {
+      metrics_(metrics),
+      load_queue_(options_.max_waiting_requests),
+      load_tick_(kLoadTick, [this] {
+        if (load_queue_.waiting() > 0) load_queue_.WakeNext();
+      }) {
   channel_args_.SetMaxReceiveMessageSize(64 << 20);
   // Reconnect to a restarted worker within a second, not after gRPC's default backoff (which
   // grows to two minutes).

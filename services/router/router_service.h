@@ -16,11 +16,13 @@
 #include "lib/auth/tenant_directory.h"
 #include "lib/engine/model_config.h"
 #include "lib/routing/kubernetes_pod_watch.h"
+#include "lib/routing/load_wait_queue.h"
 #include "lib/routing/worker_discovery.h"
 #include "lib/routing/worker_registry.h"
 #include "lib/rpc/tls_credentials.h"
 #include "lib/text/tokenizer.h"
 #include "lib/threading/bounded_job_queue.h"
+#include "lib/threading/periodic_task.h"
 #include "services/router/router_metrics.h"
 #include "yoco/v1/worker.grpc.pb.h"
 #include "yoco/v1/yoco.grpc.pb.h"
@@ -42,6 +44,12 @@ struct RouterOptions {
   // A request that finds no healthy worker pair waits this long (within its deadline) for one,
   // since workers that are restarting (a rollout, a crash) come back within seconds.
   absl::Duration wait_for_workers = absl::Seconds(10);
+  // A request that every worker refuses for load (their queues at their bound) waits at the
+  // router for room (LoadWaitQueue: fair across tenants) for up to this long within its
+  // deadline, with at most `max_waiting_requests` waiting; beyond either it fails with
+  // RESOURCE_EXHAUSTED.
+  absl::Duration max_load_wait = absl::Seconds(60);
+  size_t max_waiting_requests = 1024;
   uint32_t default_max_new_tokens = 16;
   uint32_t transfer_timeout_ms = 30000;
   absl::Duration probe_interval = absl::Seconds(1);  // worker health and cache index refresh
@@ -93,6 +101,8 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
 
   // Background jobs (conversation snapshots) queued or running, for metrics.
   size_t background_jobs() { return background_.pending(); }
+  // Requests waiting at the router for a worker with room, for metrics.
+  size_t requests_waiting_for_room() const { return load_queue_.waiting(); }
 
   // Whether a request would find a healthy prefill and decode worker now (and the router is not
   // draining): the HTTP front's readiness.
@@ -126,6 +136,9 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   // Reading and checking ~20 MB (an 8K-token snapshot of the 12-layer benchmark shape) takes
   // about as long as prefilling a few dozen tokens; memory wins ties.
   static constexpr int64_t kDiskPenaltyTokens = 64;
+  // How often load_tick_ wakes a waiter: a woken request that finds no room costs one refused
+  // worker call, and room freed elsewhere is found within this.
+  static constexpr absl::Duration kLoadTick = absl::Milliseconds(20);
   // The block keys of `tokens` a prefill can resume from (all but the last token's block).
   std::vector<BlockKey> UsableKeys(const std::string& salt,
                                    const std::vector<int32_t>& tokens) const;
@@ -166,7 +179,11 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   std::vector<std::unique_ptr<WorkerDiscovery>> discovery_;       // after the registries it feeds
   std::mutex copies_mu_;
   std::set<std::pair<BlockKey, size_t>> copies_;  // (snapshot, target worker) queued or running
-  BoundedJobQueue background_{64};                // last: its jobs use the members above
+  LoadWaitQueue load_queue_;
+  BoundedJobQueue background_{64};  // its jobs use the members above
+  // Wakes a waiter now and then, for room nothing at this router announces (other routers'
+  // requests ending, workers coming back). Last: it uses load_queue_.
+  PeriodicTask load_tick_;
 };
 
 }  // namespace yoco

@@ -80,7 +80,7 @@ int Count(const std::string& text, const std::string& what) {
 }
 
 // Answers "METHOD TARGET BODY" as text/plain; /stream streams three pieces; /hang never
-// answers but reports when its client goes; /drop drops its exchange.
+// answers but reports when its client goes; /drop drops its exchange; /busy refuses for load.
 class HttpServerTest : public ::testing::Test {
  protected:
   void Start(HttpServerOptions options = {}) {
@@ -100,6 +100,8 @@ class HttpServerTest : public ::testing::Test {
             exchange->OnClientGone([this] { gone_.set_value(); });
             std::lock_guard<std::mutex> lock(mu_);
             hanging_.push_back(exchange);
+          } else if (request.Path() == "/busy") {
+            exchange->Respond(429, "application/json", "{}");
           } else if (request.Path() == "/drop") {
             // The exchange goes out of scope unanswered.
           } else {
@@ -137,6 +139,18 @@ TEST_F(HttpServerTest, AnswersKeepAliveRequestsOnOneConnection) {
   c.Send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
   got = c.ReadUntil("GET /b", kWait);
   EXPECT_EQ(Count(got, "HTTP/1.1 200 OK"), 2) << got;
+}
+
+TEST_F(HttpServerTest, LoadRefusalsSayWhenToRetry) {
+  Start();
+  Client c(port());
+  c.Send("GET /busy HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string got = c.ReadUntil("GET /ok", kWait);
+  const size_t ok = got.find("HTTP/1.1 200");
+  ASSERT_NE(ok, std::string::npos) << got;
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 429 Too Many Requests\r\n")) << got;
+  EXPECT_NE(got.substr(0, ok).find("Retry-After: 1\r\n"), std::string::npos) << got;
+  EXPECT_EQ(got.substr(ok).find("Retry-After"), std::string::npos) << got;  // not on a 200
 }
 
 TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {

@@ -2,7 +2,8 @@
 # A seed reproduces its tokens under any load: for every weight format and K/V dtype, 64 streams
 # (half greedy, half seeded sampling) opened at once through router, prefill and decode workers
 # give exactly the tokens each request gets alone in process (concurrent_streams.cc), although
-# the decode worker batches them 32 at a time, in whatever order they arrive.
+# the decode worker batches them 32 at a time, in whatever order they arrive (and the prefill
+# worker queues 32, so half of them wait at the router for room first).
 #   determinism_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -24,7 +25,7 @@ for weights in as-stored bf16 q8; do
       "${FORMAT[@]}" 2> "$log/d" &
     pids+=($!)
     "$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net-devices lo \
-      "${FORMAT[@]}" --max-queue 64 2> "$log/p" &
+      "${FORMAT[@]}" 2> "$log/p" &
     pids+=($!)
     "$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL" \
       --decode "$DECODE" --probe-interval-ms 200 2> "$log/r" &
