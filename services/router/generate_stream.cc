@@ -464,6 +464,11 @@ void GenerateStream::StartDecode(v1::DecodeRequest request, bool local) {
     relay = relays_.back().get();
     ++ops_;
   }
+  // Watched before it starts, so that its end (Unwatch) always comes after.
+  stall_id_ = router_.stall_watch_->Watch(decode_choice_->index, [this, relay] {
+    stalled_ = true;
+    relay->Cancel();
+  });
   relay->Start(*router_.decode_stubs_[decode_choice_->index], context_->deadline());
   std::lock_guard<std::mutex> lock(mu_);
   if (cancelled_) relay->Cancel();
@@ -484,6 +489,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     relay->ReadNext();
     return;
   }
+  router_.stall_watch_->Progress(stall_id_);
   if (decode_first_token_) {
     decode_first_token_ = false;
     finish_.mutable_timings()->set_prefill_ms(finish_.timings().prefill_ms() +
@@ -501,8 +507,10 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
 
 void GenerateStream::OnDecodeDone(const grpc::Status& status) {
   finish_.mutable_timings()->set_decode_ms(finish_.timings().decode_ms() + MsSince(decode_start_));
+  router_.stall_watch_->Unwatch(stall_id_);
   // A decode worker has room for one more sequence: the next waiter's turn.
   if (router_.load_queue_.waiting() > 0) router_.load_queue_.WakeNext();
+  const bool stalled = stalled_.exchange(false);
   if (finished_) {  // the client went away while a token was being written
     EndOp();
     return;
@@ -516,6 +524,17 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
     Complete();
   } else if (!status.ok() && RouterService::ClientGone(*context_)) {
     FinishWith(RouterService::ClientGoneStatus(*context_, status));
+  } else if (stalled) {
+    // Stopped sending (failed its health probe, or no token long past its pace): as if it had
+    // died, the tokens sent so far go on from another pair.
+    last_error_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the decode worker stalled");
+    router_.decode_workers_->MarkFailed(decode_index);
+    if (router_.metrics_) {
+      router_.metrics_->decode_worker_failures.Increment();
+      router_.metrics_->stalled_streams.Increment();
+    }
+    bad_decode_.push_back(decode_index);
+    NextAttempt();
   } else if (local_ && (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
                         status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)) {
     // It does not prefill (any more), or its prefill queue is full: a prefill worker's turn.

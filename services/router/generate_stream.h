@@ -103,6 +103,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   v1::PrefillResponse prefill_response_;
   v1::FinishReason decode_reason_ = v1::FINISH_REASON_UNSPECIFIED;
   bool decode_first_token_ = true;
+  uint64_t stall_id_ = 0;             // this attempt's decode stream in the StallWatch
+  std::atomic<bool> stalled_{false};  // the StallWatch cut it: the worker failed
   std::chrono::steady_clock::time_point decode_start_;
 
   // Read by OnCancel on another thread. Contexts and relays are kept until the end, so a

@@ -53,6 +53,11 @@ ABSL_FLAG(int, max_load_wait_ms, 60000,
 ABSL_FLAG(int, max_waiting_requests, 1024,
           "requests that may wait at the router for room (0: a refusal for load is final); "
           "beyond, RESOURCE_EXHAUSTED (HTTP 429 with Retry-After)");
+ABSL_FLAG(double, stall_multiple, 50,
+          "a decode stream that gets no token for this many times its average gap between "
+          "tokens (at least --min-stall-ms), or whose worker fails its health probe, moves to "
+          "another pair with the tokens already sent");
+ABSL_FLAG(int, min_stall_ms, 2000, "the shortest gap between tokens taken for a stalled worker");
 ABSL_FLAG(int, wait_for_workers_ms, 10000,
           "a request that finds no healthy prefill and decode worker waits this long (within its "
           "deadline) for one before UNAVAILABLE");
@@ -150,6 +155,8 @@ int main(int argc, char** argv) {
   options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
   options.snapshot_conversations = absl::GetFlag(FLAGS_snapshot_conversations);
   options.wait_for_workers = absl::Milliseconds(absl::GetFlag(FLAGS_wait_for_workers_ms));
+  options.stall_multiple = absl::GetFlag(FLAGS_stall_multiple);
+  options.min_stall = absl::Milliseconds(std::max(1, absl::GetFlag(FLAGS_min_stall_ms)));
   options.max_load_wait = absl::Milliseconds(std::max(0, absl::GetFlag(FLAGS_max_load_wait_ms)));
   options.max_waiting_requests =
       static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_max_waiting_requests)));

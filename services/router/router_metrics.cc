@@ -44,6 +44,12 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                            "for room")
                      .Register(registry)
                      .Add({})),
+      stalled_streams(prometheus::BuildCounter()
+                          .Name("yoco_router_stalled_streams_total")
+                          .Help("Decode streams moved to another pair because their worker "
+                                "failed its health probe or stopped sending tokens")
+                          .Register(registry)
+                          .Add({})),
       worker_failures(prometheus::BuildCounter()
                           .Name("yoco_router_worker_failures_total")
                           .Help("Workers marked failed after a call to them failed")

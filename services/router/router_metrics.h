@@ -21,9 +21,10 @@ struct RouterMetrics {
   prometheus::Histogram& time_to_first_token;         // seconds
   prometheus::Histogram& inter_token;                 // seconds between streamed tokens
   prometheus::Counter& generated_tokens;
-  prometheus::Counter& retries;         // worker pairs retried after a failure
-  prometheus::Counter& local_prefills;  // attempts prefilled on the decode worker
-  prometheus::Counter& load_waits;      // requests that waited at the router for room
+  prometheus::Counter& retries;          // worker pairs retried after a failure
+  prometheus::Counter& local_prefills;   // attempts prefilled on the decode worker
+  prometheus::Counter& load_waits;       // requests that waited at the router for room
+  prometheus::Counter& stalled_streams;  // decode streams moved off a worker that stalled
   // Workers marked failed after a call to them failed (never for the client's own deadline or
   // cancellation, nor for a refusal for load), by role.
   prometheus::Family<prometheus::Counter>& worker_failures;

@@ -88,6 +88,11 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
                                                       options_.probe_interval);
   decode_workers_ = std::make_unique<WorkerRegistry>(std::vector<std::string>{}, decode_probes,
                                                      options_.probe_interval);
+  StallWatchOptions stall;
+  stall.multiple = options_.stall_multiple;
+  stall.min_timeout = options_.min_stall;
+  stall_watch_ = std::make_unique<StallWatch>(
+      stall, [this](size_t worker) { return decode_workers_->healthy(worker); });
 }
 
 absl::Status RouterService::Start() {

@@ -17,6 +17,7 @@
 #include "lib/engine/model_config.h"
 #include "lib/routing/kubernetes_pod_watch.h"
 #include "lib/routing/load_wait_queue.h"
+#include "lib/routing/stall_watch.h"
 #include "lib/routing/worker_discovery.h"
 #include "lib/routing/worker_registry.h"
 #include "lib/rpc/tls_credentials.h"
@@ -50,6 +51,11 @@ struct RouterOptions {
   // RESOURCE_EXHAUSTED.
   absl::Duration max_load_wait = absl::Seconds(60);
   size_t max_waiting_requests = 1024;
+  // A decode stream whose worker fails its health probe, or that gets no token for
+  // `stall_multiple` times its average gap (at least `min_stall`), moves to another pair with
+  // the tokens already sent (StallWatch).
+  double stall_multiple = 50;
+  absl::Duration min_stall = absl::Seconds(2);
   uint32_t default_max_new_tokens = 16;
   uint32_t transfer_timeout_ms = 30000;
   absl::Duration probe_interval = absl::Seconds(1);  // worker health and cache index refresh
@@ -175,6 +181,8 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   std::vector<std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
   std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
   std::unique_ptr<WorkerRegistry> decode_workers_;
+  // Decode streams watched for a worker that stops sending; its sweeper reads decode_workers_.
+  std::unique_ptr<StallWatch> stall_watch_;
   std::vector<std::unique_ptr<KubernetesPodWatch>> pod_watches_;  // read by discovery_
   std::vector<std::unique_ptr<WorkerDiscovery>> discovery_;       // after the registries it feeds
   std::mutex copies_mu_;

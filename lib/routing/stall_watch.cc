@@ -1,0 +1,68 @@
+// The watch's bookkeeping and sweep.
+#include "lib/routing/stall_watch.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace yoco {
+
+StallWatch::StallWatch(StallWatchOptions options, std::function<bool(size_t worker)> healthy)
+    : options_(options), healthy_(std::move(healthy)) {
+  if (options_.sweep_interval > absl::ZeroDuration()) {
+    sweeper_ = std::make_unique<PeriodicTask>(options_.sweep_interval, [this] { Sweep(); });
+  }
+}
+
+StallWatch::~StallWatch() { sweeper_.reset(); }
+
+uint64_t StallWatch::Watch(size_t worker, std::function<void()> on_stall, absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  streams_[id] = Stream{worker, std::move(on_stall), now};
+  return id;
+}
+
+void StallWatch::Progress(uint64_t id, absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  Stream& s = it->second;
+  if (s.tokens > 0) s.gap_sum += now - s.last;
+  ++s.tokens;
+  s.last = now;
+}
+
+void StallWatch::Unwatch(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.erase(id);
+}
+
+void StallWatch::Sweep(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    const Stream& s = it->second;
+    const absl::Duration gap = now - s.last;
+    // An unhealthy worker that still sends (one draining after SIGTERM fails its probes but
+    // finishes its streams) is let be: only silence counts.
+    bool stalled = gap > options_.min_timeout && !healthy_(s.worker);
+    if (!stalled && s.tokens > 0) {
+      // The average gap needs two tokens; after one, the floor alone.
+      const absl::Duration average =
+          s.tokens > 1 ? s.gap_sum / (s.tokens - 1) : absl::ZeroDuration();
+      stalled = gap > std::max(options_.min_timeout, average * options_.multiple);
+    }
+    if (stalled) {
+      it->second.on_stall();
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+size_t StallWatch::watched() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return streams_.size();
+}
+
+}  // namespace yoco
