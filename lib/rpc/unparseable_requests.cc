@@ -19,9 +19,13 @@ class Interceptor : public grpc::experimental::Interceptor {
         methods->GetRecvMessage() == nullptr) {
       unparseable_ = true;
     }
-    if (unparseable_ &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
-        methods->GetSendStatus().error_code() == grpc::StatusCode::INTERNAL) {
+    // Unary methods answer an unparseable request INTERNAL, callback server-streaming ones
+    // (Generate, Decode) UNIMPLEMENTED, both without a message.
+    const auto code =
+        unparseable_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)
+            ? methods->GetSendStatus().error_code()
+            : grpc::StatusCode::OK;
+    if (code == grpc::StatusCode::INTERNAL || code == grpc::StatusCode::UNIMPLEMENTED) {
       methods->ModifySendStatus(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
           "the request message of " + method_ +
