@@ -1,5 +1,5 @@
-// Lookups with glibc's resolver (res_nsearch): the system's configuration and search domains,
-// or one named server.
+// Lookups: the system's resolver through getaddrinfo (as gRPC's dns:/// resolves: /etc/hosts,
+// nsswitch, DNS with its search domains), or one named DNS server through glibc's res_nsearch.
 #include "lib/routing/dns_lookup.h"
 
 #include <arpa/inet.h>
@@ -71,16 +71,54 @@ absl::StatusOr<DnsWorkerTarget> DnsWorkerTarget::Parse(const std::string& spec) 
   return target;
 }
 
+namespace {
+
+// The system's resolver as gRPC's dns:/// uses it: getaddrinfo, so /etc/hosts (localhost) and
+// nsswitch count as well as DNS with its search domains (res_nsearch alone skips /etc/hosts).
+absl::StatusOr<std::vector<std::string>> ResolveWithSystem(const std::string& name, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(name.c_str(), nullptr, &hints, &found);
+  if (rc == EAI_NONAME || rc == EAI_NODATA) return std::vector<std::string>{};  // no such name
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat("lookup of ", name, " failed: ", gai_strerror(rc)));
+  }
+  std::vector<std::string> out;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ai_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr, text,
+                sizeof text);
+      out.push_back(absl::StrCat(text, ":", port));
+    } else if (a->ai_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr, text,
+                sizeof text);
+      out.push_back(absl::StrCat("[", text, "]:", port));
+    }
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> DnsWorkerTarget::Resolve() const {
+  if (server.empty()) {
+    absl::StatusOr<std::vector<std::string>> out = ResolveWithSystem(name, port);
+    if (!out.ok()) return out;
+    std::sort(out->begin(), out->end());
+    out->erase(std::unique(out->begin(), out->end()), out->end());
+    return out;
+  }
   struct __res_state state;
   std::memset(&state, 0, sizeof state);
   if (res_ninit(&state) != 0) return absl::UnavailableError("cannot initialise the resolver");
-  if (!server.empty()) {
-    state.nscount = 1;
-    state.nsaddr_list[0].sin_family = AF_INET;
-    state.nsaddr_list[0].sin_port = htons(server_port);
-    inet_pton(AF_INET, server.c_str(), &state.nsaddr_list[0].sin_addr);
-  }
+  state.nscount = 1;
+  state.nsaddr_list[0].sin_family = AF_INET;
+  state.nsaddr_list[0].sin_port = htons(server_port);
+  inet_pton(AF_INET, server.c_str(), &state.nsaddr_list[0].sin_addr);
   state.retrans = 1;  // seconds: a slow DNS server must not hold discovery long
   state.retry = 2;
   std::vector<std::string> out;

@@ -1,4 +1,5 @@
-// DnsWorkerTarget: "dns:///NAME:PORT" (the system's resolver, with its search domains) or
+// DnsWorkerTarget: "dns:///NAME:PORT" (the system's resolver: /etc/hosts and DNS with its
+// search domains, as gRPC's own dns:/// target) or
 // "dns://SERVER:DNSPORT/NAME:PORT" (that DNS server, as in gRPC's target syntax), resolved to
 // one "IP:PORT" per A and AAAA record. A Kubernetes headless Service publishes one record per
 // ready pod, so the records are the workers.

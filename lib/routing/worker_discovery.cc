@@ -32,6 +32,15 @@ absl::Status WorkerDiscovery::Sync() {
   if (failing_) std::cerr << "discovery of " << what_ << ": lookups work again" << std::endl;
   failing_ = false;
   const std::set<std::string> now(found->begin(), found->end());
+  // Said once each time the set becomes empty: a name that does not resolve (a typo, a Service
+  // with no ready pod) is otherwise a router that silently has no workers.
+  if (now.empty() && (!members_.empty() || !said_empty_)) {
+    std::cerr << "discovery of " << what_
+              << ": the name resolves to no address (no such name, or no ready pod behind it); "
+                 "no workers until it does"
+              << std::endl;
+  }
+  said_empty_ = now.empty();
   for (const std::string& address : members_) {
     if (now.count(address) == 0) leave_(address);
   }

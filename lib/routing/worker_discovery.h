@@ -42,6 +42,7 @@ class WorkerDiscovery {
   std::mutex sync_mu_;  // one Sync at a time
   std::set<std::string> members_;
   bool failing_ = false;
+  bool said_empty_ = false;  // the last round found no address, and said so
   std::atomic<uint64_t> failed_lookups_{0};
   std::unique_ptr<PeriodicTask> rounds_;  // last: it syncs through the members above
 };

@@ -28,6 +28,19 @@ TEST(DnsWorkerTargetTest, ParsesGrpcStyleTargets) {
   }
 }
 
+// dns:///NAME resolves as gRPC's own dns:/// does: /etc/hosts counts (res_nsearch alone found
+// no localhost).
+TEST(DnsWorkerTargetTest, SystemResolverReadsHostsFile) {
+  auto localhost = DnsWorkerTarget::Parse("dns:///localhost:50071");
+  ASSERT_TRUE(localhost.ok());
+  auto found = localhost->Resolve();
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_FALSE(found->empty());
+  for (const std::string& address : *found) {
+    EXPECT_TRUE(address == "127.0.0.1:50071" || address == "[::1]:50071") << address;
+  }
+}
+
 TEST(WorkerDiscoveryTest, LookupsBecomeJoinsAndLeavesAndFailuresKeepTheSet) {
   absl::StatusOr<std::vector<std::string>> answer = std::vector<std::string>{"a:1", "b:1"};
   std::vector<std::string> log;
