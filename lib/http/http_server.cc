@@ -140,12 +140,16 @@ class Connection final : public SessionBase,
   void DoStartStream(int status, std::string content_type) override {
     if (closed_ || responded_) return;
     responded_ = true;
-    auto res =
-        std::make_shared<http::response<http::empty_body>>(static_cast<http::status>(status), 11);
+    // An HTTP/1.0 client knows no chunked encoding: its stream is the bytes until the server
+    // closes the connection.
+    close_delimited_ = http_10_;
+    if (close_delimited_) keep_alive_ = false;
+    auto res = std::make_shared<http::response<http::empty_body>>(static_cast<http::status>(status),
+                                                                  close_delimited_ ? 10 : 11);
     res->set(http::field::content_type, content_type);
     res->set(http::field::cache_control, "no-cache");
     res->keep_alive(keep_alive_);
-    res->chunked(true);
+    res->chunked(!close_delimited_);
     auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
     Enqueue([this, res, serializer](std::function<void(bool)> done) {
       http::async_write_header(
@@ -162,18 +166,24 @@ class Connection final : public SessionBase,
     auto data = std::make_shared<std::string>(std::move(piece));
     Enqueue(
         [this, data](std::function<void(bool)> done) {
-          net::async_write(stream_, http::make_chunk(net::buffer(*data)),
-                           [data, done](beast::error_code ec, size_t) { done(!ec); });
+          auto written = [data, done](beast::error_code ec, size_t) { done(!ec); };
+          if (close_delimited_) {
+            net::async_write(stream_, net::buffer(*data), std::move(written));
+          } else {
+            net::async_write(stream_, http::make_chunk(net::buffer(*data)), std::move(written));
+          }
         },
         std::move(sent));
   }
 
   void DoEnd() override {
     if (closed_) return;
-    Enqueue([this](std::function<void(bool)> done) {
-      net::async_write(stream_, http::make_chunk_last(),
-                       [done](beast::error_code ec, size_t) { done(!ec); });
-    });
+    if (!close_delimited_) {  // a close-delimited body ends with the close (Complete)
+      Enqueue([this](std::function<void(bool)> done) {
+        net::async_write(stream_, http::make_chunk_last(),
+                         [done](beast::error_code ec, size_t) { done(!ec); });
+      });
+    }
     Enqueue([this](std::function<void(bool)> done) {
       Complete();
       done(true);
@@ -317,6 +327,8 @@ class Connection final : public SessionBase,
   void Dispatch() {
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
+    http_10_ = req.version() == 10;
+    close_delimited_ = false;
     HttpRequest request;
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
@@ -337,6 +349,12 @@ class Connection final : public SessionBase,
   // again: before, such a wake-up ended the watch, and a client that then hung up was never
   // reported (its generation ran on; seen as a failure of AClientThatHangsUpIsReported under
   // load).
+  //
+  // The end of the client's bytes is ambiguous: a client that closed, or one that only shut its
+  // writing side after the request (HTTP/1.0 clients, `nc -N`) and waits for the answer. A
+  // request that asked to close the connection after its response (HTTP/1.0, `Connection:
+  // close`) is taken as the second: it gets its response, and a client really gone shows when a
+  // write to it fails. On a keep-alive connection the end of the bytes means the client went.
   void WatchForDisconnect() {
     Lowest().socket().async_wait(
         tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
@@ -344,6 +362,7 @@ class Connection final : public SessionBase,
           char c;
           const ssize_t n =
               ::recv(self->Lowest().socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 && !self->keep_alive_) return;  // half-closed: the response still goes
           if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return self->Close();
           if (n < 0) self->WatchForDisconnect();
         });
@@ -417,6 +436,8 @@ class Connection final : public SessionBase,
   std::deque<std::pair<Op, std::function<void(bool)>>> ops_;
   std::function<void()> gone_;
   bool keep_alive_ = true;
+  bool http_10_ = false;          // the request's version: its stream is close-delimited
+  bool close_delimited_ = false;  // the response in progress ends with the connection
   bool writing_ = false;
   bool responded_ = false;
   bool complete_ = false;

@@ -97,6 +97,9 @@ GenerateStream::GenerateStream(RouterService& router, grpc::CallbackServerContex
   absl::StatusOr<GenerateCall> call = CheckGenerateRequest(
       *request_, router_.config_, *router_.tokenizer_, router_.options_.default_max_new_tokens);
   if (!call.ok()) {
+    if (const std::string field = InvalidField(call.status()); !field.empty()) {
+      context_->AddTrailingMetadata(kInvalidFieldMetadata, field);
+    }
     FinishWith(ToGrpcStatus(call.status()));
     return;
   }

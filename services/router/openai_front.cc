@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "lib/openai/openai_response.h"
 #include "lib/openai/stop_string_trimmer.h"
+#include "lib/rpc/invalid_field.h"
 
 namespace yoco {
 namespace {
@@ -21,6 +22,13 @@ constexpr char kJson[] = "application/json";
 
 absl::Status FromGrpc(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// The request field the router named in a refusal (kInvalidFieldMetadata); "" when none.
+std::string InvalidFieldOf(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto it = trailers.find(kInvalidFieldMetadata);
+  return it == trailers.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
 std::string RandomId(const char* prefix) {
@@ -155,8 +163,9 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
         exchange_->End();
       }
     } else {
-      const absl::Status error =
-          status.ok() ? absl::InternalError("the generation ended early") : FromGrpc(status);
+      const absl::Status error = status.ok()
+                                     ? absl::InternalError("the generation ended early")
+                                     : WithParam(FromGrpc(status), InvalidFieldOf(context_));
       if (!stream_started_) {
         front_.Fail(*exchange_, error);
       } else {
@@ -172,6 +181,21 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
   }
 
  private:
+  // The request field the router named, as this API's "param" (its message already says what
+  // is wrong with it).
+  absl::Status WithParam(const absl::Status& error, const std::string& field) const {
+    std::string param;
+    if (field == "prompt") {
+      param = header_.chat ? "messages" : "prompt";
+    } else if (field == "sampling.max_new_tokens") {
+      param = "max_tokens";
+    } else if (field == "sampling.stop_strings") {
+      param = "stop";
+    }
+    if (param.empty()) return error;
+    return ParamError(param, error.message());
+  }
+
   GenerateCall(OpenAiFront& front, std::shared_ptr<HttpExchange> exchange, OpenAiGenerate request,
                CompletionHeader header)
       : front_(front),
@@ -293,6 +317,16 @@ void OpenAiFront::Handle(HttpRequest request, std::shared_ptr<HttpExchange> exch
     if (shutting_down_ && path != "/health") {
       return Fail(*exchange, absl::UnavailableError("the router is shutting down"));
     }
+  }
+  // A compressed body is no malformed JSON: say what to do instead.
+  if (const std::string encoding = request.Header("content-encoding");
+      !encoding.empty() && !absl::EqualsIgnoreCase(encoding, "identity")) {
+    Respond(*exchange, 415,
+            JsonText(ErrorJson(absl::StatusCode::kInvalidArgument,
+                               absl::StrCat("Content-Encoding ", encoding,
+                                            " is not supported: send the body uncompressed"),
+                               "")));
+    return;
   }
   if (path == "/health") {
     if (only("GET")) Respond(*exchange, 200, "{}");

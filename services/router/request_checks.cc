@@ -7,6 +7,14 @@
 namespace yoco {
 namespace {
 
+constexpr char kFieldPayload[] = "yoco.invalid_field";
+
+absl::Status FieldError(absl::string_view field, absl::string_view message) {
+  absl::Status st = absl::InvalidArgumentError(message);
+  st.SetPayload(kFieldPayload, absl::Cord(field));
+  return st;
+}
+
 absl::StatusOr<std::vector<int32_t>> PromptTokens(bool has_tokens, const v1::TokenIds& tokens,
                                                   const std::string& text,
                                                   const ModelConfig& config,
@@ -15,23 +23,28 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(bool has_tokens, const v1::Tok
   if (has_tokens) {
     out.assign(tokens.ids().begin(), tokens.ids().end());
   } else {
-    if (text.empty()) return absl::InvalidArgumentError("the prompt is empty");
+    if (text.empty()) return FieldError("prompt", "the prompt is empty");
     absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(text);
-    if (!ids.ok()) return absl::InvalidArgumentError(ids.status().message());
+    if (!ids.ok()) return FieldError("prompt", ids.status().message());
     out.push_back(kBosId);  // prompts start with BOS, as the reference's do
     out.insert(out.end(), ids->begin(), ids->end());
   }
-  if (out.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  if (out.empty()) return FieldError("prompt", "the prompt is empty");
   for (int32_t id : out) {
     if (id < 0 || id >= config.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config.vocab_size, ")"));
+      return FieldError("prompt", absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                               config.vocab_size, ")"));
     }
   }
   return out;
 }
 
 }  // namespace
+
+std::string InvalidField(const absl::Status& status) {
+  const auto field = status.GetPayload(kFieldPayload);
+  return field.has_value() ? std::string(*field) : std::string();
+}
 
 absl::StatusOr<GenerateCall> CheckGenerateRequest(const v1::GenerateRequest& request,
                                                   const ModelConfig& config,
@@ -50,24 +63,27 @@ absl::StatusOr<GenerateCall> CheckGenerateRequest(const v1::GenerateRequest& req
   call.max_new_tokens =
       sampling.max_new_tokens() > 0 ? sampling.max_new_tokens() : default_max_new_tokens;
   if (call.max_new_tokens > kMaxNewTokensLimit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_new_tokens ", call.max_new_tokens, " is absurd (at most ", kMaxNewTokensLimit, ")"));
+    return FieldError("sampling.max_new_tokens",
+                      absl::StrCat("max_new_tokens ", call.max_new_tokens, " is absurd (at most ",
+                                   kMaxNewTokensLimit, ")"));
   }
   if (sampling.stop_strings_size() > kMaxStopStrings) {
-    return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxStopStrings, " stop strings"));
+    return FieldError("sampling.stop_strings",
+                      absl::StrCat("at most ", kMaxStopStrings, " stop strings"));
   }
   for (const std::string& stop : sampling.stop_strings()) {
     if (stop.empty() || stop.size() > kMaxStopStringBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("stop strings must have 1 to ", kMaxStopStringBytes, " bytes"));
+      return FieldError("sampling.stop_strings", absl::StrCat("stop strings must have 1 to ",
+                                                              kMaxStopStringBytes, " bytes"));
     }
   }
   call.stop_strings.assign(sampling.stop_strings().begin(), sampling.stop_strings().end());
   if (config.max_seq_len > 0 &&
       call.prompt.size() + call.max_new_tokens > static_cast<size_t>(config.max_seq_len)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the prompt (", call.prompt.size(), " tokens) + max_new_tokens (", call.max_new_tokens,
-        ") exceeds the model's max_seq_len ", config.max_seq_len));
+    return FieldError("sampling.max_new_tokens",
+                      absl::StrCat("the prompt (", call.prompt.size(),
+                                   " tokens) + max_new_tokens (", call.max_new_tokens,
+                                   ") exceeds the model's max_seq_len ", config.max_seq_len));
   }
   call.stop_at_eos = sampling.stop_at_eos();
   return call;

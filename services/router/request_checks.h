@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "lib/engine/model_config.h"
 #include "lib/engine/sampler.h"
+#include "lib/rpc/invalid_field.h"
 #include "lib/text/tokenizer.h"
 #include "yoco/v1/yoco.pb.h"
 
@@ -30,10 +31,14 @@ struct GenerateCall {
   std::vector<std::string> stop_strings;
 };
 
-// INVALID_ARGUMENT naming the problem: an empty prompt, a token outside the vocabulary, a text
-// the tokenizer refuses (it must be UTF-8), bad sampling settings, too many or too long stop
-// strings, an absurd max_new_tokens, or a prompt + max_new_tokens beyond max_seq_len (with
-// both lengths in the message).
+// The request field a refusal is about ("" when not one field): the router sends it to the
+// client in kInvalidFieldMetadata.
+std::string InvalidField(const absl::Status& status);
+
+// INVALID_ARGUMENT naming the problem (and the field, InvalidField): an empty prompt, a token
+// outside the vocabulary, a text the tokenizer refuses (it must be UTF-8), bad sampling settings,
+// too many or too long stop strings, an absurd max_new_tokens, or a prompt + max_new_tokens beyond
+// max_seq_len (with both lengths in the message).
 absl::StatusOr<GenerateCall> CheckGenerateRequest(const v1::GenerateRequest& request,
                                                   const ModelConfig& config,
                                                   const Tokenizer& tokenizer,

@@ -115,8 +115,10 @@ expect unknown-field 400 frobnicate POST /v1/completions '{"prompt": "x", "frobn
 expect n-2 400 n POST /v1/completions '{"prompt": "x", "n": 2}'
 expect echo 400 echo POST /v1/completions '{"prompt": "x", "echo": true}'
 expect logprobs 400 logprobs POST /v1/completions '{"prompt": "x", "logprobs": 2}'
-expect token-outside-vocabulary 400 - POST /v1/completions '{"prompt": [0, 99999]}'
-expect too-long 400 - POST /v1/completions "{\"prompt\": \"x\", \"max_tokens\": 1000000}"
+expect token-outside-vocabulary 400 prompt POST /v1/completions '{"prompt": [0, 99999]}'
+expect too-long 400 max_tokens POST /v1/completions "{\"prompt\": \"x\", \"max_tokens\": 1000000}"
+expect past-max-seq-len 400 max_tokens POST /v1/completions "{\"prompt\": [0, 5, 6], \"max_tokens\": 4094}"
+expect too-many-stops 400 stop POST /v1/completions "{\"prompt\": \"x\", \"stop\": [$(seq -s, 1 17 | sed 's/[0-9]*/"&"/g')]}"
 expect chat-no-messages 400 messages POST /v1/chat/completions '{"messages": []}'
 expect chat-bad-role 400 'messages[0].role' POST /v1/chat/completions '{"messages": [{"role": "robot", "content": "x"}]}'
 expect unknown-model 404 - POST /v1/completions '{"model": "gpt-9", "prompt": "x"}'
@@ -125,6 +127,8 @@ expect wrong-method 405 - GET /v1/completions
 out=$(curl -s -X DELETE "http://$HTTP/v1/cache/00000000000000000000000000000000")
 if [ "$out" = '{"evicted":0}' ]; then pass evict-unknown; else fail evict-unknown "$out"; fi
 expect evict-all-unasked 400 all DELETE /v1/cache
+code=$(printf '{"prompt": "x"}' | gzip | curl -s -o "$log/gzip" -w '%{http_code}' -H 'Content-Encoding: gzip' "http://$HTTP/v1/completions" --data-binary @-)
+if [ "$code" = 415 ] && grep -q "uncompressed" "$log/gzip"; then pass gzip-body-415; else fail gzip-body-415 "$code $(cat "$log/gzip")"; fi
 code=$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Request-Timeout: soon' "http://$HTTP/v1/completions" --data-binary '{"prompt": "x"}')
 if [ "$code" = 400 ]; then pass bad-timeout-header; else fail bad-timeout-header "$code"; fi
 code=$(curl -s -o "$log/deadline" -w '%{http_code}' -H 'X-Request-Timeout: 0.05' "http://$HTTP/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 4000, "ignore_eos": true}')
