@@ -19,7 +19,7 @@ cmake --build build-asan --parallel "$(nproc)" \
   loadtest_test eval_test forged_call concurrent_streams yoco yoco-loadtest yoco-eval \
   yoco-cli yoco-router yoco-prefill yoco-decode yoco_tiny_model
 (cd build-asan && ctest --output-on-failure --timeout 900 \
-  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|HttpServer|OpenAi|ChatTemplate|StopStringTrimmer|Workload|LoadSummary|MetricsScrape|SseStream|HttpCompletion|DocQaTask|TaskFile|NiahEval|LocalPrefill|AsyncAdmission|CallerAllowList|LoadWaitQueue|StallWatch|integration.serving|integration.tls|integration.burst|integration.stall|integration.local_prefill|integration.openai_http|integration.loadtest|integration.niah')
+  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|ReflectionV1|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|HttpServer|OpenAi|ChatTemplate|StopStringTrimmer|Workload|LoadSummary|MetricsScrape|SseStream|HttpCompletion|DocQaTask|TaskFile|NiahEval|LocalPrefill|AsyncAdmission|CallerAllowList|LoadWaitQueue|StallWatch|integration.serving|integration.tls|integration.burst|integration.stall|integration.local_prefill|integration.openai_http|integration.loadtest|integration.niah')
 
 # Every fuzz target for a short while from its seed corpus (scripts/fuzz.sh runs them longer).
 bash scripts/fuzz.sh 20
