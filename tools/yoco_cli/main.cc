@@ -1,7 +1,8 @@
 // yoco-cli: a client of the router's public API. Before the command, --tls-ca FILE calls over
 // TLS (verifying the server against that CA), --tls-cert FILE --tls-key FILE present a
 // client certificate (mutual TLS), and --token-file FILE sends a tenant's bearer token.
-//   yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) --max-new-tokens N
+//   yoco-cli --router HOST:PORT generate (--prompt TEXT | --prompt-file FILE | --tokens 0,17,...)
+//            --max-new-tokens N
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]
 //            [--timeout-ms MS]  (the call's deadline, default 10 minutes) [--stop-string S]
 //            [--cache-salt S]
@@ -12,7 +13,8 @@
 //   yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS] [--watch]
 //            (any YOCO service's address; "" is liveness, the role's service name readiness;
 //            --watch prints every change until the server ends the stream)
-// generate streams token ids (comma-separated, with --tokens) or text (with --prompt) to stdout;
+// generate streams token ids (comma-separated, with --tokens) or text (with --prompt or
+// --prompt-file) to stdout;
 // --stats prints the final usage, cache and timings as one JSON line on stderr. The cache
 // commands print one JSON line on stdout.
 #include <grpcpp/generic/generic_stub.h>
@@ -24,8 +26,12 @@
 #include <sstream>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "lib/files/bounded_file.h"
 #include "lib/files/key_file.h"
+#include "lib/rpc/grpc_server.h"
 #include "lib/rpc/tls_credentials.h"
 #include "tools/yoco/command_line.h"
 #include "yoco/v1/yoco.grpc.pb.h"
@@ -78,6 +84,22 @@ void Authorize(grpc::ClientContext& context) {
   if (!BearerToken().empty()) context.AddMetadata("authorization", "Bearer " + BearerToken());
 }
 
+// A prompt or document from a file: a regular file only (a FIFO would block, /dev/zero never
+// end), no larger than one request to the router can carry.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, const char* flag) {
+  constexpr uint64_t kMaxBytes = yoco::kMaxGrpcMessageBytes - (1 << 20);  // room for the rest
+  absl::StatusOr<std::string> text = yoco::ReadBoundedFile(path, kMaxBytes);
+  if (text.ok()) return text;
+  if (text.status().code() == absl::StatusCode::kInvalidArgument &&
+      absl::StrContains(text.status().message(), "-byte limit")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", path, " holds more than the ", kMaxBytes >> 20,
+        " MiB one request to the router carries: split the document, and pre-cache its first "
+        "part before asking about the whole"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(flag, " ", text.status().message()));
+}
+
 int Precache(const std::string& router, const std::vector<std::string>& args) {
   auto cl = yoco::CommandLine::Parse(args, {"file", "text", "tokens", "ttl-seconds", "cache-salt"},
                                      {"pin"});
@@ -93,11 +115,9 @@ int Precache(const std::string& router, const std::vector<std::string>& args) {
   } else if (cl->Has("text")) {
     request.set_text(*cl->String("text"));
   } else {
-    std::ifstream in(*cl->String("file"), std::ios::binary);
-    if (!in) return Fail("cannot read " + *cl->String("file"));
-    std::stringstream text;
-    text << in.rdbuf();
-    request.set_text(text.str());
+    absl::StatusOr<std::string> text = ReadTextFile(*cl->String("file"), "--file");
+    if (!text.ok()) return Fail(std::string(text.status().message()));
+    request.set_text(*std::move(text));
   }
   auto ttl = cl->Int("ttl-seconds", 0);
   if (!ttl.ok()) return Fail(std::string(ttl.status().message()));
@@ -250,19 +270,26 @@ int Health(const std::string& address, const std::vector<std::string>& args) {
 }
 
 int Generate(const std::string& router, const std::vector<std::string>& args) {
-  auto cl = yoco::CommandLine::Parse(args,
-                                     {"prompt", "tokens", "max-new-tokens", "temperature", "top-k",
-                                      "top-p", "seed", "timeout-ms", "stop-string", "cache-salt"},
-                                     {"stats", "stop-at-eos"});
+  auto cl = yoco::CommandLine::Parse(
+      args,
+      {"prompt", "prompt-file", "tokens", "max-new-tokens", "temperature", "top-k", "top-p", "seed",
+       "timeout-ms", "stop-string", "cache-salt"},
+      {"stats", "stop-at-eos"});
   if (!cl.ok()) return Fail(std::string(cl.status().message()));
   yoco::v1::GenerateRequest request;
   if (cl->Has("cache-salt")) request.set_cache_salt(*cl->String("cache-salt"));
   const bool tokens_mode = cl->Has("tokens");
-  if (tokens_mode == cl->Has("prompt")) return Fail("give exactly one of --prompt and --tokens");
+  if (cl->Has("tokens") + cl->Has("prompt") + cl->Has("prompt-file") != 1) {
+    return Fail("give exactly one of --prompt, --prompt-file and --tokens");
+  }
   if (tokens_mode) {
     auto ids = cl->IntList("tokens");
     if (!ids.ok()) return Fail(std::string(ids.status().message()));
     request.mutable_tokens()->mutable_ids()->Add(ids->begin(), ids->end());
+  } else if (cl->Has("prompt-file")) {
+    absl::StatusOr<std::string> text = ReadTextFile(*cl->String("prompt-file"), "--prompt-file");
+    if (!text.ok()) return Fail(std::string(text.status().message()));
+    request.set_text(*std::move(text));
   } else {
     request.set_text(*cl->String("prompt"));
   }
@@ -368,7 +395,8 @@ int main(int argc, char** argv) {
     if (command == "health") return Health(router, args);
   }
   std::ostream& out = (command == "--help" || command == "help") ? std::cout : std::cerr;
-  out << "usage: yoco-cli --router HOST:PORT generate (--prompt TEXT | --tokens 0,17,...) "
+  out << "usage: yoco-cli --router HOST:PORT generate (--prompt TEXT | --prompt-file FILE | "
+         "--tokens 0,17,...) "
          "--max-new-tokens N [--temperature T] [--top-k K] [--top-p P] [--seed S] "
          "[--stop-at-eos] [--stop-string S] [--cache-salt S] [--stats] [--timeout-ms MS]\n"
          "       yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | "
