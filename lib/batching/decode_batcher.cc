@@ -39,8 +39,11 @@ class DecodeBatcher::Loop {
     const int64_t bytes =
         ReservedBytes(backend_.model().config(), seq.generation.state(), seq.max_new_tokens);
     if (bytes > options_.memory_budget_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "sequence needs ", bytes, " bytes, the budget is ", options_.memory_budget_bytes));
+      // Not load: no wait makes it fit, so the caller must look elsewhere.
+      return absl::FailedPreconditionError(absl::StrCat("the sequence needs ", bytes,
+                                                        " bytes of state memory, more than this "
+                                                        "decode worker's whole budget of ",
+                                                        options_.memory_budget_bytes));
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int>(queue_.size()) >= options_.max_queue) {

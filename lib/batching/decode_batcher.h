@@ -58,8 +58,9 @@ class DecodeBatcher {
   DecodeBatcher(const DecodeBatcher&) = delete;
   DecodeBatcher& operator=(const DecodeBatcher&) = delete;
 
-  // Queues a sequence; returns its id. RESOURCE_EXHAUSTED when the queue is full, or when the
-  // sequence alone could never fit the memory budget; INVALID_ARGUMENT for max_new_tokens < 1.
+  // Queues a sequence; returns its id. RESOURCE_EXHAUSTED when the queue is full (load: later
+  // it may fit), FAILED_PRECONDITION when the sequence alone could never fit the memory budget;
+  // INVALID_ARGUMENT for max_new_tokens < 1.
   absl::StatusOr<uint64_t> Admit(DecodeSequence sequence);
   // Ends a sequence (queued or active) with kCancelled at the next step boundary; its memory is
   // released then. Unknown ids are ignored.

@@ -1,5 +1,7 @@
 // Files are written to a temporary name and renamed, so a crash never leaves a half-written
-// snapshot under a real name (and a torn one would fail its checksum anyway).
+// file under a real name (and a torn one would fail its checksum anyway). Blocks are written
+// before the manifest that refers to them, so a crash leaves at worst blocks no manifest refers
+// to, which the next Open deletes.
 #include "lib/cache/snapshot_disk_tier.h"
 
 #include <fcntl.h>
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +21,7 @@ namespace yoco {
 namespace {
 
 constexpr char kSuffix[] = ".snap";
+constexpr char kBlockSuffix[] = ".kvb";
 
 // Reads a snapshot file without trusting it: a regular file only (a FIFO would block, a link to
 // /dev/zero would never end), whose size is exactly what its header implies for this model and
@@ -87,19 +91,73 @@ absl::Status WriteWholeFile(const std::string& path, const std::string& bytes) {
                                             : absl::UnavailableError(message);
 }
 
-DiskSnapshotInfo InfoOf(const SnapshotFile& file, int64_t bytes) {
+// Reads a file of a size known in advance (a block file) without trusting it, as above.
+absl::StatusOr<std::string> ReadExactFile(const std::string& path, uint64_t expected) {
+  absl::StatusOr<int> fd = OpenRegularFile(path);
+  if (!fd.ok()) return absl::DataLossError(fd.status().message());
+  struct stat st {};
+  std::string bytes;
+  absl::Status status;
+  if (fstat(*fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != expected) {
+    status = absl::DataLossError(absl::StrCat(path, " is not ", expected, " bytes long"));
+  } else {
+    bytes.resize(expected);
+    size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t n = pread(*fd, bytes.data() + got, bytes.size() - got, got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    if (got != bytes.size()) status = absl::DataLossError(absl::StrCat(path, " shrank while read"));
+  }
+  close(*fd);
+  if (!status.ok()) return status;
+  return bytes;
+}
+
+// Writes under a temporary name, then renames: a crash never leaves a half-written file under
+// a real name.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  if (absl::Status st = WriteWholeFile(tmp, bytes); !st.ok()) return st;
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+DiskSnapshotInfo InfoOf(const SnapshotManifest& m, int64_t bytes) {
   DiskSnapshotInfo info;
-  info.key = file.chain.back();
-  info.tokens = static_cast<int64_t>(file.tokens.size());
+  info.key = m.chain.back();
+  info.tokens = static_cast<int64_t>(m.tokens.size());
   info.bytes = bytes;
-  info.pinned = file.pinned;
-  info.expires = file.expires;
-  info.first_key = file.chain.front();
-  info.first_block.assign(file.tokens.begin(), file.tokens.begin() + kCacheBlockTokens);
+  info.pinned = m.pinned;
+  info.expires = m.expires;
+  info.first_key = m.chain.front();
+  info.first_block.assign(m.tokens.begin(), m.tokens.begin() + kCacheBlockTokens);
   return info;
 }
 
+// The canonical (lower-case) name's key: another spelling would count a file twice.
+std::optional<BlockKey> KeyOfName(const std::string& name, absl::string_view suffix) {
+  if (!absl::EndsWith(name, suffix)) return std::nullopt;
+  auto key = BlockKey::FromHex(name.substr(0, name.size() - suffix.size()));
+  if (!key.ok() || name != absl::StrCat(key->Hex(), suffix)) return std::nullopt;
+  return *key;
+}
+
 }  // namespace
+
+SnapshotDiskTier::SnapshotDiskTier(SnapshotDiskOptions options, const ModelConfig& config,
+                                   uint64_t fingerprint)
+    : options_(std::move(options)),
+      config_(config),
+      fingerprint_(fingerprint),
+      block_bytes_(static_cast<int64_t>(KvBlockFileBytes(config))) {}
 
 absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
     const SnapshotDiskOptions& options, const ModelConfig& config, uint64_t model_fingerprint,
@@ -111,6 +169,10 @@ absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
         absl::StrCat("cannot create the cache folder ", options.dir, ": ", ec.message()));
   }
   std::unique_ptr<SnapshotDiskTier> tier(new SnapshotDiskTier(options, config, model_fingerprint));
+  std::vector<DiscardedSnapshot> local;
+  if (discarded == nullptr) discarded = &local;
+  std::map<BlockKey, absl::Status> bad_blocks;
+  std::vector<std::pair<std::string, BlockKey>> manifests;
   std::error_code list_error;
   for (const auto& dirent : std::filesystem::directory_iterator(options.dir, list_error)) {
     const std::string name = dirent.path().filename().string();
@@ -120,109 +182,281 @@ absl::StatusOr<std::unique_ptr<SnapshotDiskTier>> SnapshotDiskTier::Open(
       if (regular) std::filesystem::remove(dirent.path(), ignored);
       continue;
     }
-    if (!absl::EndsWith(name, kSuffix)) continue;
-    auto key = BlockKey::FromHex(name.substr(0, name.size() - (sizeof kSuffix - 1)));
-    // Only the canonical (lower-case) name is ours: another spelling would count a file twice.
-    if (!key.ok() || name != key->Hex() + kSuffix) continue;
+    if (std::optional<BlockKey> block = KeyOfName(name, kBlockSuffix)) {
+      if (regular) tier->OpenBlock(dirent.path().string(), *block, &bad_blocks);
+      continue;  // anything else under the name is not ours to remove
+    }
+    std::optional<BlockKey> key = KeyOfName(name, kSuffix);
+    if (!key.has_value()) continue;
     if (!regular) {
       // Not deleted: it is not ours to remove (a directory may hold anything).
-      if (discarded != nullptr) {
-        discarded->push_back({*key, absl::DataLossError("not a regular file; left in place")});
-      }
+      discarded->push_back({*key, absl::DataLossError("not a regular file; left in place")});
       continue;
     }
-    absl::StatusOr<std::string> bytes =
-        ReadSnapshotBytes(dirent.path().string(), config, options.budget_bytes);
-    absl::StatusOr<SnapshotFile> file =
-        bytes.ok() ? ParseSnapshotFile(*bytes, config, model_fingerprint, options.cache_key)
-                   : absl::StatusOr<SnapshotFile>(bytes.status());
-    if (file.ok() && file->chain.back() != *key) {
-      file = absl::DataLossError("the file's name and contents disagree");
-    }
-    if (!file.ok()) {
-      std::filesystem::remove(dirent.path(), ignored);
-      if (discarded != nullptr) discarded->push_back({*key, file.status()});
-      continue;
-    }
-    Entry& e = tier->entries_[*key];
-    e.info = InfoOf(*file, static_cast<int64_t>(bytes->size()));
-    e.last_use = ++tier->use_clock_;
-    tier->bytes_ += e.info.bytes;
+    manifests.emplace_back(dirent.path().string(), *key);
   }
   if (list_error) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot list the cache folder ", options.dir, ": ", list_error.message()));
   }
+  for (const auto& [path, key] : manifests) tier->OpenManifest(path, key, bad_blocks, discarded);
+  // Blocks no snapshot refers to: a write interrupted between its blocks and its manifest.
+  for (auto it = tier->blocks_.begin(); it != tier->blocks_.end();) {
+    auto next = std::next(it);
+    if (it->second == 0) {
+      ++it->second;
+      tier->Unref(it->first);
+    }
+    it = next;
+  }
   return tier;
 }
 
-std::string SnapshotDiskTier::PathOf(const BlockKey& key) const {
+void SnapshotDiskTier::OpenBlock(const std::string& path, const BlockKey& key,
+                                 std::map<BlockKey, absl::Status>* bad_blocks) {
+  absl::StatusOr<std::string> bytes = ReadExactFile(path, block_bytes_);
+  absl::Status status = bytes.status();
+  if (bytes.ok()) {
+    status = ParseKvBlockFile(*bytes, key, config_, fingerprint_, options_.cache_key).status();
+  }
+  if (!status.ok()) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+    (*bad_blocks)[key] = status;
+    return;
+  }
+  blocks_[key] = 0;
+  bytes_ += block_bytes_;
+}
+
+void SnapshotDiskTier::OpenManifest(const std::string& path, const BlockKey& key,
+                                    const std::map<BlockKey, absl::Status>& bad_blocks,
+                                    std::vector<DiscardedSnapshot>* discarded) {
+  std::error_code ignored;
+  auto refuse = [&](const absl::Status& why) {
+    std::filesystem::remove(path, ignored);
+    discarded->push_back({key, why});
+  };
+  absl::StatusOr<std::string> bytes = ReadSnapshotBytes(path, config_, options_.budget_bytes);
+  if (!bytes.ok()) return refuse(bytes.status());
+  if (SnapshotFileVersion(*bytes) == SnapshotFile::kVersion) {
+    // A version-2 file holds its rows itself: stored again as blocks and a manifest.
+    absl::StatusOr<SnapshotFile> file =
+        ParseSnapshotFile(*bytes, config_, fingerprint_, options_.cache_key);
+    if (file.ok() && file->chain.back() != key) {
+      file = absl::DataLossError("the file's name and contents disagree");
+    }
+    if (!file.ok()) return refuse(file.status());
+    if (absl::Status st = Put(*file).status(); !st.ok()) return refuse(st);
+    return;
+  }
+  absl::StatusOr<SnapshotManifest> manifest =
+      ParseSnapshotManifest(*bytes, config_, fingerprint_, options_.cache_key);
+  if (manifest.ok() && manifest->chain.back() != key) {
+    manifest = absl::DataLossError("the file's name and contents disagree");
+  }
+  if (!manifest.ok()) return refuse(manifest.status());
+  for (const BlockKey& block : manifest->chain) {
+    if (blocks_.count(block) != 0) continue;
+    auto bad = bad_blocks.find(block);
+    return refuse(bad != bad_blocks.end()
+                      ? bad->second
+                      : absl::DataLossError(absl::StrCat("its block file ", block.Hex(),
+                                                         kBlockSuffix, " is missing")));
+  }
+  Register(*manifest, static_cast<int64_t>(bytes->size()));
+}
+
+std::string SnapshotDiskTier::ManifestPath(const BlockKey& key) const {
   return (std::filesystem::path(options_.dir) / (key.Hex() + kSuffix)).string();
+}
+
+std::string SnapshotDiskTier::BlockPath(const BlockKey& key) const {
+  return (std::filesystem::path(options_.dir) / (key.Hex() + kBlockSuffix)).string();
+}
+
+SnapshotDiskTier::Entry& SnapshotDiskTier::Register(const SnapshotManifest& manifest,
+                                                    int64_t manifest_bytes) {
+  Entry& e = entries_[manifest.chain.back()];
+  e.chain = manifest.chain;
+  e.manifest_bytes = manifest_bytes;
+  for (const BlockKey& block : e.chain) ++blocks_[block];
+  e.info =
+      InfoOf(manifest, manifest_bytes + static_cast<int64_t>(manifest.chain.size()) * block_bytes_);
+  e.last_use = ++use_clock_;
+  bytes_ += manifest_bytes;
+  return e;
+}
+
+void SnapshotDiskTier::Unref(const BlockKey& block) {
+  auto it = blocks_.find(block);
+  if (it == blocks_.end() || --it->second > 0) return;
+  std::error_code ignored;
+  std::filesystem::remove(BlockPath(block), ignored);
+  bytes_ -= block_bytes_;
+  blocks_.erase(it);
 }
 
 void SnapshotDiskTier::Erase(std::map<BlockKey, Entry>::iterator it) {
   std::error_code ec;
-  std::filesystem::remove(PathOf(it->first), ec);
-  bytes_ -= it->second.info.bytes;
+  std::filesystem::remove(ManifestPath(it->first), ec);
+  bytes_ -= it->second.manifest_bytes;
+  for (const BlockKey& block : it->second.chain) Unref(block);
   entries_.erase(it);
 }
 
-absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
+absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotManifest& manifest,
+                                                       const BlockRows& rows,
                                                        std::vector<BlockKey>* evicted) {
-  const BlockKey key = file.chain.back();
-  const std::string bytes = SerializeSnapshotFile(file, fingerprint_, options_.cache_key);
+  const BlockKey key = manifest.chain.back();
+  const std::string bytes = SerializeSnapshotManifest(manifest, fingerprint_, options_.cache_key);
   const int64_t size = static_cast<int64_t>(bytes.size());
+  // The blocks already on disk are held while room is made, so that making room never deletes
+  // one this snapshot needs; blocks written below are held too. On failure the holds go (and
+  // with them every block only this Put wrote); on success they are the snapshot's references.
+  std::vector<BlockKey> held;
+  for (const BlockKey& block : manifest.chain) {
+    auto it = blocks_.find(block);
+    if (it == blocks_.end()) continue;
+    ++it->second;
+    held.push_back(block);
+  }
+  auto release = [&] {
+    for (const BlockKey& block : held) Unref(block);
+  };
   auto existing = entries_.find(key);
-  const int64_t replaced = existing != entries_.end() ? existing->second.info.bytes : 0;
-  // Make room: least recently used unpinned files first.
-  while (bytes_ - replaced + size > options_.budget_bytes) {
+  const int64_t missing = static_cast<int64_t>(manifest.chain.size() - held.size());
+  const int64_t need = size + missing * block_bytes_ -
+                       (existing != entries_.end() ? existing->second.manifest_bytes : 0);
+  // Make room: least recently used unpinned snapshots first.
+  while (bytes_ + need > options_.budget_bytes) {
     auto victim = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (it->second.info.pinned || it->first == key) continue;
       if (victim == entries_.end() || it->second.last_use < victim->second.last_use) victim = it;
     }
     if (victim == entries_.end()) {
+      release();
       return absl::ResourceExhaustedError(
-          absl::StrCat("the snapshot (", size, " bytes) does not fit the disk cache budget of ",
-                       options_.budget_bytes, " bytes next to the pinned snapshots"));
+          absl::StrCat("the snapshot (", size + missing * block_bytes_,
+                       " new bytes) does not fit the disk cache budget of ", options_.budget_bytes,
+                       " bytes next to the pinned snapshots"));
     }
     if (evicted != nullptr) evicted->push_back(victim->first);
     Erase(victim);
   }
-  const std::string path = PathOf(key), tmp = path + ".tmp";
-  if (absl::Status st = WriteWholeFile(tmp, bytes); !st.ok()) return st;
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  for (size_t i = 0; i < manifest.chain.size(); ++i) {
+    const BlockKey& block = manifest.chain[i];
+    if (blocks_.count(block) != 0) continue;
+    const absl::Status written = WriteFileAtomically(
+        BlockPath(block),
+        SerializeKvBlockFile(block, rows(i), config_, fingerprint_, options_.cache_key));
+    if (!written.ok()) {
+      release();
+      return written;
+    }
+    blocks_[block] = 1;
+    bytes_ += block_bytes_;
+    held.push_back(block);
+  }
+  if (absl::Status written = WriteFileAtomically(ManifestPath(key), bytes); !written.ok()) {
+    release();
+    return written;
+  }
+  if (existing != entries_.end()) {  // rewritten: its references stand, the holds go
+    Entry& e = existing->second;
+    bytes_ += size - e.manifest_bytes;
+    e.manifest_bytes = size;
+    e.info = InfoOf(manifest, size + static_cast<int64_t>(e.chain.size()) * block_bytes_);
+    e.last_use = ++use_clock_;
+    release();
+    return e.info;
   }
   Entry& e = entries_[key];
-  bytes_ += size - e.info.bytes;
-  e.info = InfoOf(file, size);
+  e.chain = manifest.chain;
+  e.manifest_bytes = size;
+  e.info = InfoOf(manifest, size + static_cast<int64_t>(e.chain.size()) * block_bytes_);
   e.last_use = ++use_clock_;
+  bytes_ += size;
   return e.info;
+}
+
+absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
+                                                       std::vector<BlockKey>* evicted) {
+  SnapshotManifest manifest;
+  manifest.chain = file.chain;
+  manifest.tokens = file.tokens;
+  manifest.self_states = file.state.self_states;
+  manifest.pinned = file.pinned;
+  manifest.expires = file.expires;
+  const int64_t row_bytes = config_.kv_dim() * KvDtypeBytes(config_.kv_dtype);
+  return Put(
+      manifest,
+      [&](size_t i) {
+        KvBlockRows rows;
+        rows.k.resize(kCacheBlockTokens * row_bytes);
+        rows.v.resize(kCacheBlockTokens * row_bytes);
+        const int64_t row0 = static_cast<int64_t>(i) * kCacheBlockTokens;
+        file.state.shared_k.CopyRowBytes(row0, kCacheBlockTokens,
+                                         reinterpret_cast<uint8_t*>(rows.k.data()));
+        file.state.shared_v.CopyRowBytes(row0, kCacheBlockTokens,
+                                         reinterpret_cast<uint8_t*>(rows.v.data()));
+        return rows;
+      },
+      evicted);
 }
 
 absl::StatusOr<SnapshotFile> SnapshotDiskTier::Load(const BlockKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return absl::NotFoundError("no such snapshot on disk");
   absl::StatusOr<std::string> bytes =
-      ReadSnapshotBytes(PathOf(key), config_, options_.budget_bytes);
-  absl::StatusOr<SnapshotFile> file =
-      bytes.ok() ? ParseSnapshotFile(*bytes, config_, fingerprint_, options_.cache_key)
-                 : absl::StatusOr<SnapshotFile>(bytes.status());
-  if (file.ok() && file->chain.back() != key) {
-    file = absl::DataLossError("the file's name and contents disagree");
+      ReadSnapshotBytes(ManifestPath(key), config_, options_.budget_bytes);
+  absl::StatusOr<SnapshotManifest> manifest =
+      !bytes.ok() ? absl::StatusOr<SnapshotManifest>(bytes.status())
+      : SnapshotFileVersion(*bytes) != SnapshotManifest::kVersion
+          ? absl::StatusOr<SnapshotManifest>(
+                absl::DataLossError("the snapshot file was replaced by one of another version"))
+          : ParseSnapshotManifest(*bytes, config_, fingerprint_, options_.cache_key);
+  if (manifest.ok() && manifest->chain != it->second.chain) {
+    manifest = absl::DataLossError("the file's name and contents disagree");
   }
-  if (!file.ok()) {
+  if (!manifest.ok()) {
     Erase(it);
-    return file.status();
+    return manifest.status();
+  }
+  SnapshotFile file;
+  file.chain = manifest->chain;
+  file.tokens = manifest->tokens;
+  file.pinned = manifest->pinned;
+  file.expires = manifest->expires;
+  const int64_t n = static_cast<int64_t>(file.tokens.size());
+  file.state.position = n;
+  file.state.self_states = std::move(manifest->self_states);
+  file.state.shared_k = KvRows::SharedKeys(config_.kv_dtype, config_.kv_dim());
+  file.state.shared_v = KvRows::SharedValues(config_.kv_dtype, config_.kv_dim());
+  file.state.shared_k.Reserve(n);
+  file.state.shared_v.Reserve(n);
+  for (const BlockKey& block : file.chain) {
+    absl::StatusOr<std::string> block_bytes = ReadExactFile(BlockPath(block), block_bytes_);
+    absl::StatusOr<KvBlockRows> rows =
+        block_bytes.ok()
+            ? ParseKvBlockFile(*block_bytes, block, config_, fingerprint_, options_.cache_key)
+            : absl::StatusOr<KvBlockRows>(block_bytes.status());
+    if (!rows.ok()) {
+      // Useless to every snapshot that shares it: gone now, so theirs fail at once too.
+      std::error_code ignored;
+      std::filesystem::remove(BlockPath(block), ignored);
+      Erase(it);
+      return rows.status();
+    }
+    file.state.shared_k.AppendRowBytes(reinterpret_cast<const uint8_t*>(rows->k.data()),
+                                       kCacheBlockTokens);
+    file.state.shared_v.AppendRowBytes(reinterpret_cast<const uint8_t*>(rows->v.data()),
+                                       kCacheBlockTokens);
   }
   it->second.last_use = ++use_clock_;
   return file;
 }
-
 bool SnapshotDiskTier::Remove(const BlockKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;

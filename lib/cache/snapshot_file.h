@@ -50,12 +50,46 @@ absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const Mo
                                                uint64_t model_fingerprint,
                                                absl::string_view cache_key);
 
-// Bytes at the start of a snapshot file that tell its size (SnapshotFileBytes).
+// The disk tier's form of a snapshot (version 3): the same header, chain and tokens as a
+// SnapshotFile, then the self-decoder states alone. Its K/V rows live in the chain's block files
+// (KvBlockFile), written once however many snapshots share them, so a document pre-cached with
+// an intermediate snapshot every few blocks writes its rows once, not once per snapshot.
+//
+// Layout (little-endian), version 3:
+//   "YOCOSNAP"  u32 version  u32 flags (bit 0: pinned)  i64 expires_unix_ms (0: never)
+//   u32 n_blocks  u8 keys[n_blocks][16]  i32 tokens[n_blocks * kCacheBlockTokens]
+//   u64 model_fingerprint  u32 n_self_layers  u64 floats_per_layer  f32 states[...]
+//   u32 crc32c of every byte before it
+//   u8 tag[32]: MessageTag of every byte before it under the cache key
+struct SnapshotManifest {
+  static constexpr uint32_t kVersion = 3;
+
+  std::vector<BlockKey> chain;
+  std::vector<int32_t> tokens;                  // chain.size() * kCacheBlockTokens
+  std::vector<std::vector<float>> self_states;  // at tokens.size()
+  bool pinned = false;
+  absl::Time expires = absl::InfiniteFuture();
+};
+
+std::string SerializeSnapshotManifest(const SnapshotManifest& manifest, uint64_t model_fingerprint,
+                                      absl::string_view cache_key);
+
+// Errors as ParseSnapshotFile's.
+absl::StatusOr<SnapshotManifest> ParseSnapshotManifest(absl::string_view bytes,
+                                                       const ModelConfig& config,
+                                                       uint64_t model_fingerprint,
+                                                       absl::string_view cache_key);
+
+// Bytes at the start of a snapshot file that tell its version and size (SnapshotFileBytes).
 inline constexpr size_t kSnapshotFileHeaderBytes = 8 + 4 + 4 + 8 + 4;
 
 // The size a snapshot file of this model must have, from its first kSnapshotFileHeaderBytes;
-// DATA_LOSS when they are not a snapshot file's header, FAILED_PRECONDITION for another version.
+// DATA_LOSS when they are not a snapshot file's header, FAILED_PRECONDITION for a version other
+// than SnapshotFile's (2) and SnapshotManifest's (3).
 absl::StatusOr<uint64_t> SnapshotFileBytes(absl::string_view header, const ModelConfig& config);
+
+// The version a snapshot file's header names (after SnapshotFileBytes accepted it).
+uint32_t SnapshotFileVersion(absl::string_view header);
 
 }  // namespace yoco
 

@@ -126,8 +126,30 @@ SnapshotFile SnapshotStore::ToFileLocked(const Snapshot& s) const {
 }
 
 absl::Status SnapshotStore::PutOnDiskLocked(const Snapshot& s) {
+  // The manifest, with rows read from the memory blocks only for blocks the disk lacks: an
+  // intermediate snapshot of a long document costs its new blocks, not a copy of the prefix.
+  SnapshotManifest manifest;
+  manifest.chain = s.chain;
+  manifest.self_states = s.self_states;
+  manifest.pinned = s.pinned;
+  manifest.expires = s.expires;
+  manifest.tokens.reserve(s.chain.size() * kCacheBlockTokens);
+  for (const BlockKey& bk : s.chain) {
+    const std::vector<int32_t>& tokens = blocks_.at(bk).tokens;
+    manifest.tokens.insert(manifest.tokens.end(), tokens.begin(), tokens.end());
+  }
+  const int64_t row_bytes = kv_dim_ * KvDtypeBytes(kv_dtype_);
+  auto rows = [&](size_t i) {
+    const KvBlock& block = blocks_.at(s.chain[i]);
+    KvBlockRows out;
+    out.k.resize(kCacheBlockTokens * row_bytes);
+    out.v.resize(kCacheBlockTokens * row_bytes);
+    block.k.CopyRowBytes(0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.k.data()));
+    block.v.CopyRowBytes(0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.v.data()));
+    return out;
+  };
   std::vector<BlockKey> evicted;
-  const absl::Status written = disk_->Put(ToFileLocked(s), &evicted).status();
+  const absl::Status written = disk_->Put(manifest, rows, &evicted).status();
   if (!written.ok()) ++stats_.disk_write_failures;
   for (const BlockKey& key : evicted) {
     if (snapshots_.count(key)) continue;  // still in memory

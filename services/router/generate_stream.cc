@@ -544,6 +544,13 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
     last_error_ = status;
     force_remote_ = true;
     NextAttempt();
+  } else if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    // It can never hold this sequence (its whole state-memory budget is smaller): another
+    // decode worker may; this one stays healthy for everyone else.
+    last_error_ = status;
+    bad_decode_.push_back(decode_index);
+    decode_in_flight_.reset();
+    Attempt();
   } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
     // Its batch and queue are full: load, not failure. The tokens sent so far go on from
     // another pair, or from this one when it has room (WaitForRoom); not an attempt.

@@ -113,13 +113,13 @@ TEST_F(DecodeBatcherTest, MemoryBudgetQueuesAndQueueLimitRefuses) {
   ASSERT_TRUE(b.WaitFinished());
   EXPECT_EQ(a.tokens.size(), 400u);
   EXPECT_EQ(b.tokens.size(), 400u);
-  // A sequence that could never fit is refused at once.
+  // A sequence that could never fit is refused at once, and not as load (no wait would help).
   options.memory_budget_bytes = one / 2;
   DecodeBatcher small(*decode_backend_, options);
   EXPECT_EQ(small.Admit({Prefilled(50, 4, Sampling(4), &first), 400, false, c.Callback()})
                 .status()
                 .code(),
-            absl::StatusCode::kResourceExhausted);
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(
       small.Admit({Prefilled(5, 4, Sampling(4), &first), 0, false, c.Callback()}).status().code(),
       absl::StatusCode::kInvalidArgument);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <set>
 
+#include "lib/cache/kv_block_file.h"
 #include "lib/cache/snapshot_disk_tier.h"
 #include "lib/cache/snapshot_file.h"
 #include "lib/cache/snapshot_store.h"
@@ -53,6 +54,7 @@ class SnapshotDiskTest : public ::testing::Test {
   }
 
   std::string FileOf(const BlockKey& key) { return dir_ + "/" + key.Hex() + ".snap"; }
+  std::string BlockFileOf(const BlockKey& key) { return dir_ + "/" + key.Hex() + ".kvb"; }
 
   void FlipByte(const std::string& path, size_t offset_from_end) {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -117,6 +119,167 @@ TEST_F(SnapshotDiskTest, FileRoundTripsAndRefusesDamage) {
             absl::StatusCode::kDataLoss);
   EXPECT_EQ(ParseSnapshotFile("junk", config_, kFingerprint, key).status().code(),
             absl::StatusCode::kDataLoss);
+}
+
+TEST_F(SnapshotDiskTest, ManifestAndBlockFilesRoundTripAndRefuseDamage) {
+  SnapshotManifest manifest;
+  manifest.tokens = testing::RandomTokens(256, 96, 1);
+  manifest.chain = PrefixBlockKeys(kFingerprint, "", manifest.tokens);
+  manifest.self_states = State(256, 1).self_states;
+  manifest.pinned = true;
+  manifest.expires = absl::FromUnixMillis(123456789);
+  const std::string key = "cluster-cache-key-0123456789";
+  const std::string bytes = SerializeSnapshotManifest(manifest, kFingerprint, key);
+  absl::StatusOr<uint64_t> size = SnapshotFileBytes(bytes, config_);
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, bytes.size());
+  auto back = ParseSnapshotManifest(bytes, config_, kFingerprint, key);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->chain, manifest.chain);
+  EXPECT_EQ(back->tokens, manifest.tokens);
+  EXPECT_EQ(back->self_states, manifest.self_states);
+  EXPECT_TRUE(back->pinned);
+  EXPECT_EQ(back->expires, manifest.expires);
+  EXPECT_EQ(ParseSnapshotManifest(bytes, config_, kFingerprint + 1, key).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::string bad = bytes;
+  bad[bytes.size() / 2] ^= 1;
+  EXPECT_EQ(ParseSnapshotManifest(bad, config_, kFingerprint, key).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParseSnapshotManifest(bytes, config_, kFingerprint, "").status().code(),
+            absl::StatusCode::kUnauthenticated);
+  // A version-2 reader is told the version, not fed the wrong layout.
+  EXPECT_EQ(ParseSnapshotFile(bytes, config_, kFingerprint, key).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  const SequenceState state = State(128, 2);
+  KvBlockRows rows;
+  rows.k.resize(state.shared_k.bytes());
+  rows.v.resize(state.shared_v.bytes());
+  state.shared_k.CopyRowBytes(0, 128, reinterpret_cast<uint8_t*>(rows.k.data()));
+  state.shared_v.CopyRowBytes(0, 128, reinterpret_cast<uint8_t*>(rows.v.data()));
+  const std::string block =
+      SerializeKvBlockFile(manifest.chain[0], rows, config_, kFingerprint, key);
+  EXPECT_EQ(block.size(), KvBlockFileBytes(config_));
+  auto rows_back = ParseKvBlockFile(block, manifest.chain[0], config_, kFingerprint, key);
+  ASSERT_TRUE(rows_back.ok()) << rows_back.status();
+  EXPECT_EQ(rows_back->k, rows.k);
+  EXPECT_EQ(rows_back->v, rows.v);
+  EXPECT_EQ(ParseKvBlockFile(block, manifest.chain[1], config_, kFingerprint, key).status().code(),
+            absl::StatusCode::kDataLoss);  // another block's name
+  EXPECT_EQ(
+      ParseKvBlockFile(block, manifest.chain[0], config_, kFingerprint + 1, key).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ParseKvBlockFile(block, manifest.chain[0], config_, kFingerprint, "wrong-key")
+                .status()
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+  for (size_t at : {size_t{3}, size_t{60}, block.size() / 2, block.size() - 33}) {
+    std::string damaged = block;
+    damaged[at] ^= 1;
+    EXPECT_EQ(
+        ParseKvBlockFile(damaged, manifest.chain[0], config_, kFingerprint, key).status().code(),
+        absl::StatusCode::kDataLoss)
+        << "byte " << at;
+  }
+  EXPECT_EQ(ParseKvBlockFile(block.substr(1), manifest.chain[0], config_, kFingerprint, key)
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+}
+
+// A document pre-cached with a snapshot every block writes each block's rows once: the disk
+// grows with the document, not with the square of it. Every snapshot loads back exactly, also
+// after a restart, and a block goes only with the last snapshot that holds it.
+TEST_F(SnapshotDiskTest, SnapshotsOfOneDocumentShareTheirBlocksOnDisk) {
+  const auto doc = testing::RandomTokens(4 * 128, 96, 50);
+  const auto keys = PrefixBlockKeys(kFingerprint, "", doc);
+  const SequenceState full = State(4 * 128, 50);
+  std::vector<SequenceState> states;
+  for (int64_t n = 1; n <= 4; ++n) {  // the state at each boundary: the rows so far
+    SequenceState s = full;
+    s.position = n * 128;
+    s.shared_k.Resize(n * 128);
+    s.shared_v.Resize(n * 128);
+    s.self_states[0][0] = static_cast<float>(n);  // each boundary's own recurrent state
+    states.push_back(std::move(s));
+  }
+  SnapshotRetention pin;
+  pin.pinned = true;
+  int64_t bytes = 0;
+  {
+    auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);
+    for (int n = 1; n <= 4; ++n) {
+      ASSERT_TRUE(
+          store->Insert(absl::MakeConstSpan(keys).subspan(0, n), doc, states[n - 1], pin).ok());
+    }
+    bytes = store->stats().disk_bytes;
+  }
+  const int64_t manifest = static_cast<int64_t>(std::filesystem::file_size(FileOf(keys[0])));
+  const int64_t block = static_cast<int64_t>(KvBlockFileBytes(config_));
+  int64_t manifests = 0;
+  for (int n = 0; n < 4; ++n) {
+    manifests += static_cast<int64_t>(std::filesystem::file_size(FileOf(keys[n])));
+  }
+  EXPECT_EQ(bytes, manifests + 4 * block);  // not 1 + 2 + 3 + 4 blocks
+  EXPECT_GT(manifest, 0);
+
+  auto disk =
+      SnapshotDiskTier::Open({dir_, int64_t{1} << 30, cache_key_}, config_, kFingerprint, nullptr);
+  ASSERT_TRUE(disk.ok()) << disk.status();
+  EXPECT_EQ((*disk)->size(), 4u);
+  EXPECT_EQ((*disk)->blocks(), 4u);
+  EXPECT_EQ((*disk)->bytes(), bytes);
+  for (int n = 1; n <= 4; ++n) {
+    absl::StatusOr<SnapshotFile> file = (*disk)->Load(keys[n - 1]);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_TRUE(file->state == states[n - 1]) << n;
+  }
+  EXPECT_TRUE((*disk)->Remove(keys[3]));  // its last block goes with it, the others stay
+  EXPECT_EQ((*disk)->blocks(), 3u);
+  EXPECT_FALSE(std::filesystem::exists(BlockFileOf(keys[3])));
+  EXPECT_TRUE((*disk)->Remove(keys[0]));  // block 0 is still the others'
+  EXPECT_EQ((*disk)->blocks(), 3u);
+  absl::StatusOr<SnapshotFile> file = (*disk)->Load(keys[2]);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->state == states[2]);
+  EXPECT_EQ((*disk)->RemoveAll(), 2u);
+  EXPECT_EQ((*disk)->blocks(), 0u);
+  EXPECT_EQ((*disk)->bytes(), 0);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    ADD_FAILURE() << "left behind: " << entry.path();
+  }
+}
+
+// A folder of version-2 files (rows inside each snapshot) is taken over: each becomes a manifest
+// and block files, and loads to the same state; a block no manifest names (a write cut short)
+// is deleted.
+TEST_F(SnapshotDiskTest, VersionTwoFilesAreConvertedAndStrayBlocksRemoved) {
+  std::filesystem::create_directories(dir_);
+  SnapshotFile file;
+  file.tokens = testing::RandomTokens(256, 96, 60);
+  file.chain = PrefixBlockKeys(kFingerprint, "", file.tokens);
+  file.state = State(256, 60);
+  file.pinned = true;
+  std::ofstream(FileOf(file.chain.back()), std::ios::binary)
+      << SerializeSnapshotFile(file, kFingerprint, cache_key_);
+  BlockKey stray;
+  stray.bytes.fill(0x42);
+  std::ofstream(BlockFileOf(stray), std::ios::binary)
+      << std::string(KvBlockFileBytes(config_), 'x');
+  std::vector<DiscardedSnapshot> discarded;
+  auto disk = SnapshotDiskTier::Open({dir_, int64_t{1} << 30, cache_key_}, config_, kFingerprint,
+                                     &discarded);
+  ASSERT_TRUE(disk.ok()) << disk.status();
+  EXPECT_TRUE(discarded.empty());
+  EXPECT_EQ((*disk)->size(), 1u);
+  EXPECT_EQ((*disk)->blocks(), 2u);
+  EXPECT_FALSE(std::filesystem::exists(BlockFileOf(stray)));
+  EXPECT_TRUE(std::filesystem::exists(BlockFileOf(file.chain[0])));
+  absl::StatusOr<SnapshotFile> back = (*disk)->Load(file.chain.back());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->state == file.state);
+  EXPECT_TRUE(back->pinned);
 }
 
 TEST_F(SnapshotDiskTest, MemoryBudgetSpillsToDiskAndHitsComeBackExactly) {
@@ -270,15 +433,15 @@ TEST_F(SnapshotDiskTest, FilesChangedWithoutTheCacheKeyAreRefused) {
     ASSERT_TRUE(store->Insert(keys, doc, State(128, 24), pin).ok());
     ASSERT_TRUE(store->Insert(other_keys, other, State(128, 25), pin).ok());
   }
-  // The attacker's rewrite: a different state, every checksum right, the tag under its guess.
+  // The attacker's rewrite of a block's K rows: every checksum right, the tag under its guess.
   auto poison = [&](const BlockKey& name, const std::string& guess) {
-    std::ifstream in(FileOf(name), std::ios::binary);
+    std::ifstream in(BlockFileOf(name), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto file = ParseSnapshotFile(bytes, config_, kFingerprint, cache_key_);
-    ASSERT_TRUE(file.ok()) << file.status();
-    file->state.shared_k.mutable_data()[0] ^= 1;
-    std::ofstream(FileOf(name), std::ios::binary | std::ios::trunc)
-        << SerializeSnapshotFile(*file, kFingerprint, guess);
+    auto rows = ParseKvBlockFile(bytes, name, config_, kFingerprint, cache_key_);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    rows->k[0] ^= 1;
+    std::ofstream(BlockFileOf(name), std::ios::binary | std::ios::trunc)
+        << SerializeKvBlockFile(name, *rows, config_, kFingerprint, guess);
   };
   poison(keys[0], "");
   std::vector<DiscardedSnapshot> discarded;
@@ -359,7 +522,8 @@ TEST_F(SnapshotDiskTest, SpecialFilesNeverBlockOrAbortStartUpAndCountOnce) {
     auto store = OpenStore(int64_t{1} << 30, int64_t{1} << 30);
     ASSERT_TRUE(store->Insert(keys, doc, State(128, 20), pin).ok());
   }
-  const int64_t good_bytes = static_cast<int64_t>(std::filesystem::file_size(FileOf(keys[0])));
+  const int64_t good_bytes = static_cast<int64_t>(std::filesystem::file_size(FileOf(keys[0])) +
+                                                  std::filesystem::file_size(BlockFileOf(keys[0])));
   auto key_named = [](int i) {
     BlockKey k;
     k.bytes.fill(static_cast<uint8_t>(0x10 + i));

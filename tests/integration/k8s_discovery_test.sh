@@ -58,6 +58,7 @@ pids+=($!)
   --decode "k8s://yoco/role=decode?port=$DECODE_PORT&tls_name=yoco-workers" \
   --k8s-api-server "https://127.0.0.1:$API_PORT" --k8s-token-file "$log/token" \
   --k8s-ca-file "$log/apica.pem" --discovery-interval-ms 200 --probe-interval-ms 200 \
+  --min-stall-ms 60000 \
   --tls-cert "$log/router.pem" --tls-key "$log/router.key" --tls-ca "$log/ca.pem" 2> "$log/r" &
 pids+=($!)
 
@@ -99,7 +100,8 @@ step "long-stream-starts (at ${SECONDS} s)"
 for i in $(seq 1 500); do [ -s "$log/long.out" ] && break; sleep 0.01; done
 # A fast machine finishes the stream in well under a second: the worker serving it is paused
 # (SIGSTOP) while the events arrive and other requests run, so it is certainly mid-stream, and
-# resumed before the stream is checked.
+# resumed before the stream is checked. (The router's --min-stall-ms keeps the pause from
+# counting as a stalled worker, whose streams would move: tests/integration/stall_test.sh.)
 kill -STOP "$d1"
 control decode MODIFIED yoco-decode-1 127.0.0.3 true
 control decode DELETED yoco-decode-0 127.0.0.2 true

@@ -1,6 +1,6 @@
 """Cache poisoning as an attacker with write access to the cache volume would try it: change the
-state inside a snapshot file and recompute every checksum (the embedded state bundle's CRC-32C
-and the file's), then tag it under the empty key, not knowing the cluster's cache key.
+state inside a snapshot manifest (version 3: its self-decoder states) and recompute its CRC-32C,
+then tag it under the empty key, not knowing the cluster's cache key.
 
     poison_snapshot.py FILE
 """
@@ -29,17 +29,15 @@ def crc32c(data):
 def main(path):
     data = bytearray(open(path, "rb").read())
     assert data[:8] == b"YOCOSNAP", "not a snapshot file"
+    (version,) = struct.unpack_from("<I", data, 8)
+    assert version == 3, "not a snapshot manifest (version 3)"
     (n_blocks,) = struct.unpack_from("<I", data, 24)
-    bundle_at = 28 + n_blocks * (16 + 4 * BLOCK_TOKENS) + 8
-    (bundle_bytes,) = struct.unpack_from("<Q", data, bundle_at - 8)
-    bundle_end = bundle_at + bundle_bytes
-    # A float in the middle of the state: K/V rows or a retention state.
-    middle = bundle_at + bundle_bytes // 2 // 4 * 4
+    states_at = 28 + n_blocks * (16 + 4 * BLOCK_TOKENS) + 8 + 4 + 8
+    crc_at = len(data) - 4 - TAG_BYTES
+    # A float in the middle of the self-decoder states.
+    middle = states_at + (crc_at - states_at) // 2 // 4 * 4
     (value,) = struct.unpack_from("<f", data, middle)
     struct.pack_into("<f", data, middle, value + 1.0)
-    struct.pack_into("<I", data, bundle_end - 4, crc32c(data[bundle_at:bundle_end - 4]))
-    crc_at = len(data) - 4 - TAG_BYTES
-    assert crc_at == bundle_end
     struct.pack_into("<I", data, crc_at, crc32c(data[:crc_at]))
     data[crc_at + 4:] = hmac.new(b"", bytes(data[:crc_at + 4]), hashlib.sha256).digest()
     open(path, "wb").write(data)

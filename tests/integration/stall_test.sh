@@ -39,8 +39,8 @@ done
 sleep 0.5  # both decode workers probed healthy
 
 prompt=0,17,5,99,254,31,8,44,3,120
-want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$prompt" --max-new-tokens 3000 --temperature 0.9 --top-k 50 --seed 7)
-timeout 120 "$BIN/yoco-cli" --router "$ROUTER" generate --tokens "$prompt" --max-new-tokens 3000 \
+want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$prompt" --max-new-tokens 1500 --temperature 0.9 --top-k 50 --seed 7)
+timeout 120 "$BIN/yoco-cli" --router "$ROUTER" generate --tokens "$prompt" --max-new-tokens 1500 \
   --temperature 0.9 --top-k 50 --seed 7 > "$log/out" 2> "$log/err" &
 cli=$!
 active() { curl -s "http://$1/metrics" | sed -n 's/^yoco_decode_active_sequences \([0-9]*\).*/\1/p'; }
