@@ -18,7 +18,7 @@ StallWatch::~StallWatch() { sweeper_.reset(); }
 uint64_t StallWatch::Watch(size_t worker, std::function<void()> on_stall, absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
-  streams_[id] = Stream{worker, std::move(on_stall), now};
+  streams_[id] = Stream{worker, std::move(on_stall), now, 0, absl::ZeroDuration()};
   return id;
 }
 
