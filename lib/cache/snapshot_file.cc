@@ -1,11 +1,12 @@
-// Snapshot file encoding; the outer checksum is verified before any field is trusted.
+// Snapshot file and manifest encoding; the seal (CRC and tag) is verified before any field is
+// trusted. Both share their header, chain and tokens.
 #include "lib/cache/snapshot_file.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "lib/checksum/crc32c.h"
-#include "lib/checksum/message_tag.h"
+#include "lib/cache/file_fields.h"
+#include "lib/checksum/file_seal.h"
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
@@ -13,24 +14,10 @@ namespace {
 
 constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'S', 'N', 'A', 'P'};
 constexpr size_t kHeaderBytes = kSnapshotFileHeaderBytes;
-constexpr size_t kTrailerBytes = 4 + kMessageTagBytes;  // CRC, tag
+constexpr char kWhat[] = "snapshot file";
 
-template <typename T>
-void Put(std::string* out, T v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
-template <typename T>
-T Get(absl::string_view in, size_t* pos) {
-  T v;
-  std::memcpy(&v, in.data() + *pos, sizeof v);
-  *pos += sizeof v;
-  return v;
-}
-
-absl::Status CheckVersion(absl::string_view bytes, uint32_t want = SnapshotFile::kVersion) {
-  size_t pos = 8;
-  const uint32_t version = Get<uint32_t>(bytes, &pos);
+absl::Status CheckVersion(absl::string_view bytes, uint32_t want) {
+  const uint32_t version = SnapshotFileVersion(bytes);
   if (version != want) {
     return absl::FailedPreconditionError(
         absl::StrCat("snapshot file version ", version, " is not supported"));
@@ -38,7 +25,67 @@ absl::Status CheckVersion(absl::string_view bytes, uint32_t want = SnapshotFile:
   return absl::OkStatus();
 }
 
+// What both versions start with.
+struct Header {
+  bool pinned = false;
+  absl::Time expires = absl::InfiniteFuture();
+  std::vector<BlockKey> chain;
+  std::vector<int32_t> tokens;
+};
+
+void PutHeader(uint32_t version, bool pinned, absl::Time expires,
+               const std::vector<BlockKey>& chain, const std::vector<int32_t>& tokens,
+               std::string* out) {
+  out->assign(kMagic, sizeof kMagic);
+  PutField<uint32_t>(out, version);
+  PutField<uint32_t>(out, pinned ? 1u : 0u);
+  PutField<int64_t>(out, expires == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(expires));
+  PutField<uint32_t>(out, static_cast<uint32_t>(chain.size()));
+  for (const BlockKey& k : chain) {
+    out->append(reinterpret_cast<const char*>(k.bytes.data()), k.bytes.size());
+  }
+  out->append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 4);
+}
+
+// The header of sealed `bytes` of `version`; `pos` ends after the tokens. `min_rest`: bytes the
+// version needs after the tokens and before the seal.
+absl::StatusOr<Header> ParseHeader(absl::string_view bytes, uint32_t version,
+                                   absl::string_view cache_key, size_t min_rest, size_t* pos) {
+  if (bytes.size() < kHeaderBytes + min_rest + kFileSealBytes ||
+      std::memcmp(bytes.data(), kMagic, 8) != 0) {
+    return absl::DataLossError("not a snapshot file, or truncated");
+  }
+  if (absl::Status st = CheckFileSeal(bytes, cache_key, kWhat); !st.ok()) return st;
+  if (absl::Status st = CheckVersion(bytes, version); !st.ok()) return st;
+  *pos = 12;
+  Header h;
+  const uint32_t flags = GetField<uint32_t>(bytes, pos);
+  if (flags > 1u) return absl::InvalidArgumentError("snapshot file: unknown flags");
+  h.pinned = flags == 1u;
+  const int64_t expires_ms = GetField<int64_t>(bytes, pos);
+  h.expires = expires_ms == 0 ? absl::InfiniteFuture() : absl::FromUnixMillis(expires_ms);
+  const uint64_t blocks = GetField<uint32_t>(bytes, pos);
+  if (blocks == 0) return absl::InvalidArgumentError("snapshot file: no blocks");
+  if (bytes.size() < *pos + blocks * (16 + 4 * kCacheBlockTokens) + min_rest + kFileSealBytes) {
+    return absl::InvalidArgumentError("snapshot file: sizes do not add up");
+  }
+  h.chain.resize(blocks);
+  for (BlockKey& k : h.chain) {
+    std::memcpy(k.bytes.data(), bytes.data() + *pos, k.bytes.size());
+    *pos += k.bytes.size();
+  }
+  h.tokens.resize(blocks * kCacheBlockTokens);
+  std::memcpy(h.tokens.data(), bytes.data() + *pos, h.tokens.size() * 4);
+  *pos += h.tokens.size() * 4;
+  return h;
+}
+
 }  // namespace
+
+uint32_t SnapshotFileVersion(absl::string_view header) {
+  size_t pos = 8;
+  return GetField<uint32_t>(header, &pos);
+}
 
 std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_fingerprint,
                                   absl::string_view cache_key) {
@@ -46,25 +93,12 @@ std::string SerializeSnapshotFile(const SnapshotFile& file, uint64_t model_finge
   bundle.model_fingerprint = model_fingerprint;
   bundle.state = file.state;
   const std::string body = SerializeStateBundle(bundle);
-  std::string out(kMagic, sizeof kMagic);
-  Put<uint32_t>(&out, SnapshotFile::kVersion);
-  Put<uint32_t>(&out, file.pinned ? 1u : 0u);
-  Put<int64_t>(&out, file.expires == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(file.expires));
-  Put<uint32_t>(&out, static_cast<uint32_t>(file.chain.size()));
-  for (const BlockKey& k : file.chain) {
-    out.append(reinterpret_cast<const char*>(k.bytes.data()), k.bytes.size());
-  }
-  out.append(reinterpret_cast<const char*>(file.tokens.data()), file.tokens.size() * 4);
-  Put<uint64_t>(&out, body.size());
+  std::string out;
+  PutHeader(SnapshotFile::kVersion, file.pinned, file.expires, file.chain, file.tokens, &out);
+  PutField<uint64_t>(&out, body.size());
   out += body;
-  Put<uint32_t>(&out, Crc32c(out.data(), out.size()));
-  out += MessageTag(cache_key, out);
+  AppendFileSeal(cache_key, &out);
   return out;
-}
-
-uint32_t SnapshotFileVersion(absl::string_view header) {
-  size_t pos = 8;
-  return Get<uint32_t>(header, &pos);
 }
 
 absl::StatusOr<uint64_t> SnapshotFileBytes(absl::string_view header, const ModelConfig& config) {
@@ -73,145 +107,34 @@ absl::StatusOr<uint64_t> SnapshotFileBytes(absl::string_view header, const Model
   }
   const uint32_t version = SnapshotFileVersion(header);
   if (version != SnapshotFile::kVersion && version != SnapshotManifest::kVersion) {
-    return CheckVersion(header);
+    return CheckVersion(header, SnapshotFile::kVersion);
   }
   size_t pos = kHeaderBytes - 4;
-  const uint64_t blocks = Get<uint32_t>(header, &pos);
+  const uint64_t blocks = GetField<uint32_t>(header, &pos);
   const uint64_t tokens = blocks * kCacheBlockTokens;
   const uint64_t fixed = kHeaderBytes + blocks * (16 + 4 * kCacheBlockTokens);
   if (version == SnapshotManifest::kVersion) {
     return fixed + 8 + 4 + 8 +
            4 * static_cast<uint64_t>(config.n_self_layers()) * config.self_state_floats() +
-           kTrailerBytes;
+           kFileSealBytes;
   }
-  return fixed + 8 + StateBundleBytes(config, tokens, 0) + kTrailerBytes;
-}
-
-std::string SerializeSnapshotManifest(const SnapshotManifest& manifest, uint64_t model_fingerprint,
-                                      absl::string_view cache_key) {
-  std::string out(kMagic, sizeof kMagic);
-  Put<uint32_t>(&out, SnapshotManifest::kVersion);
-  Put<uint32_t>(&out, manifest.pinned ? 1u : 0u);
-  Put<int64_t>(
-      &out, manifest.expires == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(manifest.expires));
-  Put<uint32_t>(&out, static_cast<uint32_t>(manifest.chain.size()));
-  for (const BlockKey& k : manifest.chain) {
-    out.append(reinterpret_cast<const char*>(k.bytes.data()), k.bytes.size());
-  }
-  out.append(reinterpret_cast<const char*>(manifest.tokens.data()), manifest.tokens.size() * 4);
-  Put<uint64_t>(&out, model_fingerprint);
-  Put<uint32_t>(&out, static_cast<uint32_t>(manifest.self_states.size()));
-  Put<uint64_t>(&out, manifest.self_states.empty() ? 0 : manifest.self_states[0].size());
-  for (const std::vector<float>& layer : manifest.self_states) {
-    out.append(reinterpret_cast<const char*>(layer.data()), layer.size() * 4);
-  }
-  Put<uint32_t>(&out, Crc32c(out.data(), out.size()));
-  out += MessageTag(cache_key, out);
-  return out;
-}
-
-absl::StatusOr<SnapshotManifest> ParseSnapshotManifest(absl::string_view bytes,
-                                                       const ModelConfig& config,
-                                                       uint64_t model_fingerprint,
-                                                       absl::string_view cache_key) {
-  if (bytes.size() < kHeaderBytes + kTrailerBytes || std::memcmp(bytes.data(), kMagic, 8) != 0) {
-    return absl::DataLossError("not a snapshot file, or truncated");
-  }
-  const size_t crc_at = bytes.size() - kTrailerBytes;
-  uint32_t stored_crc;
-  std::memcpy(&stored_crc, bytes.data() + crc_at, 4);
-  if (Crc32c(bytes.data(), crc_at) != stored_crc) {
-    return absl::DataLossError("snapshot file checksum mismatch (corrupt or truncated)");
-  }
-  if (!MessageTagMatches(cache_key, bytes.substr(0, crc_at + 4), bytes.substr(crc_at + 4))) {
-    return absl::UnauthenticatedError(
-        cache_key.empty() ? "snapshot file was written under a cache key and this worker has none"
-                          : "snapshot file is not authenticated by this worker's cache key "
-                            "(changed or made without it)");
-  }
-  if (absl::Status st = CheckVersion(bytes, SnapshotManifest::kVersion); !st.ok()) return st;
-  absl::StatusOr<uint64_t> expected = SnapshotFileBytes(bytes.substr(0, kHeaderBytes), config);
-  if (!expected.ok()) return expected.status();
-  if (*expected != bytes.size()) {
-    return absl::InvalidArgumentError("snapshot file: sizes do not add up");
-  }
-  size_t pos = 12;
-  SnapshotManifest m;
-  const uint32_t flags = Get<uint32_t>(bytes, &pos);
-  if (flags > 1u) return absl::InvalidArgumentError("snapshot file: unknown flags");
-  m.pinned = flags == 1u;
-  const int64_t expires_ms = Get<int64_t>(bytes, &pos);
-  m.expires = expires_ms == 0 ? absl::InfiniteFuture() : absl::FromUnixMillis(expires_ms);
-  const uint64_t blocks = Get<uint32_t>(bytes, &pos);
-  if (blocks == 0) return absl::InvalidArgumentError("snapshot file: no blocks");
-  m.chain.resize(blocks);
-  for (BlockKey& k : m.chain) {
-    std::memcpy(k.bytes.data(), bytes.data() + pos, k.bytes.size());
-    pos += k.bytes.size();
-  }
-  m.tokens.resize(blocks * kCacheBlockTokens);
-  std::memcpy(m.tokens.data(), bytes.data() + pos, m.tokens.size() * 4);
-  pos += m.tokens.size() * 4;
-  if (Get<uint64_t>(bytes, &pos) != model_fingerprint) {
-    return absl::FailedPreconditionError("snapshot file of another model");
-  }
-  const uint32_t layers = Get<uint32_t>(bytes, &pos);
-  const uint64_t floats = Get<uint64_t>(bytes, &pos);
-  if (layers != static_cast<uint32_t>(config.n_self_layers()) ||
-      floats != static_cast<uint64_t>(config.self_state_floats())) {
-    return absl::InvalidArgumentError("snapshot file: states of another shape");
-  }
-  m.self_states.assign(layers, std::vector<float>(floats));
-  for (std::vector<float>& layer : m.self_states) {
-    std::memcpy(layer.data(), bytes.data() + pos, floats * 4);
-    pos += floats * 4;
-  }
-  return m;
+  return fixed + 8 + StateBundleBytes(config, tokens, 0) + kFileSealBytes;
 }
 
 absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const ModelConfig& config,
                                                uint64_t model_fingerprint,
                                                absl::string_view cache_key) {
-  if (bytes.size() < kHeaderBytes + 8 + kTrailerBytes ||
-      std::memcmp(bytes.data(), kMagic, 8) != 0) {
-    return absl::DataLossError("not a snapshot file, or truncated");
-  }
-  const size_t crc_at = bytes.size() - kTrailerBytes;
-  uint32_t stored_crc;
-  std::memcpy(&stored_crc, bytes.data() + crc_at, 4);
-  if (Crc32c(bytes.data(), crc_at) != stored_crc) {
-    return absl::DataLossError("snapshot file checksum mismatch (corrupt or truncated)");
-  }
-  if (!MessageTagMatches(cache_key, bytes.substr(0, crc_at + 4), bytes.substr(crc_at + 4))) {
-    return absl::UnauthenticatedError(
-        cache_key.empty() ? "snapshot file was written under a cache key and this worker has none"
-                          : "snapshot file is not authenticated by this worker's cache key "
-                            "(changed or made without it)");
-  }
-  if (absl::Status st = CheckVersion(bytes); !st.ok()) return st;
-  size_t pos = 12;
+  size_t pos = 0;
+  absl::StatusOr<Header> header =
+      ParseHeader(bytes, SnapshotFile::kVersion, cache_key, /*min_rest=*/8, &pos);
+  if (!header.ok()) return header.status();
   SnapshotFile file;
-  const uint32_t flags = Get<uint32_t>(bytes, &pos);
-  if (flags > 1u) return absl::InvalidArgumentError("snapshot file: unknown flags");
-  file.pinned = flags == 1u;
-  const int64_t expires_ms = Get<int64_t>(bytes, &pos);
-  file.expires = expires_ms == 0 ? absl::InfiniteFuture() : absl::FromUnixMillis(expires_ms);
-  const uint64_t blocks = Get<uint32_t>(bytes, &pos);
-  if (blocks == 0) return absl::InvalidArgumentError("snapshot file: no blocks");
-  const uint64_t fixed = blocks * (16 + 4 * kCacheBlockTokens);
-  if (bytes.size() < pos + fixed + 8 + kTrailerBytes) {
-    return absl::InvalidArgumentError("snapshot file: sizes do not add up");
-  }
-  file.chain.resize(blocks);
-  for (BlockKey& k : file.chain) {
-    std::memcpy(k.bytes.data(), bytes.data() + pos, k.bytes.size());
-    pos += k.bytes.size();
-  }
-  file.tokens.resize(blocks * kCacheBlockTokens);
-  std::memcpy(file.tokens.data(), bytes.data() + pos, file.tokens.size() * 4);
-  pos += file.tokens.size() * 4;
-  const uint64_t body_bytes = Get<uint64_t>(bytes, &pos);
-  if (body_bytes != bytes.size() - kTrailerBytes - pos) {
+  file.pinned = header->pinned;
+  file.expires = header->expires;
+  file.chain = std::move(header->chain);
+  file.tokens = std::move(header->tokens);
+  const uint64_t body_bytes = GetField<uint64_t>(bytes, &pos);
+  if (body_bytes != bytes.size() - kFileSealBytes - pos) {
     return absl::InvalidArgumentError("snapshot file: sizes do not add up");
   }
   absl::StatusOr<StateBundle> bundle =
@@ -222,6 +145,56 @@ absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const Mo
   }
   file.state = std::move(bundle->state);
   return file;
+}
+
+std::string SerializeSnapshotManifest(const SnapshotManifest& manifest, uint64_t model_fingerprint,
+                                      absl::string_view cache_key) {
+  std::string out;
+  PutHeader(SnapshotManifest::kVersion, manifest.pinned, manifest.expires, manifest.chain,
+            manifest.tokens, &out);
+  PutField<uint64_t>(&out, model_fingerprint);
+  PutField<uint32_t>(&out, static_cast<uint32_t>(manifest.self_states.size()));
+  PutField<uint64_t>(&out, manifest.self_states.empty() ? 0 : manifest.self_states[0].size());
+  for (const std::vector<float>& layer : manifest.self_states) {
+    out.append(reinterpret_cast<const char*>(layer.data()), layer.size() * 4);
+  }
+  AppendFileSeal(cache_key, &out);
+  return out;
+}
+
+absl::StatusOr<SnapshotManifest> ParseSnapshotManifest(absl::string_view bytes,
+                                                       const ModelConfig& config,
+                                                       uint64_t model_fingerprint,
+                                                       absl::string_view cache_key) {
+  size_t pos = 0;
+  absl::StatusOr<Header> header =
+      ParseHeader(bytes, SnapshotManifest::kVersion, cache_key, /*min_rest=*/8 + 4 + 8, &pos);
+  if (!header.ok()) return header.status();
+  absl::StatusOr<uint64_t> expected = SnapshotFileBytes(bytes.substr(0, kHeaderBytes), config);
+  if (!expected.ok()) return expected.status();
+  if (*expected != bytes.size()) {
+    return absl::InvalidArgumentError("snapshot file: sizes do not add up");
+  }
+  SnapshotManifest m;
+  m.pinned = header->pinned;
+  m.expires = header->expires;
+  m.chain = std::move(header->chain);
+  m.tokens = std::move(header->tokens);
+  if (GetField<uint64_t>(bytes, &pos) != model_fingerprint) {
+    return absl::FailedPreconditionError("snapshot file of another model");
+  }
+  const uint32_t layers = GetField<uint32_t>(bytes, &pos);
+  const uint64_t floats = GetField<uint64_t>(bytes, &pos);
+  if (layers != static_cast<uint32_t>(config.n_self_layers()) ||
+      floats != static_cast<uint64_t>(config.self_state_floats())) {
+    return absl::InvalidArgumentError("snapshot file: states of another shape");
+  }
+  m.self_states.assign(layers, std::vector<float>(floats));
+  for (std::vector<float>& layer : m.self_states) {
+    std::memcpy(layer.data(), bytes.data() + pos, floats * 4);
+    pos += floats * 4;
+  }
+  return m;
 }
 
 }  // namespace yoco
