@@ -13,7 +13,7 @@ namespace {
 
 constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'K', 'V', 'B', 'K'};
 constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 8 + 4 + 8 + 16 + 4 + 4 + 8;
+constexpr size_t kHeaderBytes = 8 + 4 + 8 + 16 + 4 * kCacheBlockTokens + 4 + 4 + 8;
 
 uint64_t RowsBytes(const ModelConfig& config) {
   return static_cast<uint64_t>(kCacheBlockTokens) * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
@@ -33,6 +33,7 @@ std::string SerializeKvBlockFile(const BlockKey& key, const KvBlockRows& rows,
   PutField<uint32_t>(&out, kVersion);
   PutField<uint64_t>(&out, model_fingerprint);
   out.append(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size());
+  out.append(reinterpret_cast<const char*>(rows.tokens.data()), kCacheBlockTokens * 4);
   PutField<uint32_t>(&out, static_cast<uint32_t>(config.kv_dtype));
   PutField<uint32_t>(&out, static_cast<uint32_t>(kCacheBlockTokens));
   PutField<uint64_t>(&out, static_cast<uint64_t>(config.kv_dim()));
@@ -60,6 +61,10 @@ absl::StatusOr<KvBlockRows> ParseKvBlockFile(absl::string_view bytes, const Bloc
   std::memcpy(stored.bytes.data(), bytes.data() + pos, stored.bytes.size());
   pos += stored.bytes.size();
   if (stored != key) return absl::DataLossError("the K/V block file holds another block");
+  KvBlockRows out;
+  out.tokens.resize(kCacheBlockTokens);
+  std::memcpy(out.tokens.data(), bytes.data() + pos, kCacheBlockTokens * 4);
+  pos += kCacheBlockTokens * 4;
   const uint32_t dtype = GetField<uint32_t>(bytes, &pos);
   const uint32_t rows = GetField<uint32_t>(bytes, &pos);
   const uint64_t width = GetField<uint64_t>(bytes, &pos);
@@ -68,7 +73,6 @@ absl::StatusOr<KvBlockRows> ParseKvBlockFile(absl::string_view bytes, const Bloc
     return absl::FailedPreconditionError("K/V block file of another K/V dtype or shape");
   }
   const uint64_t n = RowsBytes(config);
-  KvBlockRows out;
   out.k.assign(bytes.data() + pos, n);
   out.v.assign(bytes.data() + pos + n, n);
   return out;

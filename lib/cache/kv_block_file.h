@@ -4,8 +4,9 @@
 // file repeats, so a file moved to another name is refused.
 //
 // Layout (little-endian), version 1:
-//   "YOCOKVBK"  u32 version  u64 model_fingerprint  u8 key[16]  u32 kv_dtype  u32 rows
-//   u64 kv_dim  K rows  V rows   (rows × kv_dim values each, row-major, in kv_dtype)
+//   "YOCOKVBK"  u32 version  u64 model_fingerprint  u8 key[16]  i32 tokens[kCacheBlockTokens]
+//   u32 kv_dtype  u32 rows  u64 kv_dim  K rows  V rows   (rows × kv_dim values each, row-major,
+//   in kv_dtype)
 //   u32 crc32c of every byte before it
 //   u8 tag[32]: MessageTag of every byte before it under the cache key
 // As for snapshot files, the CRC tells an accident (DATA_LOSS) and the tag a change made without
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -23,15 +25,16 @@
 
 namespace yoco {
 
-// A block's rows as KvRows::CopyRowBytes writes them.
+// A block: its tokens, and its rows as KvRows::CopyRowBytes writes them.
 struct KvBlockRows {
-  std::string k, v;  // kCacheBlockTokens × kv_dim values of config.kv_dtype each
+  std::vector<int32_t> tokens;  // kCacheBlockTokens
+  std::string k, v;             // kCacheBlockTokens × kv_dim values of config.kv_dtype each
 };
 
 // The exact size of a block file of this model.
 uint64_t KvBlockFileBytes(const ModelConfig& config);
 
-// REQUIRES: rows.k and rows.v hold a block of `config`'s shape.
+// REQUIRES: rows holds a block of `config`'s shape.
 std::string SerializeKvBlockFile(const BlockKey& key, const KvBlockRows& rows,
                                  const ModelConfig& config, uint64_t model_fingerprint,
                                  absl::string_view cache_key);

@@ -152,12 +152,12 @@ absl::Status SyncFolder(const std::string& dir) {
 DiskSnapshotInfo InfoOf(const SnapshotManifest& m, int64_t bytes) {
   DiskSnapshotInfo info;
   info.key = m.chain.back();
-  info.tokens = static_cast<int64_t>(m.tokens.size());
+  info.tokens = static_cast<int64_t>(m.chain.size()) * kCacheBlockTokens;
   info.bytes = bytes;
   info.pinned = m.pinned;
   info.expires = m.expires;
   info.first_key = m.chain.front();
-  info.first_block.assign(m.tokens.begin(), m.tokens.begin() + kCacheBlockTokens);
+  info.first_block = m.first_block;
   return info;
 }
 
@@ -326,7 +326,8 @@ void SnapshotDiskTier::Erase(std::map<BlockKey, Entry>::iterator it) {
 
 absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotManifest& manifest,
                                                        const BlockRows& rows,
-                                                       std::vector<BlockKey>* evicted) {
+                                                       std::vector<BlockKey>* evicted,
+                                                       bool durable) {
   const BlockKey key = manifest.chain.back();
   const std::string bytes = SerializeSnapshotManifest(manifest, fingerprint_, options_.cache_key);
   const int64_t size = static_cast<int64_t>(bytes.size());
@@ -384,13 +385,14 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotManifest& m
     held.push_back(block);
     wrote_blocks = true;
   }
-  if (wrote_blocks) {
+  if (wrote_blocks && durable) {
     if (absl::Status synced = SyncFolder(options_.dir); !synced.ok()) {
       release();
       return synced;
     }
   }
-  if (absl::Status written = WriteFileAtomically(ManifestPath(key), bytes); !written.ok()) {
+  if (absl::Status written = WriteFileAtomically(ManifestPath(key), bytes, durable);
+      !written.ok()) {
     release();
     return written;
   }
@@ -416,7 +418,7 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
                                                        std::vector<BlockKey>* evicted) {
   SnapshotManifest manifest;
   manifest.chain = file.chain;
-  manifest.tokens = file.tokens;
+  manifest.first_block.assign(file.tokens.begin(), file.tokens.begin() + kCacheBlockTokens);
   manifest.self_states = file.state.self_states;
   manifest.pinned = file.pinned;
   manifest.expires = file.expires;
@@ -425,6 +427,8 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
       manifest,
       [&](size_t i) {
         KvBlockRows rows;
+        const auto first = file.tokens.begin() + static_cast<int64_t>(i) * kCacheBlockTokens;
+        rows.tokens.assign(first, first + kCacheBlockTokens);
         rows.k.resize(kCacheBlockTokens * row_bytes);
         rows.v.resize(kCacheBlockTokens * row_bytes);
         const int64_t row0 = static_cast<int64_t>(i) * kCacheBlockTokens;
@@ -457,10 +461,10 @@ absl::StatusOr<SnapshotFile> SnapshotDiskTier::Load(const BlockKey& key) {
   }
   SnapshotFile file;
   file.chain = manifest->chain;
-  file.tokens = manifest->tokens;
   file.pinned = manifest->pinned;
   file.expires = manifest->expires;
-  const int64_t n = static_cast<int64_t>(file.tokens.size());
+  const int64_t n = static_cast<int64_t>(file.chain.size()) * kCacheBlockTokens;
+  file.tokens.reserve(n);
   file.state.position = n;
   file.state.self_states = std::move(manifest->self_states);
   file.state.shared_k = KvRows::SharedKeys(config_.kv_dtype, config_.kv_dim());
@@ -473,6 +477,9 @@ absl::StatusOr<SnapshotFile> SnapshotDiskTier::Load(const BlockKey& key) {
         block_bytes.ok()
             ? ParseKvBlockFile(*block_bytes, block, config_, fingerprint_, options_.cache_key)
             : absl::StatusOr<KvBlockRows>(block_bytes.status());
+    if (rows.ok() && file.tokens.empty() && rows->tokens != manifest->first_block) {
+      rows = absl::DataLossError("the first block's tokens and the manifest's disagree");
+    }
     if (!rows.ok()) {
       // Useless to every snapshot that shares it: gone now, so theirs fail at once too.
       std::error_code ignored;
@@ -480,6 +487,7 @@ absl::StatusOr<SnapshotFile> SnapshotDiskTier::Load(const BlockKey& key) {
       Erase(it);
       return rows.status();
     }
+    file.tokens.insert(file.tokens.end(), rows->tokens.begin(), rows->tokens.end());
     file.state.shared_k.AppendRowBytes(reinterpret_cast<const uint8_t*>(rows->k.data()),
                                        kCacheBlockTokens);
     file.state.shared_v.AppendRowBytes(reinterpret_cast<const uint8_t*>(rows->v.data()),

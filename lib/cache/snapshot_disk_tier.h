@@ -68,9 +68,11 @@ class SnapshotDiskTier {
   // Writes (or rewrites) a snapshot: the block files it lacks, then its manifest, first deleting
   // least recently used unpinned snapshots to stay within the budget (their keys are appended
   // to `evicted`, if given). RESOURCE_EXHAUSTED if it cannot fit next to the pinned ones; on
-  // any failure nothing new is left behind.
+  // any failure nothing new is left behind. `durable`: on disk for good when it returns (else
+  // a crash may lose it: its files then fail their checks at the next start).
   absl::StatusOr<DiskSnapshotInfo> Put(const SnapshotManifest& manifest, const BlockRows& rows,
-                                       std::vector<BlockKey>* evicted = nullptr);
+                                       std::vector<BlockKey>* evicted = nullptr,
+                                       bool durable = true);
   // The same for a self-contained snapshot (its rows come from file.state).
   absl::StatusOr<DiskSnapshotInfo> Put(const SnapshotFile& file,
                                        std::vector<BlockKey>* evicted = nullptr);

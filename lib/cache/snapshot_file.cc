@@ -47,8 +47,9 @@ void PutHeader(uint32_t version, bool pinned, absl::Time expires,
   out->append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 4);
 }
 
-// The header of sealed `bytes` of `version`; `pos` ends after the tokens. `min_rest`: bytes the
-// version needs after the tokens and before the seal.
+// The header of sealed `bytes` of `version`; `pos` ends after the tokens (every block's in
+// version 2, the first block's in 3). `min_rest`: bytes the version needs after the tokens and
+// before the seal.
 absl::StatusOr<Header> ParseHeader(absl::string_view bytes, uint32_t version,
                                    absl::string_view cache_key, size_t min_rest, size_t* pos) {
   if (bytes.size() < kHeaderBytes + min_rest + kFileSealBytes ||
@@ -66,7 +67,9 @@ absl::StatusOr<Header> ParseHeader(absl::string_view bytes, uint32_t version,
   h.expires = expires_ms == 0 ? absl::InfiniteFuture() : absl::FromUnixMillis(expires_ms);
   const uint64_t blocks = GetField<uint32_t>(bytes, pos);
   if (blocks == 0) return absl::InvalidArgumentError("snapshot file: no blocks");
-  if (bytes.size() < *pos + blocks * (16 + 4 * kCacheBlockTokens) + min_rest + kFileSealBytes) {
+  const uint64_t token_blocks = version == SnapshotFile::kVersion ? blocks : 1;
+  if (bytes.size() <
+      *pos + blocks * 16 + token_blocks * 4 * kCacheBlockTokens + min_rest + kFileSealBytes) {
     return absl::InvalidArgumentError("snapshot file: sizes do not add up");
   }
   h.chain.resize(blocks);
@@ -74,7 +77,7 @@ absl::StatusOr<Header> ParseHeader(absl::string_view bytes, uint32_t version,
     std::memcpy(k.bytes.data(), bytes.data() + *pos, k.bytes.size());
     *pos += k.bytes.size();
   }
-  h.tokens.resize(blocks * kCacheBlockTokens);
+  h.tokens.resize(token_blocks * kCacheBlockTokens);
   std::memcpy(h.tokens.data(), bytes.data() + *pos, h.tokens.size() * 4);
   *pos += h.tokens.size() * 4;
   return h;
@@ -112,13 +115,13 @@ absl::StatusOr<uint64_t> SnapshotFileBytes(absl::string_view header, const Model
   size_t pos = kHeaderBytes - 4;
   const uint64_t blocks = GetField<uint32_t>(header, &pos);
   const uint64_t tokens = blocks * kCacheBlockTokens;
-  const uint64_t fixed = kHeaderBytes + blocks * (16 + 4 * kCacheBlockTokens);
   if (version == SnapshotManifest::kVersion) {
-    return fixed + 8 + 4 + 8 +
+    return kHeaderBytes + blocks * 16 + 4 * kCacheBlockTokens + 8 + 4 + 8 +
            4 * static_cast<uint64_t>(config.n_self_layers()) * config.self_state_floats() +
            kFileSealBytes;
   }
-  return fixed + 8 + StateBundleBytes(config, tokens, 0) + kFileSealBytes;
+  return kHeaderBytes + blocks * (16 + 4 * kCacheBlockTokens) + 8 +
+         StateBundleBytes(config, tokens, 0) + kFileSealBytes;
 }
 
 absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const ModelConfig& config,
@@ -151,7 +154,7 @@ std::string SerializeSnapshotManifest(const SnapshotManifest& manifest, uint64_t
                                       absl::string_view cache_key) {
   std::string out;
   PutHeader(SnapshotManifest::kVersion, manifest.pinned, manifest.expires, manifest.chain,
-            manifest.tokens, &out);
+            manifest.first_block, &out);
   PutField<uint64_t>(&out, model_fingerprint);
   PutField<uint32_t>(&out, static_cast<uint32_t>(manifest.self_states.size()));
   PutField<uint64_t>(&out, manifest.self_states.empty() ? 0 : manifest.self_states[0].size());
@@ -179,7 +182,7 @@ absl::StatusOr<SnapshotManifest> ParseSnapshotManifest(absl::string_view bytes,
   m.pinned = header->pinned;
   m.expires = header->expires;
   m.chain = std::move(header->chain);
-  m.tokens = std::move(header->tokens);
+  m.first_block = std::move(header->tokens);
   if (GetField<uint64_t>(bytes, &pos) != model_fingerprint) {
     return absl::FailedPreconditionError("snapshot file of another model");
   }

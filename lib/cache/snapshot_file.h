@@ -50,14 +50,15 @@ absl::StatusOr<SnapshotFile> ParseSnapshotFile(absl::string_view bytes, const Mo
                                                uint64_t model_fingerprint,
                                                absl::string_view cache_key);
 
-// The disk tier's form of a snapshot (version 3): the same header, chain and tokens as a
-// SnapshotFile, then the self-decoder states alone. Its K/V rows live in the chain's block files
-// (KvBlockFile), written once however many snapshots share them, so a document pre-cached with
-// an intermediate snapshot every few blocks writes its rows once, not once per snapshot.
+// The disk tier's form of a snapshot (version 3): the same header and chain as a SnapshotFile,
+// the first block's tokens (a tenant's snapshots are told by them), then the self-decoder
+// states alone. Its tokens and K/V rows live in the chain's block files (KvBlockFile), written
+// once however many snapshots share them, so a document pre-cached with an intermediate
+// snapshot every few blocks writes them once, and a manifest costs 16 bytes a block.
 //
 // Layout (little-endian), version 3:
 //   "YOCOSNAP"  u32 version  u32 flags (bit 0: pinned)  i64 expires_unix_ms (0: never)
-//   u32 n_blocks  u8 keys[n_blocks][16]  i32 tokens[n_blocks * kCacheBlockTokens]
+//   u32 n_blocks  u8 keys[n_blocks][16]  i32 first_block[kCacheBlockTokens]
 //   u64 model_fingerprint  u32 n_self_layers  u64 floats_per_layer  f32 states[...]
 //   u32 crc32c of every byte before it
 //   u8 tag[32]: MessageTag of every byte before it under the cache key
@@ -65,8 +66,8 @@ struct SnapshotManifest {
   static constexpr uint32_t kVersion = 3;
 
   std::vector<BlockKey> chain;
-  std::vector<int32_t> tokens;                  // chain.size() * kCacheBlockTokens
-  std::vector<std::vector<float>> self_states;  // at tokens.size()
+  std::vector<int32_t> first_block;             // block 0's tokens (kCacheBlockTokens)
+  std::vector<std::vector<float>> self_states;  // at chain.size() * kCacheBlockTokens
   bool pinned = false;
   absl::Time expires = absl::InfiniteFuture();
 };

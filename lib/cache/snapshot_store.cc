@@ -125,7 +125,7 @@ SnapshotFile SnapshotStore::ToFileLocked(const Snapshot& s) const {
   return file;
 }
 
-absl::Status SnapshotStore::PutOnDiskLocked(const Snapshot& s) {
+absl::Status SnapshotStore::PutOnDiskLocked(const Snapshot& s, bool durable) {
   // The manifest, with rows read from the memory blocks only for blocks the disk lacks: an
   // intermediate snapshot of a long document costs its new blocks, not a copy of the prefix.
   SnapshotManifest manifest;
@@ -133,15 +133,12 @@ absl::Status SnapshotStore::PutOnDiskLocked(const Snapshot& s) {
   manifest.self_states = s.self_states;
   manifest.pinned = s.pinned;
   manifest.expires = s.expires;
-  manifest.tokens.reserve(s.chain.size() * kCacheBlockTokens);
-  for (const BlockKey& bk : s.chain) {
-    const std::vector<int32_t>& tokens = blocks_.at(bk).tokens;
-    manifest.tokens.insert(manifest.tokens.end(), tokens.begin(), tokens.end());
-  }
+  manifest.first_block = blocks_.at(s.chain.front()).tokens;
   const int64_t row_bytes = kv_dim_ * KvDtypeBytes(kv_dtype_);
   auto rows = [&](size_t i) {
     const KvBlock& block = blocks_.at(s.chain[i]);
     KvBlockRows out;
+    out.tokens = block.tokens;
     out.k.resize(kCacheBlockTokens * row_bytes);
     out.v.resize(kCacheBlockTokens * row_bytes);
     block.k.CopyRowBytes(0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.k.data()));
@@ -149,7 +146,7 @@ absl::Status SnapshotStore::PutOnDiskLocked(const Snapshot& s) {
     return out;
   };
   std::vector<BlockKey> evicted;
-  const absl::Status written = disk_->Put(manifest, rows, &evicted).status();
+  const absl::Status written = disk_->Put(manifest, rows, &evicted, durable).status();
   if (!written.ok()) ++stats_.disk_write_failures;
   for (const BlockKey& key : evicted) {
     if (snapshots_.count(key)) continue;  // still in memory
@@ -218,7 +215,7 @@ void SnapshotStore::EnforceBudgetLocked(const BlockKey& keep) {
     if (victim == snapshots_.end()) return;
     // Spill to disk when there is one; a snapshot already there stays there.
     bool on_disk = disk_ && disk_->Contains(victim->first);
-    if (disk_ && !on_disk) on_disk = PutOnDiskLocked(victim->second).ok();
+    if (disk_ && !on_disk) on_disk = PutOnDiskLocked(victim->second, /*durable=*/false).ok();
     if (on_disk) ++stats_.spills;
     RemoveLocked(victim, on_disk ? CacheMiss::kHit : CacheMiss::kEvicted);
   }
@@ -317,7 +314,7 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Save(absl::Span<const BlockKey> keys
     it = *inserted;
   }
   absl::Status written;
-  if (disk_ && write_through) written = PutOnDiskLocked(it->second);
+  if (disk_ && write_through) written = PutOnDiskLocked(it->second, /*durable=*/true);
   SnapshotInfo info = InfoLocked(it->first, it->second);
   // The memory copy serves either way; the caller is told it will not survive a restart.
   if (!written.ok()) info.disk_error = std::string(written.message());
@@ -329,20 +326,29 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
                                                                  const SequenceState& state,
                                                                  bool pinned, absl::Time expires,
                                                                  const absl::Status& memory_error) {
-  const int64_t n = static_cast<int64_t>(keys.size()) * kCacheBlockTokens;
-  SnapshotFile file;
-  file.chain.assign(keys.begin(), keys.end());
-  file.tokens.assign(tokens.begin(), tokens.begin() + n);
-  file.state.position = n;
-  file.state.self_states = state.self_states;
-  file.state.shared_k = KvRows::SharedKeys(kv_dtype_, kv_dim_);
-  file.state.shared_v = KvRows::SharedValues(kv_dtype_, kv_dim_);
-  file.state.shared_k.AppendRows(state.shared_k, 0, n);
-  file.state.shared_v.AppendRows(state.shared_v, 0, n);
-  file.pinned = pinned;
-  file.expires = expires;
+  // Rows straight from `state`, and only for blocks the disk lacks: when memory is full of a
+  // long document, each later snapshot of it lands here, and copying the whole prefix for each
+  // made pre-caching quadratic again.
+  SnapshotManifest manifest;
+  manifest.chain.assign(keys.begin(), keys.end());
+  manifest.first_block.assign(tokens.begin(), tokens.begin() + kCacheBlockTokens);
+  manifest.self_states = state.self_states;
+  manifest.pinned = pinned;
+  manifest.expires = expires;
+  const int64_t row_bytes = kv_dim_ * KvDtypeBytes(kv_dtype_);
+  auto rows = [&](size_t i) {
+    const int64_t row0 = static_cast<int64_t>(i) * kCacheBlockTokens;
+    KvBlockRows out;
+    out.tokens.assign(tokens.begin() + row0, tokens.begin() + row0 + kCacheBlockTokens);
+    out.k.resize(kCacheBlockTokens * row_bytes);
+    out.v.resize(kCacheBlockTokens * row_bytes);
+    state.shared_k.CopyRowBytes(row0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.k.data()));
+    state.shared_v.CopyRowBytes(row0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.v.data()));
+    return out;
+  };
   std::vector<BlockKey> evicted;
-  absl::StatusOr<DiskSnapshotInfo> written = disk_->Put(file, &evicted);
+  absl::StatusOr<DiskSnapshotInfo> written =
+      disk_->Put(manifest, rows, &evicted, /*durable=*/pinned || expires != absl::InfiniteFuture());
   if (!written.ok()) {
     ++stats_.disk_write_failures;
     return memory_error;

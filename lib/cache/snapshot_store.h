@@ -172,7 +172,9 @@ class SnapshotStore {
                                                     absl::Time expires,
                                                     const absl::Status& memory_error);
   // Writes to the disk tier, recording the files its budget pushed out.
-  absl::Status PutOnDiskLocked(const Snapshot& s);
+  // `durable`: synced before it returns (pre-cached documents); a spilled snapshot is a cache
+  // entry that a crash may lose (its files then fail their checks and are dropped at start-up).
+  absl::Status PutOnDiskLocked(const Snapshot& s, bool durable);
   void RememberRemovalLocked(const BlockKey& key, CacheMiss reason);
   // Drops a snapshot from memory; with `reason` kHit it moved to disk and is not gone.
   void RemoveLocked(std::map<BlockKey, Snapshot>::iterator it, CacheMiss reason);

@@ -123,8 +123,9 @@ TEST_F(SnapshotDiskTest, FileRoundTripsAndRefusesDamage) {
 
 TEST_F(SnapshotDiskTest, ManifestAndBlockFilesRoundTripAndRefuseDamage) {
   SnapshotManifest manifest;
-  manifest.tokens = testing::RandomTokens(256, 96, 1);
-  manifest.chain = PrefixBlockKeys(kFingerprint, "", manifest.tokens);
+  const std::vector<int32_t> tokens = testing::RandomTokens(256, 96, 1);
+  manifest.chain = PrefixBlockKeys(kFingerprint, "", tokens);
+  manifest.first_block.assign(tokens.begin(), tokens.begin() + 128);
   manifest.self_states = State(256, 1).self_states;
   manifest.pinned = true;
   manifest.expires = absl::FromUnixMillis(123456789);
@@ -136,7 +137,7 @@ TEST_F(SnapshotDiskTest, ManifestAndBlockFilesRoundTripAndRefuseDamage) {
   auto back = ParseSnapshotManifest(bytes, config_, kFingerprint, key);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->chain, manifest.chain);
-  EXPECT_EQ(back->tokens, manifest.tokens);
+  EXPECT_EQ(back->first_block, manifest.first_block);
   EXPECT_EQ(back->self_states, manifest.self_states);
   EXPECT_TRUE(back->pinned);
   EXPECT_EQ(back->expires, manifest.expires);
@@ -154,6 +155,7 @@ TEST_F(SnapshotDiskTest, ManifestAndBlockFilesRoundTripAndRefuseDamage) {
 
   const SequenceState state = State(128, 2);
   KvBlockRows rows;
+  rows.tokens = manifest.first_block;
   rows.k.resize(state.shared_k.bytes());
   rows.v.resize(state.shared_v.bytes());
   state.shared_k.CopyRowBytes(0, 128, reinterpret_cast<uint8_t*>(rows.k.data()));
@@ -163,6 +165,7 @@ TEST_F(SnapshotDiskTest, ManifestAndBlockFilesRoundTripAndRefuseDamage) {
   EXPECT_EQ(block.size(), KvBlockFileBytes(config_));
   auto rows_back = ParseKvBlockFile(block, manifest.chain[0], config_, kFingerprint, key);
   ASSERT_TRUE(rows_back.ok()) << rows_back.status();
+  EXPECT_EQ(rows_back->tokens, rows.tokens);
   EXPECT_EQ(rows_back->k, rows.k);
   EXPECT_EQ(rows_back->v, rows.v);
   EXPECT_EQ(ParseKvBlockFile(block, manifest.chain[1], config_, kFingerprint, key).status().code(),

@@ -32,7 +32,7 @@ def main(path):
     (version,) = struct.unpack_from("<I", data, 8)
     assert version == 3, "not a snapshot manifest (version 3)"
     (n_blocks,) = struct.unpack_from("<I", data, 24)
-    states_at = 28 + n_blocks * (16 + 4 * BLOCK_TOKENS) + 8 + 4 + 8
+    states_at = 28 + n_blocks * 16 + 4 * BLOCK_TOKENS + 8 + 4 + 8
     crc_at = len(data) - 4 - TAG_BYTES
     # A float in the middle of the self-decoder states.
     middle = states_at + (crc_at - states_at) // 2 // 4 * 4
