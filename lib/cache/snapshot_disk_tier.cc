@@ -368,7 +368,6 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotManifest& m
   // New blocks are made durable together (one syncfs, not one fdatasync each: a 64K-token
   // document has 512 blocks, and a sync apiece took longer than prefilling it), before the
   // manifest that names them.
-  bool wrote_blocks = false;
   for (size_t i = 0; i < manifest.chain.size(); ++i) {
     const BlockKey& block = manifest.chain[i];
     if (blocks_.count(block) != 0) continue;
@@ -383,9 +382,10 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotManifest& m
     blocks_[block] = 1;
     bytes_ += block_bytes_;
     held.push_back(block);
-    wrote_blocks = true;
   }
-  if (wrote_blocks && durable) {
+  // Durable: synced even when every block was already there, since blocks a spill wrote were
+  // not.
+  if (durable) {
     if (absl::Status synced = SyncFolder(options_.dir); !synced.ok()) {
       release();
       return synced;
