@@ -21,6 +21,18 @@ uint64_t RowsBytes(const ModelConfig& config) {
 
 }  // namespace
 
+KvBlockRows KvBlockRowsOf(absl::Span<const int32_t> tokens, const KvRows& k, const KvRows& v,
+                          int64_t row0) {
+  KvBlockRows out;
+  out.tokens.assign(tokens.begin() + row0, tokens.begin() + row0 + kCacheBlockTokens);
+  const int64_t bytes = kCacheBlockTokens * k.width() * KvDtypeBytes(k.dtype());
+  out.k.resize(bytes);
+  out.v.resize(bytes);
+  k.CopyRowBytes(row0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.k.data()));
+  v.CopyRowBytes(row0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.v.data()));
+  return out;
+}
+
 uint64_t KvBlockFileBytes(const ModelConfig& config) {
   return kHeaderBytes + 2 * RowsBytes(config) + kFileSealBytes;
 }

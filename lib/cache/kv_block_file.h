@@ -20,7 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "lib/cache/block_key.h"
+#include "lib/engine/kv_rows.h"
 #include "lib/engine/model_config.h"
 
 namespace yoco {
@@ -30,6 +32,11 @@ struct KvBlockRows {
   std::vector<int32_t> tokens;  // kCacheBlockTokens
   std::string k, v;             // kCacheBlockTokens × kv_dim values of config.kv_dtype each
 };
+
+// Block `row0 / kCacheBlockTokens` of a sequence's shared K/V: its tokens (tokens[row0, row0 +
+// kCacheBlockTokens)) and rows [row0, row0 + kCacheBlockTokens) of `k` and `v`.
+KvBlockRows KvBlockRowsOf(absl::Span<const int32_t> tokens, const KvRows& k, const KvRows& v,
+                          int64_t row0);
 
 // The exact size of a block file of this model.
 uint64_t KvBlockFileBytes(const ModelConfig& config);

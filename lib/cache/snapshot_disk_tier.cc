@@ -422,21 +422,11 @@ absl::StatusOr<DiskSnapshotInfo> SnapshotDiskTier::Put(const SnapshotFile& file,
   manifest.self_states = file.state.self_states;
   manifest.pinned = file.pinned;
   manifest.expires = file.expires;
-  const int64_t row_bytes = config_.kv_dim() * KvDtypeBytes(config_.kv_dtype);
   return Put(
       manifest,
       [&](size_t i) {
-        KvBlockRows rows;
-        const auto first = file.tokens.begin() + static_cast<int64_t>(i) * kCacheBlockTokens;
-        rows.tokens.assign(first, first + kCacheBlockTokens);
-        rows.k.resize(kCacheBlockTokens * row_bytes);
-        rows.v.resize(kCacheBlockTokens * row_bytes);
-        const int64_t row0 = static_cast<int64_t>(i) * kCacheBlockTokens;
-        file.state.shared_k.CopyRowBytes(row0, kCacheBlockTokens,
-                                         reinterpret_cast<uint8_t*>(rows.k.data()));
-        file.state.shared_v.CopyRowBytes(row0, kCacheBlockTokens,
-                                         reinterpret_cast<uint8_t*>(rows.v.data()));
-        return rows;
+        return KvBlockRowsOf(file.tokens, file.state.shared_k, file.state.shared_v,
+                             static_cast<int64_t>(i) * kCacheBlockTokens);
       },
       evicted);
 }

@@ -134,16 +134,9 @@ absl::Status SnapshotStore::PutOnDiskLocked(const Snapshot& s, bool durable) {
   manifest.pinned = s.pinned;
   manifest.expires = s.expires;
   manifest.first_block = blocks_.at(s.chain.front()).tokens;
-  const int64_t row_bytes = kv_dim_ * KvDtypeBytes(kv_dtype_);
   auto rows = [&](size_t i) {
     const KvBlock& block = blocks_.at(s.chain[i]);
-    KvBlockRows out;
-    out.tokens = block.tokens;
-    out.k.resize(kCacheBlockTokens * row_bytes);
-    out.v.resize(kCacheBlockTokens * row_bytes);
-    block.k.CopyRowBytes(0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.k.data()));
-    block.v.CopyRowBytes(0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.v.data()));
-    return out;
+    return KvBlockRowsOf(block.tokens, block.k, block.v, 0);
   };
   std::vector<BlockKey> evicted;
   const absl::Status written = disk_->Put(manifest, rows, &evicted, durable).status();
@@ -335,16 +328,9 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
   manifest.self_states = state.self_states;
   manifest.pinned = pinned;
   manifest.expires = expires;
-  const int64_t row_bytes = kv_dim_ * KvDtypeBytes(kv_dtype_);
   auto rows = [&](size_t i) {
-    const int64_t row0 = static_cast<int64_t>(i) * kCacheBlockTokens;
-    KvBlockRows out;
-    out.tokens.assign(tokens.begin() + row0, tokens.begin() + row0 + kCacheBlockTokens);
-    out.k.resize(kCacheBlockTokens * row_bytes);
-    out.v.resize(kCacheBlockTokens * row_bytes);
-    state.shared_k.CopyRowBytes(row0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.k.data()));
-    state.shared_v.CopyRowBytes(row0, kCacheBlockTokens, reinterpret_cast<uint8_t*>(out.v.data()));
-    return out;
+    return KvBlockRowsOf(tokens, state.shared_k, state.shared_v,
+                         static_cast<int64_t>(i) * kCacheBlockTokens);
   };
   std::vector<BlockKey> evicted;
   absl::StatusOr<DiskSnapshotInfo> written =
