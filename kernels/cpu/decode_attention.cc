@@ -50,20 +50,41 @@ struct NextRows {
 #endif
 }
 
-// Asks in L1 for rows [first, first + count) of a pass over `len` rows (stride ld) that
-// starts at `rows`, running on into `next` past its end.
+// A sequence's K or V rows of ld values: one array, or blocks of block_rows rows each stored
+// as if they were rows 0.. of their own (DecodeQuery). In all three layouts a block of the
+// layout that starts at row r starts r·ld values past the start of its storage.
 template <typename T>
-[[gnu::always_inline]] inline void PrefetchAhead(const T* rows, int64_t ld, int64_t len,
-                                                 const NextRows& next, int64_t first,
+struct RowBlocks {
+  const void* const* blocks;
+  int64_t block_rows;
+  int64_t ld;
+
+  // The storage of row r's block of block_rows rows, and r's row within it.
+  const T* Base(int64_t r) const { return static_cast<const T*>(blocks[r / block_rows]); }
+  int64_t InBlock(int64_t r) const { return r % block_rows; }
+  // Row r (in rows), or the layout's block that starts at row r (in lanes or strips).
+  const T* Row(int64_t r) const { return Base(r) + InBlock(r) * ld; }
+  // Rows from r to the end of its block: contiguous (in rows).
+  int64_t RowsLeft(int64_t r) const { return block_rows - InBlock(r); }
+};
+// What an array is as RowBlocks: one block no row reaches the end of.
+constexpr int64_t kOneBlock = int64_t{1} << 62;
+
+// Asks in L1 for rows [first, first + count) of a pass over rows [begin, begin + len) (in rows),
+// running on into `next` past its end.
+template <typename T>
+[[gnu::always_inline]] inline void PrefetchAhead(const RowBlocks<T>& rows, int64_t begin,
+                                                 int64_t len, const NextRows& next, int64_t first,
                                                  int64_t count) {
-  const int64_t row_bytes = ld * int64_t{sizeof(T)};
-  if (first + count <= len) {  // the common case: one contiguous run of this pass's rows
-    PrefetchBytes(reinterpret_cast<const char*>(rows + first * ld), count * row_bytes);
+  const int64_t row_bytes = rows.ld * int64_t{sizeof(T)};
+  // The common case: one contiguous run of this pass's rows.
+  if (first + count <= len && rows.RowsLeft(begin + first) >= count) {
+    PrefetchBytes(reinterpret_cast<const char*>(rows.Row(begin + first)), count * row_bytes);
     return;
   }
   for (int64_t r = first; r < first + count; ++r) {
     if (r < len) {
-      PrefetchBytes(reinterpret_cast<const char*>(rows + r * ld), row_bytes);
+      PrefetchBytes(reinterpret_cast<const char*>(rows.Row(begin + r)), row_bytes);
     } else if (r - len < next.count) {
       PrefetchBytes(next.data + (r - len) * next.row_bytes, next.row_bytes);
     }
@@ -134,8 +155,8 @@ inline __m512 SumLanes16(__m512* v) {
 // scores[h·len + i] = scale · q_h·k_{begin+i} for every query head, 16 (AVX-512) or 8 keys at
 // a time so each block of whole K rows is read from memory once.
 template <typename T>
-void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t begin, int64_t end,
-                float scale, const NextRows& next, float* scores) {
+void TaskScores(const GqaShape& shape, const float* q, const RowBlocks<T>& keys, int64_t begin,
+                int64_t end, float scale, const NextRows& next, float* scores) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t ld = int64_t{shape.kv_heads} * d;
@@ -145,8 +166,8 @@ void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t be
   if (d % 16 == 0) {
     const __m512 vscale = _mm512_set1_ps(scale);
     for (; i0 + 16 <= len; i0 += 16) {
-      const T* k = keys + (begin + i0) * ld;
-      PrefetchAhead(keys + begin * ld, ld, len, next, i0 + kPrefetchKeys, 16);
+      const T* k = keys.Row(begin + i0);  // 16 rows of one block (begin + i0 is a multiple)
+      PrefetchAhead(keys, begin, len, next, i0 + kPrefetchKeys, 16);
       for (int h = 0; h < shape.q_heads; ++h) {
         const float* qh = q + int64_t{h} * d;
         const T* kh = k + int64_t{h / group} * d;
@@ -166,8 +187,8 @@ void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t be
   if (d % 8 == 0) {
     const __m256 vscale = _mm256_set1_ps(scale);
     for (; i0 + 8 <= len; i0 += 8) {
-      const T* k = keys + (begin + i0) * ld;
-      PrefetchAhead(keys + begin * ld, ld, len, next, i0 + kPrefetchKeys, 8);
+      const T* k = keys.Row(begin + i0);
+      PrefetchAhead(keys, begin, len, next, i0 + kPrefetchKeys, 8);
       for (int h = 0; h < shape.q_heads; ++h) {
         const float* qh = q + int64_t{h} * d;
         const T* kh = k + int64_t{h / group} * d;
@@ -190,7 +211,7 @@ void TaskScores(const GqaShape& shape, const float* q, const T* keys, int64_t be
   }
 #endif
   for (; i0 < len; ++i0) {
-    const T* k = keys + (begin + i0) * ld;
+    const T* k = keys.Row(begin + i0);
     for (int h = 0; h < shape.q_heads; ++h) {
       scores[h * len + i0] = DotQK(q + int64_t{h} * d, k + int64_t{h / group} * d, d) * scale;
     }
@@ -266,15 +287,14 @@ void LaneBlockScores(const float* q, const T* kb, int d, float scale, float* out
 // at a time, for up to four query heads of its group per pass; no software prefetch (see
 // kPrefetchKeys).
 template <typename T>
-void TaskScoresInLanes(const GqaShape& shape, const float* q, const T* keys, int64_t begin,
-                       int64_t end, float scale, float* scores) {
+void TaskScoresInLanes(const GqaShape& shape, const float* q, const RowBlocks<T>& keys,
+                       int64_t begin, int64_t end, float scale, float* scores) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
-  const int64_t ld = int64_t{shape.kv_heads} * d;
   const int64_t len = end - begin;
   for (int64_t i0 = 0; i0 < len; i0 += kKeyLaneRows) {
     // begin is a whole number of blocks: the block of row begin + i0 starts at its row's offset.
-    const T* block = keys + (begin + i0) * ld;
+    const T* block = keys.Row(begin + i0);
     const int64_t valid = std::min(kKeyLaneRows, len - i0);
     for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
       const T* kb = block + int64_t{kvh} * d * kKeyLaneRows;
@@ -369,7 +389,7 @@ ValueSlice<T> SliceOf(const T* block, bool strips, int64_t width, int64_t c) {
 // acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] for every head; acc is [q_heads, d] in L1. The values
 // are in rows, or in strips; begin is a whole number of blocks (kValueBlock).
 template <typename T>
-void TaskWeightedSum(const GqaShape& shape, const T* values, bool strips, int64_t begin,
+void TaskWeightedSum(const GqaShape& shape, const RowBlocks<T>& values, bool strips, int64_t begin,
                      int64_t end, const float* p, const NextRows& next, float* acc) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
@@ -380,9 +400,8 @@ void TaskWeightedSum(const GqaShape& shape, const T* values, bool strips, int64_
     const int64_t b1 = std::min(len, b0 + kValueBlock);
     // Both layouts start a block of rows at the same offset (the vector tiles read from it; the
     // generic loop below indexes the rows itself).
-    [[maybe_unused]] const T* block = values + (begin + b0) * ld;
-    if (!strips)
-      PrefetchAhead(values + begin * ld, ld, len, next, b0 + kPrefetchValues, kValueBlock);
+    [[maybe_unused]] const T* block = values.Row(begin + b0);
+    if (!strips) PrefetchAhead(values, begin, len, next, b0 + kPrefetchValues, kValueBlock);
 #if defined(__AVX512F__)
     if (d % 64 == 0) {
       for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
@@ -441,15 +460,16 @@ void TaskWeightedSum(const GqaShape& shape, const T* values, bool strips, int64_
         float* ah = acc + int64_t{h} * d;
         const float w = p[h * len + i];
         if (!strips) {
-          const T* vh = values + (begin + i) * ld + c0;
+          const T* vh = values.Row(begin + i) + c0;
           if constexpr (std::is_same_v<T, float>) {
             Axpy(w, vh, ah, d);
           } else {
             for (int c = 0; c < d; ++c) ah[c] += w * LoadOne(vh + c);
           }
         } else {
-          for (int c = 0; c < d; ++c)
-            ah[c] += w * LoadOne(values + ValueStripIndex(begin + i, c0 + c, ld));
+          const T* base = values.Base(begin + i);
+          const int64_t row = values.InBlock(begin + i);
+          for (int c = 0; c < d; ++c) ah[c] += w * LoadOne(base + ValueStripIndex(row, c0 + c, ld));
         }
       }
     }
@@ -498,11 +518,11 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
     scratch->scores.resize(threads * scores_floats);
 
   const int64_t row_floats = int64_t{shape.kv_heads} * d;
-  auto rows_of = [&](const float* f32, const uint16_t* bf16, int64_t row, int64_t count) {
-    return bf16 != nullptr ? NextRows{reinterpret_cast<const char*>(bf16 + row * row_floats),
-                                      row_floats * int64_t{sizeof(uint16_t)}, count}
-                           : NextRows{reinterpret_cast<const char*>(f32 + row * row_floats),
-                                      row_floats * int64_t{sizeof(float)}, count};
+  // The rows a pass reads after [row, row + count), as far as they are contiguous.
+  auto next_rows = [&](const auto& rows, int64_t row, int64_t count) {
+    using T = std::remove_cvref_t<decltype(*rows.Base(0))>;
+    return NextRows{reinterpret_cast<const char*>(rows.Row(row)), row_floats * int64_t{sizeof(T)},
+                    std::min(count, rows.RowsLeft(row))};
   };
 
 #pragma omp parallel for schedule(dynamic, 1)
@@ -510,38 +530,53 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
     const DecodeAttentionScratch::Task& task = tasks[t];
     const DecodeQuery& dq = queries[task.query];
     float* scores = scratch->scores.data() + omp_get_thread_num() * scores_floats;
-    for (int64_t r = task.first_range; r < task.end_range; ++r) {
-      const int64_t begin = (r - first_range[task.query]) * kKeysPerRange;
-      const int64_t end = std::min(dq.n, begin + kKeysPerRange);
-      const int64_t len = end - begin;
-      float* part = scratch->partial.data() + r * partial_floats;
-      float* stats = part + sums_floats;  // [H][max, sum]
-      const NextRows values_next = rows_of(dq.values, dq.values_bf16, begin, len);
-      const NextRows keys_next =
-          r + 1 < task.end_range
-              ? rows_of(dq.keys, dq.keys_bf16, end, std::min(kKeysPerRange, dq.n - end))
-              : NextRows{};
-      if (dq.keys_in_lanes && dq.keys_bf16 != nullptr) {
-        TaskScoresInLanes(shape, dq.q, dq.keys_bf16, begin, end, scale, scores);
-      } else if (dq.keys_in_lanes) {
-        TaskScoresInLanes(shape, dq.q, dq.keys, begin, end, scale, scores);
-      } else if (dq.keys_bf16 != nullptr) {
-        TaskScores(shape, dq.q, dq.keys_bf16, begin, end, scale, values_next, scores);
-      } else {
-        TaskScores(shape, dq.q, dq.keys, begin, end, scale, values_next, scores);
+    // The query's K and V as blocks (an array is one block).
+    const bool paged = dq.key_blocks != nullptr;
+    const bool keys_bf16 = paged ? dq.blocks_bf16 : dq.keys_bf16 != nullptr;
+    const bool values_bf16 = paged ? dq.blocks_bf16 : dq.values_bf16 != nullptr;
+    const void* const key_array = keys_bf16 ? static_cast<const void*>(dq.keys_bf16) : dq.keys;
+    const void* const value_array =
+        values_bf16 ? static_cast<const void*>(dq.values_bf16) : dq.values;
+    const void* const* key_blocks = paged ? dq.key_blocks : &key_array;
+    const void* const* value_blocks = paged ? dq.value_blocks : &value_array;
+    const int64_t block_rows = paged ? dq.block_rows : kOneBlock;
+    auto run = [&](auto* key_tag, auto* value_tag) {
+      using K = std::remove_pointer_t<decltype(key_tag)>;
+      using V = std::remove_pointer_t<decltype(value_tag)>;
+      const RowBlocks<K> keys{key_blocks, block_rows, row_floats};
+      const RowBlocks<V> values{value_blocks, block_rows, row_floats};
+      for (int64_t r = task.first_range; r < task.end_range; ++r) {
+        const int64_t begin = (r - first_range[task.query]) * kKeysPerRange;
+        const int64_t end = std::min(dq.n, begin + kKeysPerRange);
+        const int64_t len = end - begin;
+        float* part = scratch->partial.data() + r * partial_floats;
+        float* stats = part + sums_floats;  // [H][max, sum]
+        const NextRows values_next = next_rows(values, begin, len);
+        const NextRows keys_next = r + 1 < task.end_range
+                                       ? next_rows(keys, end, std::min(kKeysPerRange, dq.n - end))
+                                       : NextRows{};
+        if (dq.keys_in_lanes) {
+          TaskScoresInLanes(shape, dq.q, keys, begin, end, scale, scores);
+        } else {
+          TaskScores(shape, dq.q, keys, begin, end, scale, values_next, scores);
+        }
+        for (int h = 0; h < H; ++h) {
+          float* sh = scores + h * len;
+          const float m = MaxOf(sh, len);
+          stats[2 * h] = m;
+          stats[2 * h + 1] = ExpShiftSum(sh, len, m);
+        }
+        TaskWeightedSum(shape, values, dq.values_in_strips, begin, end, scores, keys_next, part);
       }
-      for (int h = 0; h < H; ++h) {
-        float* sh = scores + h * len;
-        const float m = MaxOf(sh, len);
-        stats[2 * h] = m;
-        stats[2 * h + 1] = ExpShiftSum(sh, len, m);
-      }
-      if (dq.values_bf16 != nullptr) {
-        TaskWeightedSum(shape, dq.values_bf16, dq.values_in_strips, begin, end, scores, keys_next,
-                        part);
-      } else {
-        TaskWeightedSum(shape, dq.values, dq.values_in_strips, begin, end, scores, keys_next, part);
-      }
+    };
+    if (keys_bf16 && values_bf16) {
+      run(static_cast<uint16_t*>(nullptr), static_cast<uint16_t*>(nullptr));
+    } else if (keys_bf16) {
+      run(static_cast<uint16_t*>(nullptr), static_cast<float*>(nullptr));
+    } else if (values_bf16) {
+      run(static_cast<float*>(nullptr), static_cast<uint16_t*>(nullptr));
+    } else {
+      run(static_cast<float*>(nullptr), static_cast<float*>(nullptr));
     }
   }
 

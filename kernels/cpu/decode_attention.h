@@ -50,6 +50,15 @@ struct DecodeQuery {
   const uint16_t* values_bf16 = nullptr;
   bool keys_in_lanes = false;     // keys (or keys_bf16) are in lanes, see kKeyLaneRows
   bool values_in_strips = false;  // values (or values_bf16) are in strips, see kValueStripRows
+  // Paged K/V, in place of the pointers above: rows [b·block_rows, (b+1)·block_rows) of K (V)
+  // are stored from key_blocks[b] (value_blocks[b]) as if they were rows 0.. of their own, in
+  // the layouts above, bf16 when blocks_bf16. block_rows is a whole number of both layouts'
+  // blocks. Every value is read in the same order as from one array: the same bits, however the
+  // rows are spread (blocks shared between sequences decode as if each had its own copy).
+  const void* const* key_blocks = nullptr;
+  const void* const* value_blocks = nullptr;
+  int64_t block_rows = 0;
+  bool blocks_bf16 = false;
 };
 
 // Buffers reused across calls (no allocation once they have grown).

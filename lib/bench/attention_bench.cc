@@ -134,9 +134,9 @@ AttentionCase MakeCase(const ModelConfig& c, const AttentionBenchShape& shape, u
                                         ac.out_lanes[l].data() + s * dim));
       // The bytes the kernel reads (less the last blocks' zero padding).
       for (const KvRows* kv : {&ac.keys_lanes[i], &ac.values_strips[i]}) {
-        const void* data = c.kv_dtype == KvDtype::kF32 ? static_cast<const void*>(kv->f32())
-                                                       : static_cast<const void*>(kv->bf16());
-        AddChunks(static_cast<const uint8_t*>(data), kv->bytes(), &read_l);
+        for (int64_t i = 0, left = kv->bytes(); left > 0; ++i, left -= kv->chunk_bytes()) {
+          AddChunks(kv->chunk_data(i), std::min(left, kv->chunk_bytes()), &read_l);
+        }
         ac.bytes += kv->bytes();
       }
     }

@@ -24,10 +24,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "lib/engine/kv_rows.h"
 
 namespace yoco {
 
 inline constexpr int64_t kCacheBlockTokens = 128;
+// A block's K/V rows are one KvRows chunk: snapshots and hits share them instead of copying, and
+// a block's key names its chunk across workers (ResidentKv).
+static_assert(kCacheBlockTokens == KvRows::kChunkRows);
 
 struct BlockKey {
   std::array<uint8_t, 16> bytes{};

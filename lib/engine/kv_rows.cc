@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/decode_attention.h"
@@ -19,22 +20,8 @@ absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown K/V dtype \"", name, "\" (f32 or bf16)"));
 }
 
-namespace {
-
-// Calls f(storage) with the vector of the rows' dtype.
-template <typename F>
-void WithStorage(KvDtype dtype, cpu::CacheLineVector<float>& f32,
-                 cpu::CacheLineVector<uint16_t>& bf16, F f) {
-  if (dtype == KvDtype::kF32) {
-    f(f32);
-  } else {
-    f(bf16);
-  }
-}
-
-}  // namespace
-
 int64_t KvRows::Index(int64_t r, int64_t c) const {
+  r %= kChunkRows;
   switch (layout_) {
     case KvLayout::kKeyLanes:
       return cpu::KeyLaneIndex(r, c, width_);
@@ -56,7 +43,7 @@ void KvRows::ForEachRun(int64_t r, F f) const {
         f(Index(r, c), 1, c, std::min(cpu::kValueStripWidth, width_ - c));
       return;
     default:
-      f(r * width_, 1, 0, width_);
+      f(Index(r, 0), 1, 0, width_);
   }
 }
 
@@ -71,65 +58,113 @@ int64_t KvRows::BlockRows() const {
   }
 }
 
-int64_t KvRows::StorageValues(int64_t n) const {
-  return (n + BlockRows() - 1) / BlockRows() * BlockRows() * width_;
+static_assert(KvRows::kChunkRows % cpu::kKeyLaneRows == 0 &&
+                  KvRows::kChunkRows % cpu::kValueStripRows == 0,
+              "a chunk holds whole blocks of every layout");
+
+KvRows::KvRows(const KvRows& other)
+    : dtype_(other.dtype_),
+      layout_(other.layout_),
+      width_(other.width_),
+      rows_(other.rows_),
+      chunks_(other.chunks_) {
+  if (rows_ % kChunkRows != 0) chunks_.back() = std::make_shared<Chunk>(*chunks_.back());
+  RebuildTable();
 }
 
-// Grows or shrinks the storage to hold n rows; values past row n in a kept block are zeroed, so
-// padding stays zero and equal rows mean equal storage.
-template <typename T>
-void KvRows::ResizeStorage(cpu::CacheLineVector<T>* v, int64_t n) {
-  if (n < rows_ && layout_ != KvLayout::kRows) {
-    const int64_t block_end = (n + BlockRows() - 1) / BlockRows() * BlockRows();
-    for (int64_t r = n; r < std::min(rows_, block_end); ++r)
-      for (int64_t c = 0; c < width_; ++c) (*v)[Index(r, c)] = T{};
+KvRows& KvRows::operator=(const KvRows& other) {
+  if (this != &other) *this = KvRows(other);
+  return *this;
+}
+
+KvRows::KvRows(KvRows&& other) noexcept
+    : dtype_(other.dtype_),
+      layout_(other.layout_),
+      width_(other.width_),
+      rows_(std::exchange(other.rows_, 0)),
+      chunks_(std::move(other.chunks_)),
+      table_(std::move(other.table_)) {
+  other.chunks_.clear();
+  other.table_.clear();
+}
+
+KvRows& KvRows::operator=(KvRows&& other) noexcept {
+  if (this != &other) {
+    dtype_ = other.dtype_;
+    layout_ = other.layout_;
+    width_ = other.width_;
+    rows_ = std::exchange(other.rows_, 0);
+    chunks_ = std::move(other.chunks_);
+    table_ = std::move(other.table_);
+    other.chunks_.clear();
+    other.table_.clear();
   }
-  v->resize(StorageValues(n), T{});
-  rows_ = n;
+  return *this;
 }
 
-uint8_t* KvRows::mutable_data() {
-  return dtype_ == KvDtype::kF32 ? reinterpret_cast<uint8_t*>(f32_.data())
-                                 : reinterpret_cast<uint8_t*>(bf16_.data());
+void KvRows::PushChunk(std::shared_ptr<Chunk> chunk) {
+  table_.push_back(chunk->data());
+  chunks_.push_back(std::move(chunk));
+}
+
+void KvRows::RebuildTable() {
+  table_.clear();
+  for (const auto& chunk : chunks_) table_.push_back(chunk->data());
+}
+
+template <typename T>
+T* KvRows::WritableChunk(int64_t r) {
+  if (r % kChunkRows == 0) PushChunk(std::make_shared<Chunk>(chunk_bytes()));  // zeroed
+  return reinterpret_cast<T*>(chunks_[r / kChunkRows]->data());
+}
+
+uint8_t* KvRows::mutable_chunk_data(int64_t i) {
+  chunks_[i] = std::make_shared<Chunk>(*chunks_[i]);
+  table_[i] = chunks_[i]->data();
+  return chunks_[i]->data();
 }
 
 void KvRows::CopyRowBytes(int64_t row0, int64_t n, uint8_t* out) const {
-  auto copy = [&](const auto& v) {
-    using T = typename std::decay_t<decltype(v)>::value_type;
-    if (layout_ == KvLayout::kRows) {
-      if (n > 0) std::memcpy(out, v.data() + row0 * width_, n * width_ * sizeof(T));
-      return;
-    }
-    for (int64_t r = 0; r < n; ++r) {
-      T* o = reinterpret_cast<T*>(out) + r * width_;
+  auto copy = [&](auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    for (int64_t r = 0; r < n; ++r, o += width_) {
+      const T* chunk = ChunkValues<T>(row0 + r);
       ForEachRun(row0 + r, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
-        for (int64_t i = 0; i < count; ++i) o[c + i] = v[at + i * stride];
+        if (stride == 1) {
+          std::memcpy(o + c, chunk + at, count * sizeof(T));
+        } else {
+          for (int64_t i = 0; i < count; ++i) o[c + i] = chunk[at + i * stride];
+        }
       });
     }
   };
   if (dtype_ == KvDtype::kF32) {
-    copy(f32_);
+    copy(reinterpret_cast<float*>(out));
   } else {
-    copy(bf16_);
+    copy(reinterpret_cast<uint16_t*>(out));
   }
 }
 
 void KvRows::AppendRowBytes(const uint8_t* in, int64_t n) {
-  const int64_t r0 = rows_;
-  WithStorage(dtype_, f32_, bf16_, [&](auto& v) {
-    using T = typename std::decay_t<decltype(v)>::value_type;
-    ResizeStorage(&v, r0 + n);
-    if (layout_ == KvLayout::kRows) {
-      if (n > 0) std::memcpy(v.data() + r0 * width_, in, n * width_ * sizeof(T));
-      return;
-    }
-    for (int64_t r = 0; r < n; ++r) {
-      const T* src = reinterpret_cast<const T*>(in) + r * width_;
-      ForEachRun(r0 + r, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
-        for (int64_t i = 0; i < count; ++i) v[at + i * stride] = src[c + i];
+  auto append = [&](const auto* src) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(src)>>;
+    for (int64_t r = 0; r < n; ++r, src += width_) {
+      T* chunk = WritableChunk<T>(rows_);
+      ForEachRun(rows_, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
+        if (stride == 1) {
+          std::memcpy(chunk + at, src + c, count * sizeof(T));
+        } else {
+          for (int64_t i = 0; i < count; ++i) chunk[at + i * stride] = src[c + i];
+        }
       });
+      ++rows_;
     }
-  });
+  };
+  if (dtype_ == KvDtype::kF32) {
+    append(reinterpret_cast<const float*>(in));
+  } else {
+    append(reinterpret_cast<const uint16_t*>(in));
+  }
 }
 
 void KvRows::Append(const float* rows, int64_t n) {
@@ -137,44 +172,89 @@ void KvRows::Append(const float* rows, int64_t n) {
     AppendRowBytes(reinterpret_cast<const uint8_t*>(rows), n);
     return;
   }
-  const int64_t r0 = rows_;
-  ResizeStorage(&bf16_, r0 + n);
   for (int64_t r = 0; r < n; ++r) {
     const float* src = rows + r * width_;
-    ForEachRun(r0 + r, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
-      for (int64_t i = 0; i < count; ++i) bf16_[at + i * stride] = FloatToBf16(src[c + i]);
+    uint16_t* chunk = WritableChunk<uint16_t>(rows_);
+    ForEachRun(rows_, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
+      for (int64_t i = 0; i < count; ++i) chunk[at + i * stride] = FloatToBf16(src[c + i]);
     });
+    ++rows_;
   }
 }
 
 void KvRows::AppendRows(const KvRows& from, int64_t row0, int64_t n) {
-  const int64_t r0 = rows_;
-  const int64_t B = BlockRows();
-  auto append = [&](auto& to, const auto& src) {
-    ResizeStorage(&to, r0 + n);
-    int64_t done = 0;
-    // Whole blocks (or rows) in the same layout are contiguous in both.
-    if (layout_ == from.layout_ && r0 % B == 0 && row0 % B == 0) {
-      done = n / B * B;
-      std::copy(src.begin() + from.Index(row0, 0),
-                src.begin() + from.Index(row0, 0) + done * width_, to.begin() + Index(r0, 0));
+  // Whole chunks at chunk boundaries: the same storage, shared.
+  if (layout_ == from.layout_) {
+    while (n >= kChunkRows && rows_ % kChunkRows == 0 && row0 % kChunkRows == 0) {
+      PushChunk(from.chunks_[row0 / kChunkRows]);
+      rows_ += kChunkRows;
+      row0 += kChunkRows;
+      n -= kChunkRows;
     }
-    for (int64_t r = done; r < n; ++r)
-      for (int64_t c = 0; c < width_; ++c) to[Index(r0 + r, c)] = src[from.Index(row0 + r, c)];
+  }
+  auto append = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const int64_t B = BlockRows();
+    for (int64_t r = 0; r < n;) {
+      T* to = WritableChunk<T>(rows_);
+      const T* src = from.ChunkValues<T>(row0 + r);
+      // A whole block of the layout in both is contiguous in both.
+      if (layout_ == from.layout_ && rows_ % B == 0 && (row0 + r) % B == 0 && n - r >= B) {
+        std::memcpy(to + Index(rows_, 0), src + from.Index(row0 + r, 0), B * width_ * sizeof(T));
+        rows_ += B;
+        r += B;
+        continue;
+      }
+      for (int64_t c = 0; c < width_; ++c) to[Index(rows_, c)] = src[from.Index(row0 + r, c)];
+      ++rows_;
+      ++r;
+    }
   };
   if (dtype_ == KvDtype::kF32) {
-    append(f32_, from.f32_);
+    append(static_cast<float*>(nullptr));
   } else {
-    append(bf16_, from.bf16_);
+    append(static_cast<uint16_t*>(nullptr));
   }
 }
 
 void KvRows::Resize(int64_t n) {
-  WithStorage(dtype_, f32_, bf16_, [&](auto& v) { ResizeStorage(&v, n); });
+  if (n >= rows_) {
+    auto grow = [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      while (rows_ < n) {
+        WritableChunk<T>(rows_);  // new chunks are zero; a partial chunk's unused rows too
+        rows_ = std::min(n, (rows_ / kChunkRows + 1) * kChunkRows);
+      }
+    };
+    if (dtype_ == KvDtype::kF32) {
+      grow(static_cast<float*>(nullptr));
+    } else {
+      grow(static_cast<uint16_t*>(nullptr));
+    }
+    return;
+  }
+  const int64_t kept = (n + kChunkRows - 1) / kChunkRows;
+  const int64_t old_rows = rows_;
+  chunks_.resize(kept);
+  table_.resize(kept);
+  rows_ = n;
+  if (n % kChunkRows == 0) return;
+  // The new last chunk is partly filled, so it becomes this KvRows' own (it may be shared),
+  // and the dropped rows in it go back to zero: equal rows mean equal storage.
+  uint8_t* chunk = mutable_chunk_data(kept - 1);
+  const int64_t bytes = KvDtypeBytes(dtype_);
+  const int64_t end = std::min(old_rows, kept * kChunkRows);
+  for (int64_t r = n; r < end; ++r) {
+    ForEachRun(r, [&](int64_t at, int64_t stride, int64_t, int64_t count) {
+      for (int64_t i = 0; i < count; ++i) std::memset(chunk + (at + i * stride) * bytes, 0, bytes);
+    });
+  }
 }
 
 void KvRows::Reserve(int64_t n) {
-  WithStorage(dtype_, f32_, bf16_, [&](auto& v) { v.reserve(StorageValues(n)); });
+  const int64_t chunks = (n + kChunkRows - 1) / kChunkRows;
+  chunks_.reserve(chunks);
+  table_.reserve(chunks);
 }
 
 void KvRows::CopyToF32(int64_t row0, int64_t n, float* out) const {
@@ -184,8 +264,9 @@ void KvRows::CopyToF32(int64_t row0, int64_t n, float* out) const {
   }
   for (int64_t r = 0; r < n; ++r) {
     float* o = out + r * width_;
+    const uint16_t* chunk = ChunkValues<uint16_t>(row0 + r);
     ForEachRun(row0 + r, [&](int64_t at, int64_t stride, int64_t c, int64_t count) {
-      for (int64_t i = 0; i < count; ++i) o[c + i] = Bf16ToFloat(bf16_[at + i * stride]);
+      for (int64_t i = 0; i < count; ++i) o[c + i] = Bf16ToFloat(chunk[at + i * stride]);
     });
   }
 }
@@ -198,16 +279,25 @@ std::vector<float> KvRows::ToF32() const {
 
 bool KvRows::operator==(const KvRows& other) const {
   if (dtype_ != other.dtype_ || width_ != other.width_ || rows_ != other.rows_) return false;
-  if (layout_ == other.layout_) return f32_ == other.f32_ && bf16_ == other.bf16_;
-  for (int64_t r = 0; r < rows_; ++r) {
-    for (int64_t c = 0; c < width_; ++c) {
-      const bool same = dtype_ == KvDtype::kF32
-                            ? f32_[Index(r, c)] == other.f32_[other.Index(r, c)]
-                            : bf16_[Index(r, c)] == other.bf16_[other.Index(r, c)];
-      if (!same) return false;
+  if (layout_ == other.layout_) {
+    for (int64_t i = 0; i < chunks(); ++i) {
+      if (chunks_[i] != other.chunks_[i] && *chunks_[i] != *other.chunks_[i]) return false;
     }
+    return true;
   }
-  return true;
+  auto same = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    for (int64_t r = 0; r < rows_; ++r) {
+      const T* a = ChunkValues<T>(r);
+      const T* b = other.ChunkValues<T>(r);
+      for (int64_t c = 0; c < width_; ++c) {
+        if (a[Index(r, c)] != b[other.Index(r, c)]) return false;
+      }
+    }
+    return true;
+  };
+  return dtype_ == KvDtype::kF32 ? same(static_cast<float*>(nullptr))
+                                 : same(static_cast<uint16_t*>(nullptr));
 }
 
 }  // namespace yoco

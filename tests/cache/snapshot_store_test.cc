@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "tests/cache/snapshot_test_states.h"
 #include "tests/engine/test_models.h"
 
@@ -67,6 +69,29 @@ TEST_F(SnapshotStoreTest, RestoresExactlyAndPicksTheLongestPrefix) {
   EXPECT_TRUE(hit.state == Prefix(at256, 256));
   EXPECT_EQ(store.stats().hits, 2u);
   EXPECT_EQ(store.stats().hit_tokens_memory, 768u);
+}
+
+// A hit references the stored K/V instead of copying it: every restore of a document, and the
+// state it was saved from, read the same memory (a 1M-token document's hit copies no K/V).
+TEST_F(SnapshotStoreTest, AHitSharesTheStoredKvInsteadOfCopyingIt) {
+  SnapshotStore store(config_, Options(int64_t{1} << 30));
+  const auto tokens = testing::RandomTokens(600, 96, 7);
+  const auto keys = PrefixBlockKeys(1, "", tokens);  // 4 blocks
+  const SequenceState saved = State(512, 7);
+  ASSERT_TRUE(store.Insert(keys, tokens, saved, {}).ok());
+  SnapshotHit first = store.Lookup(keys, tokens);
+  const SnapshotHit second = store.Lookup(keys, tokens);
+  ASSERT_EQ(first.tokens, 512);
+  ASSERT_EQ(second.tokens, 512);
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(first.state.shared_k.chunk_data(i), saved.shared_k.chunk_data(i));
+    EXPECT_EQ(second.state.shared_k.chunk_data(i), saved.shared_k.chunk_data(i));
+    EXPECT_EQ(second.state.shared_v.chunk_data(i), saved.shared_v.chunk_data(i));
+  }
+  // A sequence that goes on from a hit writes rows of its own, never into the shared ones.
+  first.state.shared_k.Append(std::vector<float>(config_.kv_dim(), 1.0f).data(), 1);
+  first.state.shared_k.mutable_chunk_data(0)[0] ^= 0xFF;
+  EXPECT_TRUE(store.Lookup(keys, tokens).state == saved);
 }
 
 // A store of a bf16-K/V engine keeps bf16 blocks (half the K/V bytes of fp32), gives them back

@@ -30,6 +30,18 @@ class KvRowsTest : public ::testing::TestWithParam<KvDtype> {
   }
 };
 
+// Storage value i of a KvRows' first chunk, widened.
+float StoredAt(const KvRows& kv, int64_t i) {
+  if (kv.dtype() == KvDtype::kF32) {
+    float f;
+    std::memcpy(&f, kv.chunk_data(0) + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, kv.chunk_data(0) + 2 * i, 2);
+  return Bf16ToFloat(h);
+}
+
 // Rows appended in uneven pieces (within, across and at block boundaries).
 KvRows Filled(KvDtype dtype, KvLayout layout, const std::vector<float>& rows) {
   KvRows out(dtype, kWidth, layout);
@@ -52,7 +64,7 @@ TEST_P(KvRowsTest, KeysInLanesAreStoredAtTheirLaneIndexWithZeroPadding) {
   for (int64_t i = 0; i < stored; ++i) {
     const int64_t block = i / (16 * kWidth), c = i % (16 * kWidth) / 16, lane = i % 16;
     const int64_t r = block * 16 + lane;
-    const float got = GetParam() == KvDtype::kF32 ? lanes.f32()[i] : Bf16ToFloat(lanes.bf16()[i]);
+    const float got = StoredAt(lanes, i);
     const float want = r < n ? Stored(rows[r * kWidth + c]) : 0.0f;
     ASSERT_EQ(got, want) << "storage index " << i << " (row " << r << ", column " << c << ")";
   }
@@ -74,7 +86,7 @@ TEST_P(KvRowsTest, ValuesInStripsAreStoredBlockByStripWithZeroPadding) {
         for (int64_t c = c0; c < std::min<int64_t>(c0 + 64, kWidth); ++c)
           want.push_back(r < n ? Stored(rows[r * kWidth + c]) : 0.0f);
   for (size_t i = 0; i < want.size(); ++i) {
-    const float got = GetParam() == KvDtype::kF32 ? strips.f32()[i] : Bf16ToFloat(strips.bf16()[i]);
+    const float got = StoredAt(strips, i);
     ASSERT_EQ(got, want[i]) << "storage index " << i;
   }
 }
@@ -158,7 +170,41 @@ TEST_P(KvRowsLayoutTest, ShrinkingZeroesTheDroppedRowsOfTheLastBlock) {
                         : layout() == KvLayout::kValueStrips ? cpu::kValueStripRows
                                                              : 1;
   const int64_t storage = (40 + block - 1) / block * block * kWidth * KvDtypeBytes(dtype());
-  EXPECT_EQ(0, std::memcmp(kv.mutable_data(), fresh.mutable_data(), storage));
+  EXPECT_EQ(0, std::memcmp(kv.chunk_data(0), fresh.chunk_data(0), storage));
+}
+
+// Full chunks are shared, never written again: copies and appends of whole chunks reference
+// them, and whatever a holder then does (append, shrink, corrupt) leaves the others' rows alone.
+TEST_P(KvRowsLayoutTest, FullChunksAreSharedAndNeverWrittenAgain) {
+  const int64_t C = KvRows::kChunkRows;
+  const int64_t n = 2 * C + 40;
+  const auto rows = RandomFloats((n + C) * kWidth, 6);
+  const KvRows original =
+      Filled(dtype(), layout(), std::vector<float>(rows.begin(), rows.begin() + n * kWidth));
+  const KvRows reference =
+      Filled(dtype(), layout(), std::vector<float>(rows.begin(), rows.begin() + n * kWidth));
+  ASSERT_EQ(original.chunks(), 3);
+
+  KvRows copy = original;
+  EXPECT_EQ(copy.chunk_data(0), original.chunk_data(0));
+  EXPECT_EQ(copy.chunk_data(1), original.chunk_data(1));
+  EXPECT_NE(copy.chunk_data(2), original.chunk_data(2)) << "the partly filled chunk is copied";
+  copy.Append(rows.data() + n * kWidth, C);  // fills the copied chunk and starts another
+  copy.Resize(C + 3);                        // cuts into shared chunk 1
+  copy.mutable_chunk_data(0)[0] ^= 0xFF;
+  EXPECT_EQ(original, reference);
+
+  KvRows prefix(dtype(), kWidth, layout());
+  prefix.AppendRows(original, 0, 2 * C + 5);  // two whole chunks, then five rows copied
+  EXPECT_EQ(prefix.chunk_data(0), original.chunk_data(0));
+  EXPECT_EQ(prefix.chunk_data(1), original.chunk_data(1));
+  EXPECT_NE(prefix.chunk_data(2), original.chunk_data(2));
+  prefix.Append(rows.data(), 1);
+  EXPECT_EQ(original, reference);
+  KvRows want = Filled(dtype(), layout(),
+                       std::vector<float>(rows.begin(), rows.begin() + (2 * C + 5) * kWidth));
+  want.Append(rows.data(), 1);
+  EXPECT_EQ(prefix, want);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, KvRowsTest, ::testing::Values(KvDtype::kF32, KvDtype::kBF16),

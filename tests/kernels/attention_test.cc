@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -257,6 +258,83 @@ TEST(DecodeAttentionStripsTest, ValuesInStripsGiveTheSameBitsAsValuesInRows) {
         cpu::DecodeAttention(shape, &in_strips, 1, &scratch);
         ASSERT_EQ(0, std::memcmp(rows_out.data(), strips_out.data(), D * sizeof(float)))
             << (bf16 ? "bf16" : "f32") << " d=" << d << " n=" << n;
+      }
+    }
+  }
+}
+
+// Storage cut into blocks of block_rows rows, each in its own allocation (made in reverse, so
+// they do not follow each other in memory), zero-padded to a whole block.
+template <typename T>
+std::vector<std::vector<T>> CutIntoBlocks(const std::vector<T>& storage, int64_t block_rows,
+                                          int64_t width) {
+  const int64_t block_values = block_rows * width;
+  const int64_t blocks = (static_cast<int64_t>(storage.size()) + block_values - 1) / block_values;
+  std::vector<std::vector<T>> out(blocks);
+  for (int64_t b = blocks - 1; b >= 0; --b) {
+    out[b].assign(block_values, T{});
+    const int64_t end = std::min<int64_t>(storage.size(), (b + 1) * block_values);
+    std::copy(storage.begin() + b * block_values, storage.begin() + end, out[b].begin());
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<const void*> TableOf(const std::vector<std::vector<T>>& blocks) {
+  std::vector<const void*> table;
+  for (const auto& b : blocks) table.push_back(b.data());
+  return table;
+}
+
+// Paged K/V (the chunks of KvRows, shared between sequences) gives the bits of the same rows in
+// one array, for every dtype and layout, and block sizes below, at and above a key range.
+TEST(DecodeAttentionPagedTest, BlocksGiveTheBitsOfOneArray) {
+  const cpu::GqaShape shape{8, 2, 64};
+  const int64_t D = shape.q_heads * shape.head_dim, KV = shape.kv_heads * shape.head_dim;
+  for (bool bf16 : {false, true}) {
+    for (bool lanes : {false, true}) {
+      for (bool strips : {false, true}) {
+        for (int64_t n : {int64_t{1}, int64_t{127}, int64_t{129}, int64_t{700}, int64_t{1500}}) {
+          std::vector<float> q = RandomFloats(D, 80, -3.0f, 3.0f), k = RandomFloats(n * KV, 81),
+                             v = RandomFloats(n * KV, 82), array_out(D);
+          std::vector<uint16_t> k16, v16, k16_lanes, v16_strips;
+          std::vector<float> k_lanes, v_strips;
+          cpu::DecodeQuery array{q.data(), k.data(), v.data(), n, array_out.data()};
+          if (bf16) ReadBf16Rows(&k, &v, &k16, &v16, &array);
+          if (lanes) ReadKeysInLanes(k, k16, KV, &k_lanes, &k16_lanes, &array);
+          if (strips) ReadValuesInStrips(v, v16, KV, &v_strips, &v16_strips, &array);
+          cpu::DecodeAttentionScratch scratch;
+          cpu::DecodeAttention(shape, &array, 1, &scratch);
+          for (int64_t block_rows : {int64_t{32}, int64_t{128}, int64_t{512}, int64_t{2048}}) {
+            std::vector<float> paged_out(D, -1.0f);
+            cpu::DecodeQuery paged{q.data(), nullptr, nullptr, n, paged_out.data()};
+            paged.keys_in_lanes = lanes;
+            paged.values_in_strips = strips;
+            paged.block_rows = block_rows;
+            paged.blocks_bf16 = bf16;
+            std::vector<std::vector<float>> kb, vb;
+            std::vector<std::vector<uint16_t>> kb16, vb16;
+            std::vector<const void*> key_table, value_table;
+            if (bf16) {
+              kb16 = CutIntoBlocks(lanes ? k16_lanes : k16, block_rows, KV);
+              vb16 = CutIntoBlocks(strips ? v16_strips : v16, block_rows, KV);
+              key_table = TableOf(kb16);
+              value_table = TableOf(vb16);
+            } else {
+              kb = CutIntoBlocks(lanes ? k_lanes : k, block_rows, KV);
+              vb = CutIntoBlocks(strips ? v_strips : v, block_rows, KV);
+              key_table = TableOf(kb);
+              value_table = TableOf(vb);
+            }
+            paged.key_blocks = key_table.data();
+            paged.value_blocks = value_table.data();
+            cpu::DecodeAttention(shape, &paged, 1, &scratch);
+            ASSERT_EQ(0, std::memcmp(array_out.data(), paged_out.data(), D * sizeof(float)))
+                << (bf16 ? "bf16" : "f32") << (lanes ? " keys in lanes" : "")
+                << (strips ? " values in strips" : "") << " n=" << n
+                << " block_rows=" << block_rows;
+          }
+        }
       }
     }
   }
