@@ -9,7 +9,7 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
                                                   const CachedPrefillRequest& request) {
   const absl::Span<const int32_t> prompt = request.prompt;
   const int64_t n = static_cast<int64_t>(prompt.size());
-  const std::vector<BlockKey> keys =
+  std::vector<BlockKey> keys =
       store != nullptr ? PrefixBlockKeys(backend.model().fingerprint(), request.salt, prompt)
                        : std::vector<BlockKey>();
   // At least the last prompt token must run: its logits give the first new token.
@@ -47,8 +47,10 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
   int32_t first_token = -1;
   ASSIGN_OR_RETURN(Generation gen,
                    Generation::Prefill(backend, prompt, request.sampling, &first_token, options));
-  return CachedPrefillResult{std::move(gen), first_token, hit.tokens,
+  CachedPrefillResult result{std::move(gen), first_token, hit.tokens,
                              hit.tier,       hit.miss,    std::move(last_block_snapshot)};
+  result.block_keys = std::move(keys);
+  return result;
 }
 
 }  // namespace yoco

@@ -46,6 +46,9 @@ struct CachedPrefillResult {
   CacheTier tier = CacheTier::kNone;
   CacheMiss miss = CacheMiss::kNoSnapshot;
   std::optional<SnapshotInfo> last_block_snapshot;  // when the policy saved (or refreshed) one
+  // The keys of the prompt's full blocks (with a store): the names of the state's full K/V
+  // chunks (StateBundle::chunk_names).
+  std::vector<BlockKey> block_keys;
 };
 
 // `store` may be null (no cache: a plain prefill on the grid).

@@ -25,11 +25,13 @@ class Writer {
     if (v.empty()) return;  // data() may be null
     out_->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   }
-  void PutRows(const KvRows& rows) {
-    if (rows.bytes() == 0) return;
+  // Rows [row0, rows.rows()).
+  void PutRows(const KvRows& rows, int64_t row0) {
+    const int64_t n = rows.rows() - row0;
+    if (n <= 0) return;
     const size_t at = out_->size();
-    out_->resize(at + rows.bytes());
-    rows.CopyRowBytes(0, rows.rows(), reinterpret_cast<uint8_t*>(out_->data() + at));
+    out_->resize(at + n * rows.width() * KvDtypeBytes(rows.dtype()));
+    rows.CopyRowBytes(row0, n, reinterpret_cast<uint8_t*>(out_->data() + at));
   }
 
  private:
@@ -67,12 +69,15 @@ class Reader {
 
 std::string SerializeStateBundle(const StateBundle& b) {
   std::string out;
+  const bool named = !b.chunk_names.empty();
+  const int64_t resident_rows = named ? b.resident_chunks * KvRows::kChunkRows : 0;
   size_t payload = b.state.shared_k.bytes() + b.state.shared_v.bytes();
   for (const auto& s : b.state.self_states) payload += 4 * s.size();
-  out.reserve(kFixedHeaderBytes + 4 * b.sampling.stop_token_ids.size() + payload + 4);
+  out.reserve(kFixedHeaderBytes + 4 * b.sampling.stop_token_ids.size() + 8 +
+              16 * b.chunk_names.size() + payload + 4);
   Writer w(&out);
   out.append(kMagic, sizeof kMagic);
-  w.Put<uint32_t>(StateBundle::kVersion);
+  w.Put<uint32_t>(named ? 2 : 1);
   w.Put<uint32_t>(0);
   w.Put<uint64_t>(b.model_fingerprint);
   const uint64_t state_floats = b.state.self_states.empty() ? 0 : b.state.self_states[0].size();
@@ -91,16 +96,24 @@ std::string SerializeStateBundle(const StateBundle& b) {
   w.Put<uint64_t>(b.sampling.seed);
   w.Put<uint32_t>(static_cast<uint32_t>(b.sampling.stop_token_ids.size()));
   for (int32_t id : b.sampling.stop_token_ids) w.Put<int32_t>(id);
-  w.PutRows(b.state.shared_k);
-  w.PutRows(b.state.shared_v);
+  if (named) {
+    w.Put<uint32_t>(static_cast<uint32_t>(b.chunk_names.size()));
+    w.Put<uint32_t>(static_cast<uint32_t>(b.resident_chunks));
+    for (const ChunkName& name : b.chunk_names) out.append(name.begin(), name.end());
+  }
+  w.PutRows(b.state.shared_k, resident_rows);
+  w.PutRows(b.state.shared_v, resident_rows);
   for (const auto& s : b.state.self_states) w.PutFloats(s);
   w.Put<uint32_t>(Crc32c(out.data(), out.size()));
   return out;
 }
 
-uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens) {
-  const uint64_t kv_values = position * static_cast<uint64_t>(config.kv_dim());
-  return kFixedHeaderBytes + 4 * stop_tokens + 2 * kv_values * KvDtypeBytes(config.kv_dtype) +
+uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens,
+                          uint64_t names, uint64_t resident) {
+  const uint64_t carried = position - resident * KvRows::kChunkRows;
+  const uint64_t kv_values = carried * static_cast<uint64_t>(config.kv_dim());
+  return kFixedHeaderBytes + 4 * stop_tokens + (names > 0 ? 8 + 16 * names : 0) +
+         2 * kv_values * KvDtypeBytes(config.kv_dtype) +
          4 * static_cast<uint64_t>(config.n_self_layers()) *
              static_cast<uint64_t>(config.self_state_floats()) +
          4;
@@ -117,7 +130,7 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   }
   Reader r(bytes.substr(sizeof kMagic));
   const uint32_t version = r.Get<uint32_t>();
-  if (version != StateBundle::kVersion) {
+  if (version != 1 && version != StateBundle::kVersion) {
     return absl::FailedPreconditionError(absl::StrCat("state bundle: version ", version,
                                                       " is not supported (this build reads ",
                                                       StateBundle::kVersion, ")"));
@@ -161,13 +174,37 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   const uint32_t n_stop = r.Get<uint32_t>();
   if (n_stop > kMaxStopTokens)
     return absl::InvalidArgumentError("state bundle: too many stop tokens");
-  if (position > (uint64_t{1} << 40) ||
-      bytes.size() != StateBundleBytes(config, position, n_stop)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("state bundle: ", bytes.size(), " bytes, expected ",
-                     StateBundleBytes(config, position, n_stop), " for position ", position));
+  if (position > (uint64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("state bundle: position ", position));
+  }
+  // The names' counts sit behind the stop ids: read them where they are once the ids fit.
+  uint32_t n_names = 0, resident = 0;
+  if (version == 2) {
+    const size_t at = kFixedHeaderBytes + 4 * size_t{n_stop};
+    if (bytes.size() < at + 8 + 4) {
+      return absl::InvalidArgumentError("state bundle: truncated before its chunk names");
+    }
+    std::memcpy(&n_names, bytes.data() + at, 4);
+    std::memcpy(&resident, bytes.data() + at + 4, 4);
+    if (n_names == 0 || n_names > position / KvRows::kChunkRows || resident > n_names) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state bundle: ", n_names, " chunk names (", resident, " left out) for position ",
+          position, " (at most one per full chunk of ", KvRows::kChunkRows, " rows)"));
+    }
+  }
+  if (const uint64_t want = StateBundleBytes(config, position, n_stop, n_names, resident);
+      bytes.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state bundle: ", bytes.size(), " bytes, expected ", want, " for position ", position));
   }
   for (uint32_t i = 0; i < n_stop; ++i) b.sampling.stop_token_ids.push_back(r.Get<int32_t>());
+  if (version == 2) {
+    r.Get<uint32_t>();
+    r.Get<uint32_t>();
+    b.chunk_names.resize(n_names);
+    for (ChunkName& name : b.chunk_names) name = r.Get<ChunkName>();
+    b.resident_chunks = resident;
+  }
   if (b.pending_token < -1 || b.pending_token >= config.vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("state bundle: pending token ", b.pending_token, " out of range"));
@@ -178,8 +215,9 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   b.state.position = static_cast<int64_t>(position);
   b.state.shared_k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
   b.state.shared_v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
-  r.GetRows(&b.state.shared_k, b.state.position);
-  r.GetRows(&b.state.shared_v, b.state.position);
+  const int64_t carried = b.state.position - b.resident_chunks * KvRows::kChunkRows;
+  r.GetRows(&b.state.shared_k, carried);
+  r.GetRows(&b.state.shared_v, carried);
   b.state.self_states.resize(n_layers);
   for (auto& s : b.state.self_states) r.GetFloats(&s, state_floats);
   return b;

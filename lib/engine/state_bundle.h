@@ -10,11 +10,17 @@
 //   kv_dtype shared_k[position * kv_dim]  kv_dtype shared_v[position * kv_dim]
 //   f32 self_state[n_self_layers][self_state_floats]
 //   u32 crc32c of every byte before it
+// Version 2 (a bundle with named chunks) adds, after the stop ids,
+//   u32 n_names  u32 resident_chunks  u8 names[n_names][16]
+// and carries only the K/V rows from resident_chunks · KvRows::kChunkRows on. Bundles without
+// names are written as version 1, which every reader reads (snapshot files embed them).
 #ifndef YOCO_LIB_ENGINE_STATE_BUNDLE_H_
 #define YOCO_LIB_ENGINE_STATE_BUNDLE_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -24,13 +30,24 @@
 
 namespace yoco {
 
+// What a full K/V chunk is known by across workers: the prefix cache's key of its block (which
+// names the whole prefix, salted per tenant; lib/cache/block_key.h).
+using ChunkName = std::array<uint8_t, 16>;
+
 struct StateBundle {
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;  // the newest this build reads and writes
 
   uint64_t model_fingerprint = 0;
   SequenceState state;
   int32_t pending_token = -1;  // sampled but not yet fed: the next decode step's input; -1: none
   SamplingParams sampling;
+  // Names of the state's first full K/V chunks, in order; a decode worker keeps chunks under
+  // them (ResidentKv) so that the next question on a document need not ship it again.
+  std::vector<ChunkName> chunk_names;
+  // Leading named chunks the serialised bundle leaves out: its receiver holds them. A parsed
+  // bundle's shared_k and shared_v then hold only the rows from
+  // resident_chunks · KvRows::kChunkRows on, until the receiver puts its chunks in front.
+  int64_t resident_chunks = 0;
 
   bool operator==(const StateBundle&) const = default;
 };
@@ -41,12 +58,15 @@ std::string SerializeStateBundle(const StateBundle& bundle);
 //   DATA_LOSS            truncated or checksum mismatch (corrupt),
 //   INVALID_ARGUMENT     not a bundle, or shapes or a K/V dtype that do not fit `config`,
 //   FAILED_PRECONDITION  made by another model (fingerprint) or an unsupported version.
+// A bundle that leaves chunks out (resident_chunks > 0) parses to its carried rows only.
 absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const ModelConfig& config,
                                              uint64_t fingerprint);
 
 // The exact size SerializeStateBundle gives a bundle of this model at `position` with
-// `stop_tokens` stop ids (lets a reader check a file's size before reading it).
-uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens);
+// `stop_tokens` stop ids (and `names` chunk names, `resident` of them left out), which lets a
+// reader check a file's size before reading it.
+uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens,
+                          uint64_t names = 0, uint64_t resident = 0);
 
 }  // namespace yoco
 

@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   w->memory_budget_bytes_ = options.batcher.memory_budget_bytes;
   w->batcher_options_ = options.batcher;
   w->batcher_ = std::make_unique<DecodeBatcher>(*w->backend_, options.batcher);
+  w->resident_ = std::make_unique<ResidentKv>(options.resident_kv_budget_bytes);
   DecodeWorker* self = w.get();
   const ModelConfig& config = w->backend_->model().config();
   const uint64_t fingerprint = w->backend_->model().fingerprint();
@@ -84,6 +85,10 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   callbacks.verify = [self, &config, fingerprint](const IncomingTransfer&, absl::string_view data) {
     absl::StatusOr<StateBundle> bundle = ParseStateBundle(data, config, fingerprint);
     if (!bundle.ok()) return bundle.status();
+    // Chunks left out come from those kept here; a chunk let go refuses the bundle (NOT_FOUND)
+    // and the sender sends it whole.
+    if (absl::Status st = self->resident_->Attach(&*bundle); !st.ok()) return st;
+    self->resident_->Keep(*bundle);
     self->verified_ = std::move(*bundle);
     return absl::OkStatus();
   };

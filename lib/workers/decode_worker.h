@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "lib/batching/decode_batcher.h"
+#include "lib/cache/resident_kv.h"
 #include "lib/engine/backend.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
@@ -41,6 +42,9 @@ struct DecodeWorkerOptions {
   // Longer prompts are refused with FAILED_PRECONDITION (the router then ships them): a local
   // prefill holds up the batch, and the router sends only short ones.
   int local_prefill_max_tokens = 2048;
+  // Shared-K/V chunks of named bundles kept after their sequences end (ResidentKv), so that
+  // the next question on a document is sent without them: the most bytes kept for no sequence.
+  int64_t resident_kv_budget_bytes = int64_t{1} << 30;
 };
 
 struct LocalPrefillCall {
@@ -113,6 +117,7 @@ class DecodeWorker {
   // Bytes of the bundles waiting for their Decode call (part of the state-memory budget).
   int64_t waiting_bundle_bytes() const;
   const TransferMetrics& transfer_metrics() const { return transport_->metrics(); }
+  ResidentKvStats resident_kv_stats() const { return resident_->stats(); }
   // Readiness: whether one more request would be taken now. Not when the batch and the queue
   // are both full (Admit would refuse it), nor when the state memory left (after the active
   // sequences and the bundles waiting for their call) cannot hold one more sequence of the
@@ -157,6 +162,7 @@ class DecodeWorker {
   int64_t memory_budget_bytes_ = 0;
   DecodeBatcherOptions batcher_options_;
   std::unique_ptr<DecodeBatcher> batcher_;
+  std::unique_ptr<ResidentKv> resident_;  // used on the transport thread
 
   struct Arrived {
     StateBundle bundle;

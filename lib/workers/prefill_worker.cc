@@ -83,7 +83,7 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   // Refused before waiting for the engine (and before any prefill work).
   if (absl::Status st = CheckPrompt(backend_->model().config(), call.prompt); !st.ok()) return st;
   PrefillResult result;
-  auto bytes = std::make_shared<std::string>();
+  StateBundle bundle;
   {
     TurnQueue::Turn turn = engine_.Acquire(call.cancelled);
     if (!turn.ok()) return turn.status();
@@ -102,19 +102,32 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     result.cache_miss = prefill->miss;
     result.prefill_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
     if (EndsOnFirstToken(call, result.first_token)) return result;
-    *bytes = SerializeStateBundle(prefill->generation.ToBundle(backend_->model().fingerprint()));
+    // The state shares its K/V chunks with the generation (and the cache): no copy.
+    bundle = prefill->generation.ToBundle(backend_->model().fingerprint());
+    for (const BlockKey& key : prefill->block_keys) bundle.chunk_names.push_back(key.bytes);
   }
-  result.bundle_bytes = bytes->size();
-  result.sender = transport_->id();
   const absl::Time start = absl::Now();
-  const absl::Status st =
+  bundle.resident_chunks = shipped_.LeadingHeld(call.decode_address, bundle.chunk_names);
+  auto bytes = std::make_shared<std::string>(SerializeStateBundle(bundle));
+  absl::Status st =
       SendAndWait(call.decode_address, bytes, call.transfer_timeout, &result.transfer_id);
+  if (st.code() == absl::StatusCode::kNotFound && bundle.resident_chunks > 0) {
+    // The decode worker let chunks go since they were sent: send them again.
+    shipped_.Forget(call.decode_address);
+    bundle.resident_chunks = 0;
+    *bytes = SerializeStateBundle(bundle);
+    st = SendAndWait(call.decode_address, bytes, call.transfer_timeout, &result.transfer_id);
+  }
   result.transfer_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  result.bundle_bytes = bytes->size();
+  result.resident_chunks = bundle.resident_chunks;
+  result.sender = transport_->id();
   if (!st.ok()) {
     absl::Status blamed = st;
     blamed.SetPayload(kDecodePeerFailedPayload, absl::Cord());
     return blamed;
   }
+  shipped_.Record(call.decode_address, bundle.chunk_names);
   result.shipped = true;
   return result;
 }

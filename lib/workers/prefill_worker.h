@@ -25,6 +25,7 @@
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
+#include "lib/workers/shipped_chunks.h"
 
 namespace yoco {
 
@@ -60,10 +61,12 @@ inline constexpr char kDecodePeerFailedPayload[] = "type.yoco.dev/decode-peer-fa
 
 struct PrefillResult {
   int32_t first_token = -1;
-  bool shipped = false;      // false: the first token ended the request; nothing was sent
-  uint64_t transfer_id = 0;  // the UCX transfer that carried the bundle
-  uint64_t sender = 0;       // this worker's transport id (IncomingTransfer::sender)
-  uint64_t bundle_bytes = 0;
+  bool shipped = false;       // false: the first token ended the request; nothing was sent
+  uint64_t transfer_id = 0;   // the UCX transfer that carried the bundle
+  uint64_t sender = 0;        // this worker's transport id (IncomingTransfer::sender)
+  uint64_t bundle_bytes = 0;  // of the bundle the decode worker took
+  // K/V chunks the bundle left out because the decode worker holds them (ResidentKv).
+  int64_t resident_chunks = 0;
   double prefill_ms = 0;
   double transfer_ms = 0;
   int64_t cached_tokens = 0;
@@ -135,6 +138,7 @@ class PrefillWorker {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<SnapshotStore> cache_;
   std::vector<DiscardedSnapshot> discarded_;
+  ShippedChunks shipped_;  // what each decode worker was sent
   // Copied-in snapshots are kept off the transport thread: saving one may write to disk.
   std::unique_ptr<BoundedJobQueue> imports_;
   SnapshotFile received_;                    // transport thread only: from verify to on_received

@@ -172,6 +172,66 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
   }
 }
 
+// A decode worker keeps a document's K/V chunks after the question that brought them: the next
+// question on the document ships only its own rows, and when the decode worker has let the
+// chunks go (its budget), the bundle is refused and sent whole. The tokens are those of the
+// in-process engine every time.
+TEST(DisaggregatedTest, ResidentDocumentIsNotShippedAgain) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 49, "resident_kv");
+  ASSERT_TRUE(model);
+  CpuBackend local(model);
+  auto prefill = StartPrefill(model, 64 << 20);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  options.resident_kv_budget_bytes = 1;  // idle chunks go as soon as another bundle arrives
+  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+
+  const int vocab = model->config().vocab_size;
+  const auto document = RandomTokens(1000, vocab, 80);  // 7 full chunks
+  auto ask = [&](const std::vector<int32_t>& context, uint32_t seed) {
+    auto prompt = context;
+    const auto question = RandomTokens(30, vocab, seed);
+    prompt.insert(prompt.end(), question.begin() + 1, question.end());
+    SamplingParams sampling;
+    sampling.temperature = seed % 2 == 0 ? 0.0f : 0.8f;
+    sampling.seed = seed;
+    const auto want = *Generate(local, prompt, {7, sampling, false});
+    auto shipped = (*prefill)->Prefill(Call(prompt, sampling, (*decode)->address()));
+    EXPECT_TRUE(shipped.ok()) << shipped.status();
+    if (!shipped.ok()) return PrefillResult{};
+    Stream stream;
+    EXPECT_TRUE((*decode)
+                    ->Decode(shipped->sender, shipped->transfer_id, 6, false, absl::Seconds(10),
+                             stream.Callback())
+                    .ok());
+    EXPECT_TRUE(stream.WaitFinished());
+    std::vector<int32_t> got = {shipped->first_token};
+    got.insert(got.end(), stream.tokens.begin(), stream.tokens.end());
+    EXPECT_EQ(got, want) << "question " << seed;
+    return *shipped;
+  };
+
+  const PrefillResult first = ask(document, 1);
+  EXPECT_EQ(first.resident_chunks, 0);
+  const PrefillResult second = ask(document, 2);
+  EXPECT_EQ(second.resident_chunks, 7);
+  const int64_t chunk_rows_bytes = 2 * KvRows::kChunkRows * model->config().kv_dim() * 4;
+  EXPECT_EQ(first.bundle_bytes - second.bundle_bytes, 7 * chunk_rows_bytes);
+  EXPECT_EQ((*decode)->resident_kv_stats().attached, 7u);
+
+  // Another document's bundle makes the first one's idle chunks go; the prefill worker does not
+  // know, so its next bundle on the first document is refused and then sent whole.
+  ask(RandomTokens(1000, vocab, 81), 3);
+  const PrefillResult again = ask(document, 4);
+  EXPECT_EQ(again.resident_chunks, 0);
+  EXPECT_EQ(again.bundle_bytes, first.bundle_bytes);
+  EXPECT_EQ((*decode)->resident_kv_stats().missing, 1u);
+  // And the worker learnt it: the next question leaves the document out again.
+  EXPECT_EQ(ask(document, 5).resident_chunks, 7);
+}
+
 // Prefills `prompt` on `prefill`, decodes 5 more tokens on `decode`: the 6 tokens and the
 // number of prompt tokens that came from the cache.
 std::pair<std::vector<int32_t>, int64_t> Serve(PrefillWorker& prefill, DecodeWorker& decode,
