@@ -51,7 +51,9 @@ class DecodeBatcher::Loop {
           absl::StrCat("decode queue is full (", options_.max_queue, ")"));
     }
     const uint64_t id = ++next_id_;
-    queue_.push_back(std::make_unique<Entry>(Entry{id, std::move(seq), bytes, 0, false}));
+    const int64_t growth = bytes - seq.generation.state().bytes();
+    queue_.push_back(
+        std::make_unique<Entry>(Entry{id, std::move(seq), bytes, growth, {}, 0, false}));
     cv_.notify_all();
     return id;
   }
@@ -73,7 +75,9 @@ class DecodeBatcher::Loop {
   struct Entry {
     uint64_t id;
     DecodeSequence seq;
-    int64_t bytes;
+    int64_t bytes;               // alone: ReservedBytes
+    int64_t growth;              // of those, the rows it may still add
+    StateLedger::Charge charge;  // while active
     int generated;
     bool cancelled;
     bool failed = false;  // its step failed; already told
@@ -83,7 +87,8 @@ class DecodeBatcher::Loop {
     std::vector<std::unique_ptr<Entry>> active;
     std::vector<Generation*> generations;
     std::vector<int32_t> tokens;
-    int64_t in_use = 0;
+    // Active sequences' state memory, each shared K/V chunk once.
+    StateLedger ledger;
     while (true) {
       std::vector<std::unique_ptr<Entry>> retired_queued;
       bool stopping = false;
@@ -113,8 +118,11 @@ class DecodeBatcher::Loop {
         cancelled_.clear();
         while (!stopping_ && !queue_.empty() &&
                static_cast<int>(active.size()) < options_.max_batch &&
-               in_use + queue_.front()->bytes <= options_.memory_budget_bytes) {
-          in_use += queue_.front()->bytes;
+               ledger.bytes() + ledger.Cost(queue_.front()->seq.generation.state(),
+                                            queue_.front()->growth) <=
+                   options_.memory_budget_bytes) {
+          Entry& e = *queue_.front();
+          e.charge = ledger.Add(e.seq.generation.state(), e.growth);
           active.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
@@ -123,8 +131,8 @@ class DecodeBatcher::Loop {
       for (auto& e : retired_queued) Emit(*e, Finished(DecodeFinish::kCancelled));
       // Cancelled active sequences leave before the step.
       Retire(
-          active, &in_use, [](const Entry& e) { return e.cancelled; }, DecodeFinish::kCancelled);
-      PublishStats(active, in_use, 0);
+          active, &ledger, [](const Entry& e) { return e.cancelled; }, DecodeFinish::kCancelled);
+      PublishStats(active, ledger.bytes(), 0);
       if (stopping && active.empty()) return;
       if (active.empty()) continue;
 
@@ -138,9 +146,9 @@ class DecodeBatcher::Loop {
           ev.status = st;
           Emit(*e, ev);
         }
-        in_use = 0;
+        for (auto& e : active) ledger.Remove(e->charge);
         active.clear();
-        PublishStats(active, in_use, 0);
+        PublishStats(active, ledger.bytes(), 0);
         continue;
       }
       const int batch = static_cast<int>(active.size());
@@ -162,19 +170,19 @@ class DecodeBatcher::Loop {
       // Failed sequences leave silently: their error event was their end.
       for (auto it = active.begin(); it != active.end();) {
         if ((*it)->failed) {
-          in_use -= (*it)->bytes;
+          ledger.Remove((*it)->charge);
           it = active.erase(it);
         } else {
           ++it;
         }
       }
       Retire(
-          active, &in_use,
+          active, &ledger,
           [](const Entry& e) {
             return Stop(e) != DecodeFinish::kLength || e.generated >= e.seq.max_new_tokens;
           },
           std::nullopt);
-      PublishStats(active, in_use, batch);
+      PublishStats(active, ledger.bytes(), batch);
     }
   }
 
@@ -200,12 +208,12 @@ class DecodeBatcher::Loop {
 
   // Removes entries matching `done`, emitting their finish (`reason`, or the stop they hit).
   template <typename Pred>
-  void Retire(std::vector<std::unique_ptr<Entry>>& active, int64_t* in_use, Pred done,
+  void Retire(std::vector<std::unique_ptr<Entry>>& active, StateLedger* ledger, Pred done,
               std::optional<DecodeFinish> reason) {
     for (auto it = active.begin(); it != active.end();) {
       if (done(**it)) {
         Emit(**it, Finished(reason ? *reason : Stop(**it)));
-        *in_use -= (*it)->bytes;
+        ledger->Remove((*it)->charge);
         it = active.erase(it);
       } else {
         ++it;

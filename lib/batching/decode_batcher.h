@@ -1,7 +1,8 @@
 // DecodeBatcher: the decode worker's continuous batching loop. Sequences (restored from state
 // bundles) join and leave between steps; every step is one batched forward pass over all
-// active sequences. A maximum batch and a memory budget bound the active set; beyond them new
-// sequences wait in a bounded queue, and beyond that Admit refuses with RESOURCE_EXHAUSTED.
+// active sequences. A maximum batch and a memory budget bound the active set (shared K/V chunks
+// counted once: StateLedger); beyond them new sequences wait in a bounded queue, and beyond that
+// Admit refuses with RESOURCE_EXHAUSTED.
 //
 // Threading: one loop thread owns the backend; `on_event` callbacks run on it and must not
 // block. Admit, Cancel and stats may be called from any thread.
@@ -13,6 +14,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "lib/batching/state_ledger.h"
 #include "lib/engine/backend.h"
 #include "lib/engine/generation.h"
 
@@ -44,7 +46,7 @@ struct DecodeSequence {
 struct DecodeBatcherStats {
   int active = 0;
   int queued = 0;
-  int64_t memory_in_use_bytes = 0;  // reserved for the active sequences
+  int64_t memory_in_use_bytes = 0;  // reserved for the active sequences (StateLedger)
   int64_t memory_budget_bytes = 0;  // DecodeBatcherOptions::memory_budget_bytes
   uint64_t steps = 0;
   int last_batch_size = 0;

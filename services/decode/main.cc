@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, backend, "cpu", "where the model runs: cpu or cuda");
 ABSL_FLAG(int, device, 0, "CUDA device index (with --backend cuda)");
 ABSL_FLAG(int, max_batch, 32, "sequences per decode step");
 ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active sequences, MiB");
+ABSL_FLAG(int64_t, resident_kv_mb, 1024,
+          "shared-K/V chunks of finished sequences kept under their prefix keys, MiB: the next "
+          "question on a document is then sent without the document's K/V (0: keep none)");
 ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAUSTED");
 ABSL_FLAG(bool, local_prefill, true,
           "prefill short uncached prompts here when the router asks (a second engine instance "
@@ -100,6 +103,7 @@ int main(int argc, char** argv) {
   options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;
   options.batcher.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.resident_kv_budget_bytes = absl::GetFlag(FLAGS_resident_kv_mb) << 20;
   options.local_prefill_max_tokens = absl::GetFlag(FLAGS_local_prefill_max_tokens);
   auto kind = yoco::ParseBackendKind(absl::GetFlag(FLAGS_backend));
   if (!kind.ok()) {
@@ -152,6 +156,22 @@ int main(int argc, char** argv) {
   callbacks->Add("yoco_decode_waiting_bundle_bytes",
                  "Bytes of bundles received but not yet claimed by a Decode call", Type::kGauge,
                  [w] { return static_cast<double>(w->waiting_bundle_bytes()); });
+  callbacks->Add("yoco_decode_resident_kv_bytes",
+                 "Shared-K/V chunks held under their prefix keys (in use or kept for the next "
+                 "question on their document)",
+                 Type::kGauge, [w] { return static_cast<double>(w->resident_kv_stats().bytes); });
+  callbacks->Add("yoco_decode_resident_kv_idle_bytes",
+                 "Resident K/V chunks no sequence reads (bounded by --resident-kv-mb)",
+                 Type::kGauge,
+                 [w] { return static_cast<double>(w->resident_kv_stats().idle_bytes); });
+  callbacks->Add("yoco_decode_resident_kv_chunks_attached_total",
+                 "K/V chunks bundles left out because this worker held them", Type::kCounter,
+                 [w] { return static_cast<double>(w->resident_kv_stats().attached); });
+  callbacks->Add("yoco_decode_resident_kv_misses_total",
+                 "Bundles refused because a chunk they left out was no longer held (then sent "
+                 "whole)",
+                 Type::kCounter,
+                 [w] { return static_cast<double>(w->resident_kv_stats().missing); });
   callbacks->Add("yoco_decode_steps_total", "Batched decode steps", Type::kCounter,
                  [w] { return static_cast<double>(w->stats().steps); });
   callbacks->Add("yoco_decode_local_prefills_total",

@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/state_bundle.h"
@@ -123,6 +127,42 @@ TEST_F(DecodeBatcherTest, MemoryBudgetQueuesAndQueueLimitRefuses) {
   EXPECT_EQ(
       small.Admit({Prefilled(5, 4, Sampling(4), &first), 0, false, c.Callback()}).status().code(),
       absl::StatusCode::kInvalidArgument);
+}
+
+// Questions on one document share its K/V chunks, and the budget charges them for it once:
+// eight sequences from one 1280-token state run together within a budget that, charging each
+// its own copy, would hold fewer than four, and each gives the tokens of the state decoded
+// alone.
+TEST_F(DecodeBatcherTest, SequencesSharingChunksAreChargedForThemOnce) {
+  int32_t first;
+  const Generation shared = Prefilled(1280, 5, Sampling(5), &first);  // ten full chunks
+  const int64_t one = DecodeBatcher::ReservedBytes(model_->config(), shared.state(), 30);
+  const int64_t chunks = 2 * 10 * KvRows::kChunkRows * model_->config().kv_dim() * 4;
+  DecodeBatcherOptions options;
+  options.memory_budget_bytes = one + 7 * (one - chunks) + chunks / 2;
+  ASSERT_LT(options.memory_budget_bytes, 4 * one);
+  Collector alone;
+  {
+    DecodeBatcher batcher(*decode_backend_, options);
+    ASSERT_TRUE(batcher.Admit({shared, 30, false, alone.Callback()}).ok());
+    ASSERT_TRUE(alone.WaitFinished());
+  }
+  DecodeBatcher batcher(*decode_backend_, options);
+  std::vector<Collector> questions(8);
+  for (Collector& q : questions) {
+    ASSERT_TRUE(batcher.Admit({shared, 30, false, q.Callback()}).ok());
+  }
+  for (Collector& q : questions) {
+    ASSERT_TRUE(q.WaitFinished());
+    EXPECT_EQ(q.tokens, alone.tokens);
+  }
+  // Together they took about the 30 steps of one sequence; charged a copy each, at most three
+  // at a time, they would have taken at least 90.
+  EXPECT_LT(batcher.stats().steps, 60u);
+  // Published after the last finish event: wait for it.
+  for (int i = 0; i < 5000 && batcher.stats().memory_in_use_bytes != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(batcher.stats().memory_in_use_bytes, 0);
 }
 
 TEST_F(DecodeBatcherTest, CancelAndStopEndSequencesAndFreeMemory) {
