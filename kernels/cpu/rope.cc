@@ -1,6 +1,7 @@
 // RoPE tables and rotation.
 #include "kernels/cpu/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace yoco::cpu {
@@ -18,24 +19,56 @@ std::vector<float> RopeInverseFrequencies(int head_dim, double theta) {
   return inv;
 }
 
-RopeTable::RopeTable(int head_dim, double theta)
-    : head_dim_(head_dim), inv_freq_(RopeInverseFrequencies(head_dim, theta)) {}
+RopeTable::RopeTable(int head_dim, double theta, int64_t tabulated)
+    : head_dim_(head_dim),
+      tabulated_(tabulated),
+      inv_freq_(RopeInverseFrequencies(head_dim, theta)) {}
+
+void RopeTable::Fill(int64_t p, float* cos, float* sin) const {
+  for (int i = 0; i < head_dim_ / 2; ++i) {
+    const float angle = static_cast<float>(p) * inv_freq_[i];  // fp32, as the reference
+    cos[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+    sin[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+  }
+}
 
 void RopeTable::Reserve(int64_t n) {
+  n = std::min(n, tabulated_);
   if (n <= capacity_) return;
-  int64_t new_capacity = capacity_ == 0 ? 1024 : capacity_;
-  while (new_capacity < n) new_capacity *= 2;
+  int64_t new_capacity = capacity_ == 0 ? std::min<int64_t>(1024, tabulated_) : capacity_;
+  while (new_capacity < n) new_capacity = std::min(2 * new_capacity, tabulated_);
   const int half = head_dim_ / 2;
   cos_.resize(new_capacity * half);
   sin_.resize(new_capacity * half);
-  for (int64_t p = capacity_; p < new_capacity; ++p) {
-    for (int i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(p) * inv_freq_[i];  // fp32, as the reference
-      cos_[p * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      sin_[p * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+  for (int64_t p = capacity_; p < new_capacity; ++p) Fill(p, &cos_[p * half], &sin_[p * half]);
+  capacity_ = new_capacity;
+}
+
+void RopeTable::Prepare(const std::vector<int64_t>& positions) {
+  int64_t most_tabulated = -1;
+  extra_positions_.clear();
+  for (int64_t p : positions) {
+    if (p < tabulated_) {
+      most_tabulated = std::max(most_tabulated, p);
+    } else {
+      extra_positions_.push_back(p);
     }
   }
-  capacity_ = new_capacity;
+  Reserve(most_tabulated + 1);
+  std::sort(extra_positions_.begin(), extra_positions_.end());
+  extra_positions_.erase(std::unique(extra_positions_.begin(), extra_positions_.end()),
+                         extra_positions_.end());
+  const int half = head_dim_ / 2;
+  extra_cos_.resize(extra_positions_.size() * half);
+  extra_sin_.resize(extra_positions_.size() * half);
+  for (size_t i = 0; i < extra_positions_.size(); ++i) {
+    Fill(extra_positions_[i], &extra_cos_[i * half], &extra_sin_[i * half]);
+  }
+}
+
+int64_t RopeTable::ExtraRow(int64_t position) const {
+  return std::lower_bound(extra_positions_.begin(), extra_positions_.end(), position) -
+         extra_positions_.begin();
 }
 
 void ApplyRope(float* x, int heads, int head_dim, const float* cos, const float* sin) {

@@ -65,7 +65,6 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
   rows_.clear();
   out_rows_.clear();
   segment_begin_.clear();
-  int64_t max_position = 0;
   for (size_t s = 0; s < segments.size(); ++s) {
     const ForwardSegment& seg = segments[s];
     segment_begin_.push_back(static_cast<int64_t>(rows_.size()));
@@ -76,14 +75,15 @@ absl::Status CpuBackend::Forward(absl::Span<const ForwardSegment> segments,
       if (wants) out_rows_.push_back(static_cast<int64_t>(rows_.size()));
       rows_.push_back({static_cast<int>(s), seg.state->position + t});
     }
-    max_position = std::max(max_position, seg.state->position + t_count);
   }
   const bool decode_step =
       static_cast<int64_t>(rows_.size()) == static_cast<int64_t>(segments.size());
   arithmetic_ = options_.batch_invariant && decode_step ? cpu::RowArithmetic::kPerRow
                                                         : cpu::RowArithmetic::kFastest;
-  self_rope_.Reserve(max_position);
-  cross_rope_.Reserve(max_position);
+  rope_positions_.clear();
+  for (const Row& row : rows_) rope_positions_.push_back(row.position);
+  self_rope_.Prepare(rope_positions_);
+  cross_rope_.Prepare(rope_positions_);
   const int64_t R = static_cast<int64_t>(rows_.size());
 
   // Embedding, scaled by sqrt(dim) in fp32 as the reference.

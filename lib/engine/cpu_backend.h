@@ -70,8 +70,9 @@ class CpuBackend : public Backend {
   CpuProfile profile_;
   const ModelConfig& config_;
   const ModelWeights& weights_;
-  cpu::RopeTable self_rope_;   // head dim ds
-  cpu::RopeTable cross_rope_;  // head dim da
+  cpu::RopeTable self_rope_;             // head dim ds
+  cpu::RopeTable cross_rope_;            // head dim da
+  std::vector<int64_t> rope_positions_;  // the rows' positions, for the tables' Prepare
 
   // Scratch, grown on demand and reused across calls.
   std::vector<Row> rows_;               // [R] every input row

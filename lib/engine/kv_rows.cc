@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/decode_attention.h"
 #include "lib/engine/dtype.h"
+#include "lib/engine/kv_chunk_arena.h"
 
 namespace yoco {
 
@@ -68,7 +69,7 @@ KvRows::KvRows(const KvRows& other)
       width_(other.width_),
       rows_(other.rows_),
       chunks_(other.chunks_) {
-  if (rows_ % kChunkRows != 0) chunks_.back() = std::make_shared<Chunk>(*chunks_.back());
+  if (rows_ % kChunkRows != 0) chunks_.back() = CopyOf(chunks_.back());
   RebuildTable();
 }
 
@@ -102,26 +103,32 @@ KvRows& KvRows::operator=(KvRows&& other) noexcept {
   return *this;
 }
 
-void KvRows::PushChunk(std::shared_ptr<Chunk> chunk) {
-  table_.push_back(chunk->data());
+KvRows::Chunk KvRows::CopyOf(const Chunk& chunk) const {
+  Chunk copy = KvChunkArena::Global().Allocate(chunk_bytes());
+  std::memcpy(copy.get(), chunk.get(), chunk_bytes());
+  return copy;
+}
+
+void KvRows::PushChunk(Chunk chunk) {
+  table_.push_back(chunk.get());
   chunks_.push_back(std::move(chunk));
 }
 
 void KvRows::RebuildTable() {
   table_.clear();
-  for (const auto& chunk : chunks_) table_.push_back(chunk->data());
+  for (const auto& chunk : chunks_) table_.push_back(chunk.get());
 }
 
 template <typename T>
 T* KvRows::WritableChunk(int64_t r) {
-  if (r % kChunkRows == 0) PushChunk(std::make_shared<Chunk>(chunk_bytes()));  // zeroed
-  return reinterpret_cast<T*>(chunks_[r / kChunkRows]->data());
+  if (r % kChunkRows == 0) PushChunk(KvChunkArena::Global().Allocate(chunk_bytes()));  // zeroed
+  return reinterpret_cast<T*>(chunks_[r / kChunkRows].get());
 }
 
 uint8_t* KvRows::mutable_chunk_data(int64_t i) {
-  chunks_[i] = std::make_shared<Chunk>(*chunks_[i]);
-  table_[i] = chunks_[i]->data();
-  return chunks_[i]->data();
+  chunks_[i] = CopyOf(chunks_[i]);
+  table_[i] = chunks_[i].get();
+  return chunks_[i].get();
 }
 
 void KvRows::CopyRowBytes(int64_t row0, int64_t n, uint8_t* out) const {
@@ -281,7 +288,10 @@ bool KvRows::operator==(const KvRows& other) const {
   if (dtype_ != other.dtype_ || width_ != other.width_ || rows_ != other.rows_) return false;
   if (layout_ == other.layout_) {
     for (int64_t i = 0; i < chunks(); ++i) {
-      if (chunks_[i] != other.chunks_[i] && *chunks_[i] != *other.chunks_[i]) return false;
+      if (chunks_[i] != other.chunks_[i] &&
+          std::memcmp(chunks_[i].get(), other.chunks_[i].get(), chunk_bytes()) != 0) {
+        return false;
+      }
     }
     return true;
   }

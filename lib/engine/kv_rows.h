@@ -77,7 +77,7 @@ class KvRows {
   int64_t chunks() const { return static_cast<int64_t>(chunks_.size()); }
   int64_t chunk_bytes() const { return kChunkRows * width_ * KvDtypeBytes(dtype_); }
   const void* const* chunk_table() const { return table_.data(); }
-  const uint8_t* chunk_data(int64_t i) const { return chunks_[i]->data(); }
+  const uint8_t* chunk_data(int64_t i) const { return chunks_[i].get(); }
   // How many KvRows (and other holders) share chunk i: 1 when only this one reads it.
   int64_t chunk_holders(int64_t i) const { return chunks_[i].use_count(); }
   // Chunk i's bytes, for tests that corrupt them; the chunk is copied first, since others may
@@ -104,7 +104,8 @@ class KvRows {
   bool operator==(const KvRows& other) const;
 
  private:
-  using Chunk = cpu::CacheLineVector<uint8_t>;
+  // chunk_bytes() from KvChunkArena.
+  using Chunk = std::shared_ptr<uint8_t>;
 
   // Where, in its chunk, value c of row r is stored (in values).
   int64_t Index(int64_t r, int64_t c) const;
@@ -118,12 +119,14 @@ class KvRows {
   int64_t BlockRows() const;
   template <typename T>
   const T* ChunkValues(int64_t r) const {
-    return reinterpret_cast<const T*>(chunks_[r / kChunkRows]->data());
+    return reinterpret_cast<const T*>(chunks_[r / kChunkRows].get());
   }
   // The chunk row r is written to, added when r starts one. REQUIRES: r == rows_.
   template <typename T>
   T* WritableChunk(int64_t r);
-  void PushChunk(std::shared_ptr<Chunk> chunk);
+  void PushChunk(Chunk chunk);
+  // A new chunk holding a copy of `chunk`.
+  Chunk CopyOf(const Chunk& chunk) const;
   void RebuildTable();
 
   KvDtype dtype_ = KvDtype::kF32;
@@ -132,8 +135,8 @@ class KvRows {
   int64_t rows_ = 0;
   // Every chunk but a partly filled last one is full, immutable and may be shared. Chunks are
   // cache-line aligned: decode attention reads them with 64-byte loads.
-  std::vector<std::shared_ptr<Chunk>> chunks_;
-  std::vector<const void*> table_;  // chunks_[i]->data()
+  std::vector<Chunk> chunks_;
+  std::vector<const void*> table_;  // chunks_[i].get()
 };
 
 }  // namespace yoco

@@ -2,6 +2,7 @@
 // byte anywhere is reported as corruption rather than as a misleading field error.
 #include "lib/engine/state_bundle.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -14,28 +15,32 @@ constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'B', 'N', 'D', 'L'};
 constexpr size_t kFixedHeaderBytes = 8 + 4 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 4 + 8 + 4;
 constexpr uint32_t kMaxStopTokens = 1024;
 
+// Writes into memory of the bundle's exact size.
 class Writer {
  public:
-  explicit Writer(std::string* out) : out_(out) {}
+  explicit Writer(uint8_t* out) : out_(out) {}
   template <typename T>
   void Put(T v) {
-    out_->append(reinterpret_cast<const char*>(&v), sizeof v);
+    PutBytes(&v, sizeof v);
   }
-  void PutFloats(const std::vector<float>& v) {
-    if (v.empty()) return;  // data() may be null
-    out_->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  void PutBytes(const void* p, size_t n) {
+    if (n == 0) return;  // p may be null
+    std::memcpy(out_ + pos_, p, n);
+    pos_ += n;
   }
+  void PutFloats(const std::vector<float>& v) { PutBytes(v.data(), v.size() * sizeof(float)); }
   // Rows [row0, rows.rows()).
   void PutRows(const KvRows& rows, int64_t row0) {
     const int64_t n = rows.rows() - row0;
     if (n <= 0) return;
-    const size_t at = out_->size();
-    out_->resize(at + n * rows.width() * KvDtypeBytes(rows.dtype()));
-    rows.CopyRowBytes(row0, n, reinterpret_cast<uint8_t*>(out_->data() + at));
+    rows.CopyRowBytes(row0, n, out_ + pos_);
+    pos_ += n * rows.width() * KvDtypeBytes(rows.dtype());
   }
+  size_t pos() const { return pos_; }
 
  private:
-  std::string* out_;
+  uint8_t* out_;
+  size_t pos_ = 0;
 };
 
 class Reader {
@@ -65,18 +70,28 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// Rows a bundle leaves out: its resident chunks' (named bundles only).
+int64_t ResidentRows(const StateBundle& b) {
+  return b.chunk_names.empty() ? 0 : b.resident_chunks * KvRows::kChunkRows;
+}
+
 }  // namespace
 
-std::string SerializeStateBundle(const StateBundle& b) {
-  std::string out;
+size_t SerializedStateBundleBytes(const StateBundle& b) {
+  const int64_t carried = b.state.shared_k.rows() - ResidentRows(b);
+  size_t bytes = kFixedHeaderBytes + 4 * b.sampling.stop_token_ids.size() +
+                 (b.chunk_names.empty() ? 0 : 8 + 16 * b.chunk_names.size()) +
+                 2 * std::max<int64_t>(carried, 0) * b.state.shared_k.width() *
+                     KvDtypeBytes(b.state.shared_k.dtype()) +
+                 4;
+  for (const auto& s : b.state.self_states) bytes += 4 * s.size();
+  return bytes;
+}
+
+void SerializeStateBundleTo(const StateBundle& b, uint8_t* out) {
   const bool named = !b.chunk_names.empty();
-  const int64_t resident_rows = named ? b.resident_chunks * KvRows::kChunkRows : 0;
-  size_t payload = b.state.shared_k.bytes() + b.state.shared_v.bytes();
-  for (const auto& s : b.state.self_states) payload += 4 * s.size();
-  out.reserve(kFixedHeaderBytes + 4 * b.sampling.stop_token_ids.size() + 8 +
-              16 * b.chunk_names.size() + payload + 4);
-  Writer w(&out);
-  out.append(kMagic, sizeof kMagic);
+  Writer w(out);
+  w.PutBytes(kMagic, sizeof kMagic);
   w.Put<uint32_t>(named ? 2 : 1);
   w.Put<uint32_t>(0);
   w.Put<uint64_t>(b.model_fingerprint);
@@ -99,12 +114,17 @@ std::string SerializeStateBundle(const StateBundle& b) {
   if (named) {
     w.Put<uint32_t>(static_cast<uint32_t>(b.chunk_names.size()));
     w.Put<uint32_t>(static_cast<uint32_t>(b.resident_chunks));
-    for (const ChunkName& name : b.chunk_names) out.append(name.begin(), name.end());
+    for (const ChunkName& name : b.chunk_names) w.PutBytes(name.data(), name.size());
   }
-  w.PutRows(b.state.shared_k, resident_rows);
-  w.PutRows(b.state.shared_v, resident_rows);
+  w.PutRows(b.state.shared_k, ResidentRows(b));
+  w.PutRows(b.state.shared_v, ResidentRows(b));
   for (const auto& s : b.state.self_states) w.PutFloats(s);
-  w.Put<uint32_t>(Crc32c(out.data(), out.size()));
+  w.Put<uint32_t>(Crc32c(out, w.pos()));
+}
+
+std::string SerializeStateBundle(const StateBundle& b) {
+  std::string out(SerializedStateBundleBytes(b), '\0');
+  SerializeStateBundleTo(b, reinterpret_cast<uint8_t*>(out.data()));
   return out;
 }
 

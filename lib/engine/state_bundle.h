@@ -53,6 +53,10 @@ struct StateBundle {
 };
 
 std::string SerializeStateBundle(const StateBundle& bundle);
+// The same into memory of the caller's (e.g. huge pages for a 1 GB bundle): `out` holds
+// SerializedStateBundleBytes(bundle) bytes.
+size_t SerializedStateBundleBytes(const StateBundle& bundle);
+void SerializeStateBundleTo(const StateBundle& bundle, uint8_t* out);
 
 // Parses and verifies a bundle for the model with `config` and `fingerprint`:
 //   DATA_LOSS            truncated or checksum mismatch (corrupt),

@@ -130,8 +130,8 @@ class PrefillWorker {
       : options_(options), engine_(static_cast<size_t>(std::max(options.max_waiting, 0))) {}
   SnapshotPolicy Policy() const;
   // Sends bytes over the transport and waits for the receiver's verdict.
-  absl::Status SendAndWait(const std::string& address, std::shared_ptr<std::string> bytes,
-                           absl::Duration timeout, uint64_t* transfer_id);
+  absl::Status SendAndWait(const std::string& address, SendBuffer buffer, absl::Duration timeout,
+                           uint64_t* transfer_id);
 
   const PrefillWorkerOptions options_;
   TurnQueue engine_;  // one prefill at a time on the backend, the others in arrival order

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "tests/kernels/random_inputs.h"
 #include "tests/reference/reference_math.h"
 
@@ -40,9 +42,26 @@ TEST(RopeTest, TableGrowsOnDemand) {
   cpu::RopeTable table(16, 500000.0);
   table.Reserve(10);
   const float c5 = table.cos(5)[3];
-  table.Reserve(100000);
+  table.Prepare({5, 99999});  // past the table: computed for this call
   EXPECT_EQ(table.cos(5)[3], c5);
   EXPECT_NEAR(table.cos(99999)[0], std::cos(99999.0), 1e-3);
+}
+
+// Positions past the table are computed per Prepare, to the bits a table would hold.
+TEST(RopeTest, PositionsPastTheTableGiveTheTableBits) {
+  cpu::RopeTable small(32, 10000.0, /*tabulated=*/1000);
+  cpu::RopeTable large(32, 10000.0, /*tabulated=*/int64_t{1} << 20);
+  large.Reserve(300001);
+  for (const std::vector<int64_t>& positions :
+       {std::vector<int64_t>{1500, 999, 300000, 1500, 0}, std::vector<int64_t>{1000, 1001}}) {
+    small.Prepare(positions);
+    for (int64_t p : positions) {
+      for (int i = 0; i < 16; ++i) {
+        ASSERT_EQ(small.cos(p)[i], large.cos(p)[i]) << "p=" << p << " i=" << i;
+        ASSERT_EQ(small.sin(p)[i], large.sin(p)[i]) << "p=" << p << " i=" << i;
+      }
+    }
+  }
 }
 
 }  // namespace
