@@ -1,0 +1,86 @@
+#!/bin/bash
+# One long document, many questions, through the whole stack on loopback: router + one prefill
+# and one decode worker over MODEL, a DOC_BYTES-byte document (one token per byte) pre-cached and
+# pinned, then:
+#   - a question on it whose bundle must ship the document's K/V (the decode worker never saw it),
+#   - three more (the decode worker holds the document: only the question's rows ship),
+#   - CONCURRENT questions at once (each 32 tokens): wall time and the decode worker's peak RSS,
+#   - with MISS=1, one question on another document of the same length (a miss).
+# Each line gives TTFT, its prefill / transfer / decode parts (ms) and the bytes shipped.
+#   scripts/bench-long.sh MODEL DOC_BYTES [CONCURRENT]
+# MODEL's params.json sets the shape and max_seq_len (the document must fit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build/bin
+M=$1 N=$2 CONC=${3:-8}
+export UCX_WARN_UNUSED_ENV_VARS=n
+base=$((47000 + RANDOM % 1000 * 4))
+P=127.0.0.1:$((base + 1)) D=127.0.0.1:$((base + 2)) R=127.0.0.1:$base
+log=$(mktemp -d)
+$B/yoco-decode --listen $D --model "$M" --tls tcp --net-devices lo --memory-budget-mb 32768 \
+  --resident-kv-mb 8192 2>"$log/decode" &
+dp=$!
+$B/yoco-prefill --listen $P --model "$M" --tls tcp --net-devices lo --cache-mb 65536 \
+  2>"$log/prefill" &
+pp=$!
+$B/yoco-router --listen $R --model "$M" --prefill $P --decode $D --probe-interval-ms 200 \
+  --min-stall-ms 600000 2>"$log/router" &
+rp=$!
+trap 'kill -9 $dp $pp $rp 2>/dev/null; rm -rf "$log"' EXIT
+for _ in $(seq 1 150); do
+  $B/yoco-cli --router $R generate --tokens 0,5 --max-new-tokens 1 >/dev/null 2>&1 && break
+  sleep 0.2
+done
+text() { python3 -c "import random, sys; r = random.Random(int(sys.argv[1])); \
+print(''.join(chr(r.randrange(97, 123)) for _ in range($N)), end='')" "$1"; }
+rss_mb() { echo $(($(awk '/VmRSS/{print $2}' /proc/$dp/status) / 1024)); }
+show() {
+  python3 -c "import json, sys; s = json.load(open(sys.argv[1])); print('%-10s ttft %8.1f  \
+prefill %8.1f  transfer %8.1f  decode %7.1f  cached %8d  shipped %11s' % (sys.argv[2], \
+s['ttft_ms'], s.get('prefill_ms', 0), s.get('transfer_ms', 0), s.get('decode_ms', 0), \
+s.get('cached_prompt_tokens', 0), s.get('transfer_bytes', 0)))" "$1" "$2"
+}
+ask() {  # ask PROMPT_FILE LABEL MAX_NEW
+  $B/yoco-cli --router $R generate --prompt-file "$1" --max-new-tokens "$3" --stats \
+    2>"$1.stats" >/dev/null
+  show "$1.stats" "$2"
+}
+text 1 >"$log/doc"
+start=$(date +%s%N)
+$B/yoco-cli --router $R precache --file "$log/doc" --pin >/dev/null
+echo "pre-cache $N tokens: $((($(date +%s%N) - start) / 1000000)) ms"
+echo "decode worker RSS: $(rss_mb) MB"
+for i in 1 2 3 4; do
+  printf '%s Question number %d?' "$(cat "$log/doc")" $i >"$log/q$i"
+  ask "$log/q$i" "question$i" 4
+done
+echo "decode worker RSS: $(rss_mb) MB"
+pids=()
+for i in $(seq 1 "$CONC"); do
+  printf '%s Concurrent question %d?' "$(cat "$log/doc")" "$i" >"$log/c$i"
+done
+start=$(date +%s%N)
+for i in $(seq 1 "$CONC"); do
+  $B/yoco-cli --router $R generate --prompt-file "$log/c$i" --max-new-tokens 32 --stats \
+    2>"$log/c$i.stats" >/dev/null &
+  pids+=($!)
+done
+peak=0
+running() {
+  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done
+  return 1
+}
+while running; do
+  r=$(rss_mb)
+  [ "$r" -gt "$peak" ] && peak=$r
+  sleep 0.1
+done
+wait "${pids[@]}"
+echo "$CONC concurrent questions x 32 tokens: $((($(date +%s%N) - start) / 1000000)) ms," \
+  "decode worker peak RSS $peak MB"
+show "$log/c1.stats" concurrent1
+if [ -n "${MISS:-}" ]; then
+  text 2 >"$log/other"
+  printf ' Question number 1?' >>"$log/other"
+  ask "$log/other" miss 4
+fi
