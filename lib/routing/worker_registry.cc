@@ -83,7 +83,7 @@ void WorkerRegistry::Probe(size_t index) {
   absl::StatusOr<v1::WorkerInfo> info = probes_.info(index);
   if (!info.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    workers_[index].healthy = false;
+    MarkFailedLocked(workers_[index]);
     return;
   }
   std::optional<std::vector<IndexedSnapshot>> listed;
@@ -144,7 +144,25 @@ std::optional<ForgottenReason> WorkerRegistry::WhyForgotten(absl::Span<const Blo
 
 void WorkerRegistry::MarkFailed(size_t index) {
   std::lock_guard<std::mutex> lock(mu_);
-  workers_[index].healthy = false;
+  MarkFailedLocked(workers_[index]);
+}
+
+void WorkerRegistry::MarkFailedLocked(Worker& w) {
+  w.healthy = false;
+  // What it was noted to hold died with it (or will be refused anyway).
+  for (const BlockKey& key : w.noted) w.snapshots.erase(key);
+  w.noted.clear();
+}
+
+void WorkerRegistry::NoteHeld(size_t index, const BlockKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Worker& w = workers_[index];
+  if (probes_.snapshots || !w.snapshots.emplace(key, IndexedSnapshot{key}).second) return;
+  w.noted.push_back(key);
+  if (w.noted.size() > kMaxNoted) {
+    w.snapshots.erase(w.noted.front());
+    w.noted.pop_front();
+  }
 }
 
 std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& exclude,

@@ -83,6 +83,13 @@ class WorkerRegistry {
   std::vector<std::string> Members() const;
   // The router saw the worker fail: skipped until a probe succeeds again.
   void MarkFailed(size_t index);
+  // For a pool without a snapshot listing (decode workers): the worker was sent the K/V of the
+  // prefix whose last block key is `key` and keeps it (ResidentKv), so Choose counts that prefix
+  // as held there, against load as for a prefill worker's snapshots. A guess the worker may
+  // have outlived (it then refuses the lean bundle, and gets it whole): at most kMaxNoted keys
+  // per worker, the oldest forgotten first, all of them when the worker fails.
+  void NoteHeld(size_t index, const BlockKey& key);
+  static constexpr size_t kMaxNoted = 4096;
 
   // The cheapest healthy worker not in `exclude`; `keys` are the prompt's usable block keys
   // (empty: choose by load alone). If none is healthy, probes everything once more first.
@@ -125,12 +132,14 @@ class WorkerRegistry {
     bool listed = false;  // `snapshots` reflects `listed_generation`
     uint64_t listed_generation = 0;
     std::map<BlockKey, IndexedSnapshot> snapshots;
-    bool removed = false;  // by discovery: no new requests
+    std::deque<BlockKey> noted;  // NoteHeld's keys in `snapshots`, oldest first
+    bool removed = false;        // by discovery: no new requests
   };
   // Snapshots that vanished from a relisting, oldest first, at most kMaxForgotten.
   static constexpr size_t kMaxForgotten = 4096;
   void RememberGoneLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
                           absl::Time now);
+  void MarkFailedLocked(Worker& w);
 
   const WorkerProbes probes_;
   std::deque<Worker> workers_;  // grows (Add), never shrinks; guarded by mu_

@@ -108,7 +108,10 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     for (const BlockKey& key : prefill->block_keys) bundle.chunk_names.push_back(key.bytes);
   }
   const absl::Time start = absl::Now();
-  bundle.resident_chunks = shipped_.LeadingHeld(call.decode_address, bundle.chunk_names);
+  bundle.resident_chunks =
+      std::min<int64_t>(std::max(shipped_.LeadingHeld(call.decode_address, bundle.chunk_names),
+                                 call.decode_resident_blocks),
+                        static_cast<int64_t>(bundle.chunk_names.size()));
   // In huge pages: a long document's bundle in fresh small pages costs a fault per 4 KB.
   auto serialize = [&bundle] {
     auto buffer = std::make_shared<HugePageBuffer>(SerializedStateBundleBytes(bundle));

@@ -53,6 +53,9 @@ struct PrefillCall {
   // ends it. When the first token ends the request no bundle is shipped.
   int max_new_tokens = 0;
   bool stop_at_eos = false;
+  // Leading blocks of the prompt the router believes the decode worker holds (it routed their
+  // K/V there); the bundle leaves out as many as this or this worker's own record says.
+  int64_t decode_resident_blocks = 0;
 };
 
 // The payload of a Prefill error whose cause is the decode worker: the state bundle could not

@@ -59,6 +59,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   call.cancelled = [context] { return context->IsCancelled(); };
   call.max_new_tokens = static_cast<int>(std::min<uint32_t>(request->max_new_tokens(), 1u << 30));
   call.stop_at_eos = request->stop_at_eos();
+  call.decode_resident_blocks = request->decode_resident_blocks();
   auto result = worker_.Prefill(call);
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kCancelled) ++cancelled_;
@@ -75,6 +76,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   response->set_transfer_id(result->transfer_id);
   response->set_sender_transport(result->sender);
   response->set_cached_tokens(static_cast<uint32_t>(result->cached_tokens));
+  response->set_resident_blocks(static_cast<uint32_t>(result->resident_chunks));
   response->set_cache_tier(CacheTierName(result->cache_tier));
   if (result->cache_miss != CacheMiss::kHit) {
     response->set_cache_miss_reason(CacheMissName(result->cache_miss));

@@ -181,7 +181,10 @@ void GenerateStream::ChooseWorkers() {
   std::vector<size_t> skip_decode = bad_decode_, skip_prefill = bad_prefill_;
   skip_decode.insert(skip_decode.end(), busy_decode_.begin(), busy_decode_.end());
   skip_prefill.insert(skip_prefill.end(), busy_prefill_.begin(), busy_prefill_.end());
-  decode_choice_ = router_.decode_workers_->Choose(skip_decode, {}, 0, 1);
+  // A decode worker that holds the prompt's document needs only the question's rows shipped.
+  decode_choice_ =
+      router_.decode_workers_->Choose(skip_decode, keys_, static_cast<int64_t>(input_.size()),
+                                      router_.options_.cache_load_penalty_tokens);
   prefill_choice_ = router_.prefill_workers_->Choose(
       skip_prefill, keys_, static_cast<int64_t>(input_.size()),
       router_.options_.cache_load_penalty_tokens, RouterService::kDiskPenaltyTokens);
@@ -332,6 +335,8 @@ void GenerateStream::StartRemotePrefill() {
   prefill_request_.set_max_new_tokens(call_.max_new_tokens -
                                       static_cast<uint32_t>(generated_.size()));
   prefill_request_.set_stop_at_eos(call_.stop_at_eos);
+  prefill_request_.set_decode_resident_blocks(
+      static_cast<uint32_t>(decode_choice_->cached_tokens / kCacheBlockTokens));
   prefill_response_.Clear();
   prefill_in_flight_.emplace(*router_.prefill_workers_, prefill_index);
   // Propagates the client's deadline and cancellation to the prefill worker.
@@ -424,6 +429,9 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status) {
   finish_.mutable_timings()->set_prefill_ms(finish_.timings().prefill_ms() + pre.prefill_ms());
   finish_.mutable_timings()->set_transfer_ms(finish_.timings().transfer_ms() + pre.transfer_ms());
   finish_.set_transfer_bytes(finish_.transfer_bytes() + pre.bundle_bytes());
+  if (pre.transfer_id() != 0 && !keys_.empty() && decode_choice_.has_value()) {
+    router_.decode_workers_->NoteHeld(decode_choice_->index, keys_.back());
+  }
   const int32_t first = pre.first_token();
   Emit(first, [this, first] {
     if (std::optional<v1::FinishReason> stop = StopsAt(first)) {

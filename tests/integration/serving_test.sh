@@ -79,6 +79,28 @@ check greedy-one-token-prompt "0" --max-new-tokens 8
 check sampled "$(prompt 3 100)" --max-new-tokens 30 --temperature 0.8 --top-k 50 --seed 7
 check sampled-top-p "$(prompt 4 40)" --max-new-tokens 30 --temperature 1.2 --top-p 0.9 --seed 9
 
+# Questions on one document: the router sends them to the decode worker it sent the document
+# to, which keeps the document's K/V (ResidentKv), so every question after the first ships only
+# its own rows and the self-decoder states (with this tiny model those are 260 KB of a 1 MB
+# bundle); the tokens stay the in-process engine's.
+doc=$(prompt 50 700)
+resident_ok=1
+resident_bytes=()
+for q in 1 2 3; do
+  p="$doc,$(prompt $((60 + q)) 20 | cut -d, -f2-)"
+  want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$p" --max-new-tokens 6)
+  got=$(cli --tokens "$p" --max-new-tokens 6 --stats 2> "$log/resident$q.stats")
+  [ "$want" = "$got" ] || resident_ok=0
+  resident_bytes+=("$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['transfer_bytes'])" \
+    "$log/resident$q.stats")")
+done
+total=$((total + 1))
+if [ "$resident_ok" = 1 ] && [ $((2 * resident_bytes[1])) -lt "${resident_bytes[0]}" ] &&
+   [ $((2 * resident_bytes[2])) -lt "${resident_bytes[0]}" ]; then
+  echo "ok   resident-document (bundles ${resident_bytes[*]} bytes)"; else
+  echo "FAIL resident-document: tokens ok=$resident_ok, bundles ${resident_bytes[*]} bytes"
+  failures=$((failures + 1)); fi
+
 # 32 concurrent streams of mixed lengths, each checked against the in-process engine.
 for i in $(seq 1 32); do
   p=$(prompt $((100 + i)) $((5 + 13 * i)))

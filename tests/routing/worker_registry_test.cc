@@ -108,6 +108,34 @@ TEST(WorkerRegistryTest, PricesSnapshotsAgainstLoad) {
   EXPECT_FALSE(registry.Choose({}, keys, prompt, 256)->better_holder.has_value());
 }
 
+// Decode workers list nothing: the router notes which prefix it sent each one, prefers the
+// holder against load as for snapshots, and forgets what a failed worker held.
+TEST(WorkerRegistryTest, NotedPrefixesArePricedAgainstLoadAndDieWithTheWorker) {
+  FakeWorkers fake;
+  WorkerProbes probes = fake.Probes();
+  probes.snapshots = nullptr;
+  WorkerRegistry registry(Addresses(), probes, absl::ZeroDuration());
+  const auto keys = Keys(8);
+  const int64_t prompt = 8 * kCacheBlockTokens + 50;
+  registry.NoteHeld(1, keys[7]);
+  auto choice = registry.Choose({}, keys, prompt, 256);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->index, 1u);
+  EXPECT_EQ(choice->cached_tokens, 1024);
+  EXPECT_EQ(registry.Choose({}, Keys(2), 300, 256)->index, 0u) << "another prefix: by load";
+  {
+    // Four requests in flight (1024 tokens) outweigh the 1024 held tokens only beyond a tie.
+    WorkerRegistry::InFlight a(registry, 1), b(registry, 1), c(registry, 1), d(registry, 1),
+        e(registry, 1);
+    EXPECT_NE(registry.Choose({}, keys, prompt, 256)->index, 1u);
+  }
+  registry.Probe(1);  // a probe keeps what was noted
+  EXPECT_EQ(registry.Choose({}, keys, prompt, 256)->index, 1u);
+  registry.MarkFailed(1);
+  registry.Probe(1);
+  EXPECT_EQ(registry.Choose({}, keys, prompt, 256)->cached_tokens, 0);
+}
+
 TEST(WorkerRegistryTest, MemoryBeatsDiskForTheSameSnapshot) {
   FakeWorkers fake;
   const auto keys = Keys(4);
