@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <unordered_map>
 
 #include "kernels/cpu/vector_math.h"
 
@@ -283,40 +284,46 @@ void LaneBlockScores(const float* q, const T* kb, int d, float scale, float* out
   }
 }
 
-// TaskScores for keys in lanes: each block is read once, in address order, one KV head's slice
-// at a time, for up to four query heads of its group per pass; no software prefetch (see
-// kPrefetchKeys).
+// The scores of one block of keys in lanes (rows i0 .. of a range of len keys) for every query
+// head: one KV head's slice at a time, for up to four query heads of its group per pass.
+template <typename T>
+void LaneBlockScoresAllHeads(const GqaShape& shape, const float* q, const T* block, int64_t i0,
+                             int64_t len, float scale, float* scores) {
+  const int d = shape.head_dim;
+  const int group = shape.q_heads / shape.kv_heads;
+  const int64_t valid = std::min(kKeyLaneRows, len - i0);
+  for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
+    const T* kb = block + int64_t{kvh} * d * kKeyLaneRows;
+    for (int j0 = 0; j0 < group; j0 += 4) {
+      const int h0 = kvh * group + j0;
+      const float* qh = q + int64_t{h0} * d;
+      float* out = scores + h0 * len + i0;
+      switch (std::min(4, group - j0)) {
+        case 4:
+          LaneBlockScores<4>(qh, kb, d, scale, out, len, valid);
+          break;
+        case 3:
+          LaneBlockScores<3>(qh, kb, d, scale, out, len, valid);
+          break;
+        case 2:
+          LaneBlockScores<2>(qh, kb, d, scale, out, len, valid);
+          break;
+        default:
+          LaneBlockScores<1>(qh, kb, d, scale, out, len, valid);
+      }
+    }
+  }
+}
+
+// TaskScores for keys in lanes: each block is read once, in address order; no software
+// prefetch (see kPrefetchKeys).
 template <typename T>
 void TaskScoresInLanes(const GqaShape& shape, const float* q, const RowBlocks<T>& keys,
                        int64_t begin, int64_t end, float scale, float* scores) {
-  const int d = shape.head_dim;
-  const int group = shape.q_heads / shape.kv_heads;
   const int64_t len = end - begin;
   for (int64_t i0 = 0; i0 < len; i0 += kKeyLaneRows) {
     // begin is a whole number of blocks: the block of row begin + i0 starts at its row's offset.
-    const T* block = keys.Row(begin + i0);
-    const int64_t valid = std::min(kKeyLaneRows, len - i0);
-    for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
-      const T* kb = block + int64_t{kvh} * d * kKeyLaneRows;
-      for (int j0 = 0; j0 < group; j0 += 4) {
-        const int h0 = kvh * group + j0;
-        const float* qh = q + int64_t{h0} * d;
-        float* out = scores + h0 * len + i0;
-        switch (std::min(4, group - j0)) {
-          case 4:
-            LaneBlockScores<4>(qh, kb, d, scale, out, len, valid);
-            break;
-          case 3:
-            LaneBlockScores<3>(qh, kb, d, scale, out, len, valid);
-            break;
-          case 2:
-            LaneBlockScores<2>(qh, kb, d, scale, out, len, valid);
-            break;
-          default:
-            LaneBlockScores<1>(qh, kb, d, scale, out, len, valid);
-        }
-      }
-    }
+    LaneBlockScoresAllHeads(shape, q, keys.Row(begin + i0), i0, len, scale, scores);
   }
 }
 
@@ -386,22 +393,20 @@ ValueSlice<T> SliceOf(const T* block, bool strips, int64_t width, int64_t c) {
   return {block + strip * kValueStripRows + (c - strip), std::min(kValueStripWidth, width - strip)};
 }
 
-// acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] for every head; acc is [q_heads, d] in L1. The values
-// are in rows, or in strips; begin is a whole number of blocks (kValueBlock).
+// acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] over the block of kValueBlock rows at b0 of the range
+// [begin, begin + len), for every head; acc is [q_heads, d] in L1. The values are in rows, or in
+// strips; begin and b0 are whole numbers of blocks.
 template <typename T>
-void TaskWeightedSum(const GqaShape& shape, const RowBlocks<T>& values, bool strips, int64_t begin,
-                     int64_t end, const float* p, const NextRows& next, float* acc) {
+void WeightedSumBlock(const GqaShape& shape, const RowBlocks<T>& values, bool strips, int64_t begin,
+                      int64_t len, int64_t b0, const float* p, float* acc) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t ld = int64_t{shape.kv_heads} * d;
-  const int64_t len = end - begin;
-  for (int64_t i = 0; i < int64_t{shape.q_heads} * d; ++i) acc[i] = 0.0f;
-  for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
+  {
     const int64_t b1 = std::min(len, b0 + kValueBlock);
     // Both layouts start a block of rows at the same offset (the vector tiles read from it; the
     // generic loop below indexes the rows itself).
     [[maybe_unused]] const T* block = values.Row(begin + b0);
-    if (!strips) PrefetchAhead(values, begin, len, next, b0 + kPrefetchValues, kValueBlock);
 #if defined(__AVX512F__)
     if (d % 64 == 0) {
       for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
@@ -428,7 +433,7 @@ void TaskWeightedSum(const GqaShape& shape, const RowBlocks<T>& values, bool str
           }
         }
       }
-      continue;
+      return;
     }
 #endif
 #ifdef YOCO_AVX2
@@ -451,7 +456,7 @@ void TaskWeightedSum(const GqaShape& shape, const RowBlocks<T>& values, bool str
           }
         }
       }
-      continue;
+      return;
     }
 #endif
     for (int64_t i = b0; i < b1; ++i) {
@@ -476,6 +481,92 @@ void TaskWeightedSum(const GqaShape& shape, const RowBlocks<T>& values, bool str
   }
 }
 
+template <typename T>
+void TaskWeightedSum(const GqaShape& shape, const RowBlocks<T>& values, bool strips, int64_t begin,
+                     int64_t end, const float* p, const NextRows& next, float* acc) {
+  const int64_t len = end - begin;
+  for (int64_t i = 0; i < int64_t{shape.q_heads} * shape.head_dim; ++i) acc[i] = 0.0f;
+  for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
+    if (!strips) PrefetchAhead(values, begin, len, next, b0 + kPrefetchValues, kValueBlock);
+    WeightedSumBlock(shape, values, strips, begin, len, b0, p, acc);
+  }
+}
+
+// Whether two queries' range k reads the same chunks (the same blocks of K and of V, and as many
+// rows). Only queries in lanes and strips from block tables take part.
+bool SameRange(const DecodeQuery& a, const DecodeQuery& b, int64_t begin) {
+  const int64_t end_a = std::min(a.n, begin + kKeysPerRange);
+  const int64_t end_b = std::min(b.n, begin + kKeysPerRange);
+  if (end_a != end_b || a.block_rows != b.block_rows || a.blocks_bf16 != b.blocks_bf16) {
+    return false;
+  }
+  for (int64_t c = begin / a.block_rows; c <= (end_a - 1) / a.block_rows; ++c) {
+    if (a.key_blocks[c] != b.key_blocks[c] || a.value_blocks[c] != b.value_blocks[c]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool MaySharePages(const DecodeQuery& q) {
+  return q.key_blocks != nullptr && q.keys_in_lanes && q.values_in_strips &&
+         q.block_rows % kKeyLaneRows == 0 && q.block_rows % kValueBlock == 0;
+}
+
+// Groups the ranges that read the same chunks: group_of[r] is r's group (-1: none), and group
+// g's ranges are group_ranges[group_begin[g], group_begin[g + 1]), the first one's query
+// leading.
+void FindSharedRanges(const DecodeQuery* queries, int64_t count,
+                      const std::vector<int64_t>& first_range, DecodeAttentionScratch* scratch) {
+  const int64_t ranges = first_range[count];
+  scratch->group_of.assign(ranges, -1);
+  scratch->range_query.resize(ranges);
+  for (int64_t s = 0; s < count; ++s) {
+    for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) scratch->range_query[r] = s;
+  }
+  scratch->group_ranges.clear();
+  scratch->group_begin.assign(1, 0);
+  int64_t sharing = 0;
+  for (int64_t s = 0; s < count; ++s) sharing += MaySharePages(queries[s]) ? 1 : 0;
+  if (sharing < 2) return;
+  // Range k of each query, by its first key chunk: candidates meet in one bucket.
+  std::unordered_map<const void*, std::vector<int64_t>> by_chunk;  // -> ranges
+  for (int64_t s = 0; s < count; ++s) {
+    const DecodeQuery& q = queries[s];
+    if (!MaySharePages(q)) continue;
+    for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
+      const int64_t begin = (r - first_range[s]) * kKeysPerRange;
+      by_chunk[q.key_blocks[begin / q.block_rows]].push_back(r);
+    }
+  }
+  std::vector<int64_t> members;
+  for (auto& [chunk, rs] : by_chunk) {
+    if (rs.size() < 2) continue;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      if (scratch->group_of[rs[i]] >= 0) continue;
+      const int64_t lead = rs[i];
+      const int64_t ls = scratch->range_query[lead];
+      const int64_t begin = (lead - first_range[ls]) * kKeysPerRange;
+      members.assign(1, lead);
+      for (size_t j = i + 1; j < rs.size(); ++j) {
+        const int64_t r = rs[j];
+        const int64_t s = scratch->range_query[r];
+        if (scratch->group_of[r] < 0 && (r - first_range[s]) * kKeysPerRange == begin &&
+            SameRange(queries[ls], queries[s], begin)) {
+          members.push_back(r);
+        }
+      }
+      if (members.size() < 2) continue;
+      const int64_t g = static_cast<int64_t>(scratch->group_begin.size()) - 1;
+      for (int64_t r : members) {
+        scratch->group_of[r] = g;
+        scratch->group_ranges.push_back(r);
+      }
+      scratch->group_begin.push_back(static_cast<int64_t>(scratch->group_ranges.size()));
+    }
+  }
+}
+
 }  // namespace
 
 void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t count,
@@ -496,12 +587,28 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
   const int threads = omp_get_max_threads();
   const int64_t per_task =
       count >= 2 * threads ? int64_t{1} << 40 : std::max<int64_t>(1, ranges / (4 * threads));
+  // Ranges of several queries over the same chunks (questions on one document) are one task
+  // each, which reads the chunks once for all of them; the rest go in runs as before.
+  FindSharedRanges(queries, count, first_range, scratch);
+  const std::vector<int64_t>& group_of = scratch->group_of;
   std::vector<DecodeAttentionScratch::Task>& tasks = scratch->tasks;
   tasks.clear();
   for (int64_t s = 0; s < count; ++s) {
-    for (int64_t r = first_range[s]; r < first_range[s + 1]; r += per_task) {
-      tasks.push_back({s, r, std::min(first_range[s + 1], r + per_task)});
+    for (int64_t r = first_range[s]; r < first_range[s + 1];) {
+      if (group_of[r] >= 0) {
+        ++r;
+        continue;
+      }
+      int64_t end = r;
+      while (end < first_range[s + 1] && end < r + per_task && group_of[end] < 0) ++end;
+      tasks.push_back({s, r, end});
+      r = end;
     }
+  }
+  const int64_t groups = static_cast<int64_t>(scratch->group_begin.size()) - 1;
+  int64_t largest_group = 1;
+  for (int64_t g = 0; g < groups; ++g) {
+    largest_group = std::max(largest_group, scratch->group_begin[g + 1] - scratch->group_begin[g]);
   }
   // A range's block: its sums [H, d], then its [H][max, sum], each rounded up to whole lines.
   const int64_t line_floats = static_cast<int64_t>(kCacheLineBytes / sizeof(float));
@@ -514,8 +621,9 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
     scratch->partial.resize(ranges * partial_floats);
   }
   const int64_t scores_floats = whole_lines(int64_t{H} * kKeysPerRange);
-  if (static_cast<int64_t>(scratch->scores.size()) < threads * scores_floats)
-    scratch->scores.resize(threads * scores_floats);
+  const int64_t thread_scores = largest_group * scores_floats;
+  if (static_cast<int64_t>(scratch->scores.size()) < threads * thread_scores)
+    scratch->scores.resize(threads * thread_scores);
 
   const int64_t row_floats = int64_t{shape.kv_heads} * d;
   // The rows a pass reads after [row, row + count), as far as they are contiguous.
@@ -525,11 +633,63 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
                     std::min(count, rows.RowsLeft(row))};
   };
 
+  // A shared range's task: each member's arithmetic is that of its own task (the same calls on
+  // the same rows in the same order), interleaved block by block so that a block read for the
+  // first member is still in L1 for the others.
+  auto run_shared = [&](int64_t g, float* scores) {
+    const int64_t* members = scratch->group_ranges.data() + scratch->group_begin[g];
+    const int64_t m_count = scratch->group_begin[g + 1] - scratch->group_begin[g];
+    const int64_t lead = scratch->range_query[members[0]];
+    const DecodeQuery& lq = queries[lead];
+    const int64_t begin = (members[0] - first_range[lead]) * kKeysPerRange;
+    const int64_t len = std::min(lq.n, begin + kKeysPerRange) - begin;
+    auto run = [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      const RowBlocks<T> keys{lq.key_blocks, lq.block_rows, row_floats};
+      const RowBlocks<T> values{lq.value_blocks, lq.block_rows, row_floats};
+      for (int64_t i0 = 0; i0 < len; i0 += kKeyLaneRows) {
+        const T* block = keys.Row(begin + i0);
+        for (int64_t m = 0; m < m_count; ++m) {
+          LaneBlockScoresAllHeads(shape, queries[scratch->range_query[members[m]]].q, block, i0,
+                                  len, scale, scores + m * scores_floats);
+        }
+      }
+      for (int64_t m = 0; m < m_count; ++m) {
+        float* part = scratch->partial.data() + members[m] * partial_floats;
+        float* stats = part + sums_floats;
+        float* sm = scores + m * scores_floats;
+        for (int h = 0; h < H; ++h) {
+          float* sh = sm + h * len;
+          const float mx = MaxOf(sh, len);
+          stats[2 * h] = mx;
+          stats[2 * h + 1] = ExpShiftSum(sh, len, mx);
+        }
+        for (int64_t i = 0; i < int64_t{H} * d; ++i) part[i] = 0.0f;
+      }
+      for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
+        for (int64_t m = 0; m < m_count; ++m) {
+          WeightedSumBlock(shape, values, /*strips=*/true, begin, len, b0,
+                           scores + m * scores_floats,
+                           scratch->partial.data() + members[m] * partial_floats);
+        }
+      }
+    };
+    if (lq.blocks_bf16) {
+      run(static_cast<uint16_t*>(nullptr));
+    } else {
+      run(static_cast<float*>(nullptr));
+    }
+  };
+
 #pragma omp parallel for schedule(dynamic, 1)
-  for (size_t t = 0; t < tasks.size(); ++t) {
+  for (size_t t = 0; t < tasks.size() + static_cast<size_t>(groups); ++t) {
+    float* scores = scratch->scores.data() + omp_get_thread_num() * thread_scores;
+    if (t >= tasks.size()) {
+      run_shared(static_cast<int64_t>(t - tasks.size()), scores);
+      continue;
+    }
     const DecodeAttentionScratch::Task& task = tasks[t];
     const DecodeQuery& dq = queries[task.query];
-    float* scores = scratch->scores.data() + omp_get_thread_num() * scores_floats;
     // The query's K and V as blocks (an array is one block).
     const bool paged = dq.key_blocks != nullptr;
     const bool keys_bf16 = paged ? dq.blocks_bf16 : dq.keys_bf16 != nullptr;

@@ -2,7 +2,9 @@
 // cached K/V rows (GQA, scale 1/√d). A sequence's keys are split into ranges of a fixed length
 // whose partial softmax results are merged in order, so its output does not depend on the batch
 // it is in; the ranges are grouped into tasks (whole sequences for a large batch, a few ranges
-// each for a small one) so that a single sequence still uses every thread.
+// each for a small one) so that a single sequence still uses every thread. Ranges of several
+// queries over the same K/V blocks (questions on one document, whose chunks they share) are one
+// task that reads each block once for all of them, every query's arithmetic unchanged.
 #ifndef YOCO_KERNELS_CPU_DECODE_ATTENTION_H_
 #define YOCO_KERNELS_CPU_DECODE_ATTENTION_H_
 
@@ -69,6 +71,11 @@ struct DecodeAttentionScratch {
   };
   std::vector<Task> tasks;
   std::vector<int64_t> first_range;  // [queries + 1]: query s's ranges are numbered from here
+  std::vector<int64_t> range_query;  // [ranges]: the query a range is of
+  // Ranges of several queries over the same K/V blocks (shared chunks), read once for all:
+  // group_of[range] (-1: none); group g's ranges are group_ranges[group_begin[g] ..
+  // group_begin[g + 1]).
+  std::vector<int64_t> group_of, group_ranges, group_begin;
   // Cache-line aligned, and so is each range's block of `partial` and each thread's scores: the
   // V pass loads and stores its accumulators (and the K pass its scores) as whole 64-byte
   // vectors, and a vector split across two lines costs two accesses (batch 32 × 2048 bf16 keys:
