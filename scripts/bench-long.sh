@@ -4,7 +4,8 @@
 # pinned, then:
 #   - a question on it whose bundle must ship the document's K/V (the decode worker never saw it),
 #   - three more (the decode worker holds the document: only the question's rows ship),
-#   - CONCURRENT questions at once (each 32 tokens): wall time and the decode worker's peak RSS,
+#   - one question of 32 tokens alone, then CONCURRENT at once (32 tokens each): wall time and
+#     the decode worker's peak RSS,
 #   - with MISS=1, one question on another document of the same length (a miss).
 # Each line gives TTFT, its prefill / transfer / decode parts (ms) and the bytes shipped.
 #   scripts/bench-long.sh MODEL DOC_BYTES [CONCURRENT]
@@ -55,6 +56,8 @@ for i in 1 2 3 4; do
   ask "$log/q$i" "question$i" 4
 done
 echo "decode worker RSS: $(rss_mb) MB"
+printf '%s One question alone?' "$(cat "$log/doc")" >"$log/alone"
+ask "$log/alone" alone-x32 32
 pids=()
 for i in $(seq 1 "$CONC"); do
   printf '%s Concurrent question %d?' "$(cat "$log/doc")" "$i" >"$log/c$i"

@@ -42,6 +42,14 @@ KvChunkArena& KvChunkArena::Global() {
 
 std::shared_ptr<uint8_t> KvChunkArena::Allocate(std::size_t bytes) {
   const std::size_t size = RoundUp(std::max<std::size_t>(bytes, 1), cpu::kCacheLineBytes);
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer every chunk is its own allocation, so that a read of a chunk after
+  // its last holder let go is caught rather than served from a reused chunk.
+  auto* own = static_cast<uint8_t*>(::operator new (size, std::align_val_t{cpu::kCacheLineBytes}));
+  std::memset(own, 0, size);
+  return std::shared_ptr<uint8_t>(
+      own, [](uint8_t* p) { ::operator delete (p, std::align_val_t{cpu::kCacheLineBytes}); });
+#endif
   uint8_t* chunk = nullptr;
   bool recycled = false;
   {
