@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
-#include <unordered_map>
+#include <utility>
 
 #include "kernels/cpu/vector_math.h"
 
@@ -529,27 +529,30 @@ void FindSharedRanges(const DecodeQuery* queries, int64_t count,
   int64_t sharing = 0;
   for (int64_t s = 0; s < count; ++s) sharing += MaySharePages(queries[s]) ? 1 : 0;
   if (sharing < 2) return;
-  // Range k of each query, by its first key chunk: candidates meet in one bucket.
-  std::unordered_map<const void*, std::vector<int64_t>> by_chunk;  // -> ranges
+  // Every range by its first key chunk, sorted: candidates to share sit next to each other.
+  // (Kept in the scratch: no allocation per step once it has grown.)
+  std::vector<std::pair<const void*, int64_t>>& by_chunk = scratch->range_chunks;
+  by_chunk.clear();
   for (int64_t s = 0; s < count; ++s) {
     const DecodeQuery& q = queries[s];
     if (!MaySharePages(q)) continue;
     for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
       const int64_t begin = (r - first_range[s]) * kKeysPerRange;
-      by_chunk[q.key_blocks[begin / q.block_rows]].push_back(r);
+      by_chunk.emplace_back(q.key_blocks[begin / q.block_rows], r);
     }
   }
+  std::sort(by_chunk.begin(), by_chunk.end());
   std::vector<int64_t> members;
-  for (auto& [chunk, rs] : by_chunk) {
-    if (rs.size() < 2) continue;
-    for (size_t i = 0; i < rs.size(); ++i) {
-      if (scratch->group_of[rs[i]] >= 0) continue;
-      const int64_t lead = rs[i];
+  for (size_t run = 0, run_end = 0; run < by_chunk.size(); run = run_end) {
+    while (run_end < by_chunk.size() && by_chunk[run_end].first == by_chunk[run].first) ++run_end;
+    for (size_t i = run; i + 1 < run_end; ++i) {
+      if (scratch->group_of[by_chunk[i].second] >= 0) continue;
+      const int64_t lead = by_chunk[i].second;
       const int64_t ls = scratch->range_query[lead];
       const int64_t begin = (lead - first_range[ls]) * kKeysPerRange;
       members.assign(1, lead);
-      for (size_t j = i + 1; j < rs.size(); ++j) {
-        const int64_t r = rs[j];
+      for (size_t j = i + 1; j < run_end; ++j) {
+        const int64_t r = by_chunk[j].second;
         const int64_t s = scratch->range_query[r];
         if (scratch->group_of[r] < 0 && (r - first_range[s]) * kKeysPerRange == begin &&
             SameRange(queries[ls], queries[s], begin)) {

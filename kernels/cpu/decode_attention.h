@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -76,6 +77,7 @@ struct DecodeAttentionScratch {
   // group_of[range] (-1: none); group g's ranges are group_ranges[group_begin[g] ..
   // group_begin[g + 1]).
   std::vector<int64_t> group_of, group_ranges, group_begin;
+  std::vector<std::pair<const void*, int64_t>> range_chunks;  // (first key block, range)
   // Cache-line aligned, and so is each range's block of `partial` and each thread's scores: the
   // V pass loads and stores its accumulators (and the K pass its scores) as whole 64-byte
   // vectors, and a vector split across two lines costs two accesses (batch 32 × 2048 bf16 keys:

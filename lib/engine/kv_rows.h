@@ -18,7 +18,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "kernels/cpu/cache_line_allocator.h"
 
 namespace yoco {
 

@@ -172,6 +172,36 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
   }
 }
 
+// Prefills `prompt` on `prefill` with `sampling`, decodes `decode_tokens` more on `decode`:
+// every token, and the prefill's result in *result.
+std::vector<int32_t> ServeShipped(PrefillWorker& prefill, DecodeWorker& decode,
+                                  const std::vector<int32_t>& prompt,
+                                  const SamplingParams& sampling, int decode_tokens,
+                                  PrefillResult* result) {
+  auto shipped = prefill.Prefill(Call(prompt, sampling, decode.address()));
+  EXPECT_TRUE(shipped.ok()) << shipped.status();
+  if (!shipped.ok()) return {};
+  *result = *shipped;
+  Stream stream;
+  EXPECT_TRUE(decode
+                  .Decode(shipped->sender, shipped->transfer_id, decode_tokens, false,
+                          absl::Seconds(10), stream.Callback())
+                  .ok());
+  EXPECT_TRUE(stream.WaitFinished());
+  std::vector<int32_t> got = {shipped->first_token};
+  got.insert(got.end(), stream.tokens.begin(), stream.tokens.end());
+  return got;
+}
+
+// The same with greedy sampling and 5 decoded tokens: the 6 tokens and the number of prompt
+// tokens that came from the cache.
+std::pair<std::vector<int32_t>, int64_t> Serve(PrefillWorker& prefill, DecodeWorker& decode,
+                                               const std::vector<int32_t>& prompt) {
+  PrefillResult result;
+  std::vector<int32_t> got = ServeShipped(prefill, decode, prompt, {}, 5, &result);
+  return {got, result.cached_tokens};
+}
+
 // A decode worker keeps a document's K/V chunks after the question that brought them: the next
 // question on the document ships only its own rows, and when the decode worker has let the
 // chunks go (its budget), the bundle is refused and sent whole. The tokens are those of the
@@ -198,19 +228,10 @@ TEST(DisaggregatedTest, ResidentDocumentIsNotShippedAgain) {
     sampling.temperature = seed % 2 == 0 ? 0.0f : 0.8f;
     sampling.seed = seed;
     const auto want = *Generate(local, prompt, {7, sampling, false});
-    auto shipped = (*prefill)->Prefill(Call(prompt, sampling, (*decode)->address()));
-    EXPECT_TRUE(shipped.ok()) << shipped.status();
-    if (!shipped.ok()) return PrefillResult{};
-    Stream stream;
-    EXPECT_TRUE((*decode)
-                    ->Decode(shipped->sender, shipped->transfer_id, 6, false, absl::Seconds(10),
-                             stream.Callback())
-                    .ok());
-    EXPECT_TRUE(stream.WaitFinished());
-    std::vector<int32_t> got = {shipped->first_token};
-    got.insert(got.end(), stream.tokens.begin(), stream.tokens.end());
-    EXPECT_EQ(got, want) << "question " << seed;
-    return *shipped;
+    PrefillResult shipped;
+    EXPECT_EQ(ServeShipped(**prefill, **decode, prompt, sampling, 6, &shipped), want)
+        << "question " << seed;
+    return shipped;
   };
 
   const PrefillResult first = ask(document, 1);
@@ -230,24 +251,6 @@ TEST(DisaggregatedTest, ResidentDocumentIsNotShippedAgain) {
   EXPECT_EQ((*decode)->resident_kv_stats().missing, 1u);
   // And the worker learnt it: the next question leaves the document out again.
   EXPECT_EQ(ask(document, 5).resident_chunks, 7);
-}
-
-// Prefills `prompt` on `prefill`, decodes 5 more tokens on `decode`: the 6 tokens and the
-// number of prompt tokens that came from the cache.
-std::pair<std::vector<int32_t>, int64_t> Serve(PrefillWorker& prefill, DecodeWorker& decode,
-                                               const std::vector<int32_t>& prompt) {
-  auto shipped = prefill.Prefill(Call(prompt, {}, decode.address()));
-  EXPECT_TRUE(shipped.ok()) << shipped.status();
-  if (!shipped.ok()) return {};
-  Stream stream;
-  EXPECT_TRUE(decode
-                  .Decode(shipped->sender, shipped->transfer_id, 5, false, absl::Seconds(10),
-                          stream.Callback())
-                  .ok());
-  EXPECT_TRUE(stream.WaitFinished());
-  std::vector<int32_t> got = {shipped->first_token};
-  got.insert(got.end(), stream.tokens.begin(), stream.tokens.end());
-  return {got, shipped->cached_tokens};
 }
 
 TEST(DisaggregatedTest, SmallBudgetPinAndTtlStillGiveTheTokensOfAMiss) {
