@@ -60,16 +60,7 @@ std::shared_ptr<uint8_t> KvChunkArena::Allocate(std::size_t bytes) {
       c.recycled.pop_back();
       recycled = true;
     } else {
-      if (c.fresh.empty()) {
-        // A slab of whole huge pages holding at least one chunk, cut into chunks of this size.
-        const std::size_t slab_bytes = RoundUp(size, kSlabAlignment);
-        uint8_t* slab = MapSlab(slab_bytes);
-        slab_bytes_ += static_cast<int64_t>(slab_bytes);
-        for (std::size_t at = slab_bytes / size * size; at >= size; at -= size) {
-          c.fresh.push_back(slab + at - size);  // taken from the back: in address order
-        }
-        free_bytes_ += static_cast<int64_t>(slab_bytes / size * size);
-      }
+      if (c.fresh.empty()) AddSlabLocked(size, /*touch=*/false);
       chunk = c.fresh.back();
       c.fresh.pop_back();
     }
@@ -77,6 +68,36 @@ std::shared_ptr<uint8_t> KvChunkArena::Allocate(std::size_t bytes) {
   }
   if (recycled) std::memset(chunk, 0, size);  // fresh ones are the kernel's zero pages
   return std::shared_ptr<uint8_t>(chunk, [this, size](uint8_t* p) { Free(p, size); });
+}
+
+std::size_t KvChunkArena::AddSlabLocked(std::size_t size, bool touch) {
+  // A slab of whole huge pages holding at least one chunk, cut into chunks of this size.
+  const std::size_t slab_bytes = RoundUp(size, kSlabAlignment);
+  uint8_t* slab = MapSlab(slab_bytes);
+  // Writing zeros keeps the chunks fresh (zero) and makes the kernel back them now.
+  if (touch) std::memset(slab, 0, slab_bytes);
+  slab_bytes_ += static_cast<int64_t>(slab_bytes);
+  SizeClass& c = sizes_[size];
+  for (std::size_t at = slab_bytes / size * size; at >= size; at -= size) {
+    c.fresh.push_back(slab + at - size);  // taken from the back: in address order
+  }
+  free_bytes_ += static_cast<int64_t>(slab_bytes / size * size);
+  return slab_bytes;
+}
+
+int64_t KvChunkArena::Reserve(std::size_t chunk_bytes, std::size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  return 0;
+#endif
+  const std::size_t size = RoundUp(std::max<std::size_t>(chunk_bytes, 1), cpu::kCacheLineBytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t mapped = 0;
+  for (;;) {
+    const SizeClass& c = sizes_[size];
+    if ((c.fresh.size() + c.recycled.size()) * size >= bytes) break;
+    mapped += static_cast<int64_t>(AddSlabLocked(size, /*touch=*/true));
+  }
+  return mapped;
 }
 
 void KvChunkArena::Free(uint8_t* chunk, std::size_t bytes) {

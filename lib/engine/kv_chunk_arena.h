@@ -37,9 +37,17 @@ class KvChunkArena {
   // go. The arena must outlive it (the global one does).
   std::shared_ptr<uint8_t> Allocate(std::size_t bytes);
 
+  // Maps and touches slabs until chunks of `chunk_bytes` have at least `bytes` ready (free and
+  // already backed by memory), so that the first long document a worker receives does not pay
+  // for fresh pages (in a virtual machine 20-50x slower to touch than pages touched before).
+  // Returns the bytes mapped. A no-op under AddressSanitizer.
+  int64_t Reserve(std::size_t chunk_bytes, std::size_t bytes);
+
   KvChunkArenaStats stats() const;
 
  private:
+  // Maps a slab for chunks of `size` onto their fresh list; returns its bytes. mu_ held.
+  std::size_t AddSlabLocked(std::size_t size, bool touch);
   // Puts a chunk of `bytes` back on its free list.
   void Free(uint8_t* chunk, std::size_t bytes);
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/cache/cached_prefill.h"
-#include "lib/engine/huge_page_buffer.h"
+#include "lib/engine/kv_chunk_arena.h"
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
@@ -94,9 +94,19 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     return absl::OkStatus();
   };
   callbacks.on_start = [self](const IncomingTransfer& t) { return self->OnBundleStart(t); };
-  // In huge pages: a long document's bundle in fresh small pages costs a fault per 4 KB.
-  callbacks.allocate = [](uint64_t size) -> absl::StatusOr<ByteBuffer> {
-    auto* buffer = new HugePageBuffer(size);
+  // Into memory kept from earlier bundles: fresh memory costs more to touch than to receive.
+  w->bundle_buffers_ = std::make_unique<WarmBufferPool>(
+      static_cast<size_t>(std::max<int64_t>(options.transfer_buffer_keep_bytes, 0)));
+  if (options.prefault) {
+    w->bundle_buffers_->Prefault(static_cast<size_t>(options.transfer_buffer_keep_bytes));
+    // K and V chunks have the same size.
+    const int64_t chunk_bytes =
+        KvRows::kChunkRows * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
+    KvChunkArena::Global().Reserve(static_cast<size_t>(chunk_bytes),
+                                   static_cast<size_t>(options.resident_kv_budget_bytes));
+  }
+  callbacks.allocate = [self](uint64_t size) -> absl::StatusOr<ByteBuffer> {
+    WarmBuffer* buffer = self->bundle_buffers_->Take(size).release();
     return ByteBuffer(buffer->data(), size, [buffer](uint8_t*) { delete buffer; });
   };
   callbacks.on_received = [self](const IncomingTransfer& t, ByteBuffer data) {

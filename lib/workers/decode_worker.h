@@ -26,6 +26,7 @@
 #include "lib/engine/backend.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
+#include "lib/engine/warm_buffer_pool.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/transport/ucx_transport.h"
 
@@ -45,6 +46,13 @@ struct DecodeWorkerOptions {
   // Shared-K/V chunks of named bundles kept after their sequences end (ResidentKv), so that
   // the next question on a document is sent without them: the most bytes kept for no sequence.
   int64_t resident_kv_budget_bytes = int64_t{1} << 30;
+  // Idle memory kept for receiving bundles (WarmBufferPool): a long document's bundle received
+  // into fresh memory costs more than its transfer.
+  int64_t transfer_buffer_keep_bytes = int64_t{1} << 30;
+  // Touches at start the memory bundles will use (the receive buffers' bound and
+  // resident_kv_budget_bytes of K/V chunks), so that the first long documents received do not
+  // pay for fresh pages: in a virtual machine those cost more than the transfer.
+  bool prefault = false;
 };
 
 struct LocalPrefillCall {
@@ -118,6 +126,7 @@ class DecodeWorker {
   int64_t waiting_bundle_bytes() const;
   const TransferMetrics& transfer_metrics() const { return transport_->metrics(); }
   ResidentKvStats resident_kv_stats() const { return resident_->stats(); }
+  WarmBufferPoolStats bundle_buffer_stats() const { return bundle_buffers_->stats(); }
   // Readiness: whether one more request would be taken now. Not when the batch and the queue
   // are both full (Admit would refuse it), nor when the state memory left (after the active
   // sequences and the bundles waiting for their call) cannot hold one more sequence of the
@@ -162,7 +171,8 @@ class DecodeWorker {
   int64_t memory_budget_bytes_ = 0;
   DecodeBatcherOptions batcher_options_;
   std::unique_ptr<DecodeBatcher> batcher_;
-  std::unique_ptr<ResidentKv> resident_;  // used on the transport thread
+  std::unique_ptr<ResidentKv> resident_;            // used on the transport thread
+  std::unique_ptr<WarmBufferPool> bundle_buffers_;  // received bundles, memory reused
 
   struct Arrived {
     StateBundle bundle;

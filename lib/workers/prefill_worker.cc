@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "lib/cache/snapshot_file.h"
 #include "lib/engine/generation.h"
-#include "lib/engine/huge_page_buffer.h"
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
@@ -33,6 +32,9 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
     w->cache_ = std::make_unique<SnapshotStore>(config, store, std::move(disk));
     w->cache_->ReportDiscarded(w->discarded_);
     w->imports_ = std::make_unique<BoundedJobQueue>(4);
+  }
+  if (options.prefault) {
+    w->bundle_buffers_.Prefault(static_cast<size_t>(options.transfer_buffer_keep_bytes));
   }
   // Incoming transfers are snapshot copies from other prefill workers: checked (checksum, cache
   // key, version, model) before they are acknowledged, then kept.
@@ -112,13 +114,13 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
       std::min<int64_t>(std::max(shipped_.LeadingHeld(call.decode_address, bundle.chunk_names),
                                  call.decode_resident_blocks),
                         static_cast<int64_t>(bundle.chunk_names.size()));
-  // In huge pages: a long document's bundle in fresh small pages costs a fault per 4 KB.
-  auto serialize = [&bundle] {
-    auto buffer = std::make_shared<HugePageBuffer>(SerializedStateBundleBytes(bundle));
+  // Into memory kept from earlier bundles: fresh memory costs more to touch than to send.
+  auto serialize = [this, &bundle] {
+    std::shared_ptr<WarmBuffer> buffer = bundle_buffers_.Take(SerializedStateBundleBytes(bundle));
     SerializeStateBundleTo(bundle, buffer->data());
     return buffer;
   };
-  std::shared_ptr<HugePageBuffer> bytes = serialize();
+  std::shared_ptr<WarmBuffer> bytes = serialize();
   absl::Status st = SendAndWait(call.decode_address, {bytes->data(), bytes->size(), bytes},
                                 call.transfer_timeout, &result.transfer_id);
   if (st.code() == absl::StatusCode::kNotFound && bundle.resident_chunks > 0) {

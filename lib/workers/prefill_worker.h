@@ -22,6 +22,7 @@
 #include "lib/cache/snapshot_store.h"
 #include "lib/engine/backend.h"
 #include "lib/engine/sampler.h"
+#include "lib/engine/warm_buffer_pool.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
@@ -40,6 +41,11 @@ struct PrefillWorkerOptions {
   // Prefills and pre-caches waiting for the engine beyond the one running; one more is refused
   // with RESOURCE_EXHAUSTED (the router then tries another worker).
   int max_waiting = 32;
+  // Idle memory kept for serialising bundles (WarmBufferPool): a long document's bundle written
+  // into fresh memory costs more than its transfer.
+  int64_t transfer_buffer_keep_bytes = int64_t{1} << 30;
+  // Touches that memory at start, so that the first long bundles do not pay for fresh pages.
+  bool prefault = false;
 };
 
 struct PrefillCall {
@@ -125,12 +131,16 @@ class PrefillWorker {
   // Whether the next prefill would be refused (readiness: this worker cannot admit).
   bool engine_queue_full() const { return engine_.full(); }
   uint64_t engine_refused() const { return engine_.refused(); }
+  WarmBufferPoolStats bundle_buffer_stats() const { return bundle_buffers_.stats(); }
   // Snapshot files the disk tier refused (and deleted) when it opened.
   const std::vector<DiscardedSnapshot>& discarded_at_start() const { return discarded_; }
 
  private:
   explicit PrefillWorker(const PrefillWorkerOptions& options)
-      : options_(options), engine_(static_cast<size_t>(std::max(options.max_waiting, 0))) {}
+      : options_(options),
+        engine_(static_cast<size_t>(std::max(options.max_waiting, 0))),
+        bundle_buffers_(
+            static_cast<size_t>(std::max<int64_t>(options.transfer_buffer_keep_bytes, 0))) {}
   SnapshotPolicy Policy() const;
   // Sends bytes over the transport and waits for the receiver's verdict.
   absl::Status SendAndWait(const std::string& address, SendBuffer buffer, absl::Duration timeout,
@@ -141,7 +151,8 @@ class PrefillWorker {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<SnapshotStore> cache_;
   std::vector<DiscardedSnapshot> discarded_;
-  ShippedChunks shipped_;  // what each decode worker was sent
+  ShippedChunks shipped_;          // what each decode worker was sent
+  WarmBufferPool bundle_buffers_;  // serialised bundles, memory reused from one to the next
   // Copied-in snapshots are kept off the transport thread: saving one may write to disk.
   std::unique_ptr<BoundedJobQueue> imports_;
   SnapshotFile received_;                    // transport thread only: from verify to on_received

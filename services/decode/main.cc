@@ -44,6 +44,13 @@ ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active 
 ABSL_FLAG(int64_t, resident_kv_mb, 1024,
           "shared-K/V chunks of finished sequences kept under their prefix keys, MiB: the next "
           "question on a document is then sent without the document's K/V (0: keep none)");
+ABSL_FLAG(int64_t, transfer_buffer_mb, 1024,
+          "idle memory kept for receiving bundles, MiB: memory touched once is reused, which "
+          "in a virtual machine makes receiving a long document several times faster");
+ABSL_FLAG(bool, prefault, false,
+          "touch at start the memory bundles will use (--transfer-buffer-mb of receive buffer, "
+          "--resident-kv-mb of K/V chunks): in a virtual machine the first touch of fresh pages "
+          "costs more than receiving a long document");
 ABSL_FLAG(int, max_queue, 256, "sequences waiting for room before RESOURCE_EXHAUSTED");
 ABSL_FLAG(bool, local_prefill, true,
           "prefill short uncached prompts here when the router asks (a second engine instance "
@@ -104,6 +111,8 @@ int main(int argc, char** argv) {
   options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;
   options.batcher.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.resident_kv_budget_bytes = absl::GetFlag(FLAGS_resident_kv_mb) << 20;
+  options.transfer_buffer_keep_bytes = absl::GetFlag(FLAGS_transfer_buffer_mb) << 20;
+  options.prefault = absl::GetFlag(FLAGS_prefault);
   options.local_prefill_max_tokens = absl::GetFlag(FLAGS_local_prefill_max_tokens);
   auto kind = yoco::ParseBackendKind(absl::GetFlag(FLAGS_backend));
   if (!kind.ok()) {
@@ -172,6 +181,9 @@ int main(int argc, char** argv) {
                  "whole)",
                  Type::kCounter,
                  [w] { return static_cast<double>(w->resident_kv_stats().missing); });
+  callbacks->Add("yoco_decode_bundle_buffer_idle_bytes",
+                 "Memory kept for the next bundles (bounded by --transfer-buffer-mb)", Type::kGauge,
+                 [w] { return static_cast<double>(w->bundle_buffer_stats().kept_bytes); });
   callbacks->Add("yoco_decode_steps_total", "Batched decode steps", Type::kCounter,
                  [w] { return static_cast<double>(w->stats().steps); });
   callbacks->Add("yoco_decode_local_prefills_total",

@@ -86,6 +86,27 @@ TEST_P(StateBundleTest, RoundTripIsExact) {
   EXPECT_EQ(parsed->state.position, 40);
 }
 
+// Workers serialise into buffers reused from earlier bundles: every byte is written, so nothing
+// of a buffer's last bundle (another tenant's document) travels with the next.
+TEST_P(StateBundleTest, SerialisingWritesEveryByteOfTheBuffer) {
+  int32_t first = -1;
+  auto gen =
+      Generation::Prefill(*backend_, RandomTokens(300, model_->config().vocab_size, 3), {}, &first);
+  ASSERT_TRUE(gen.ok());
+  StateBundle bundle = gen->ToBundle(model_->fingerprint());
+  for (int i = 0; i < 2; ++i) bundle.chunk_names.push_back({});  // version 2, with names
+  bundle.chunk_names[1][0] = 7;
+  for (const int resident : {0, 1}) {
+    bundle.resident_chunks = resident;
+    const size_t n = SerializedStateBundleBytes(bundle);
+    std::string zeros(n, '\0'), ones(n, '\xff');
+    SerializeStateBundleTo(bundle, reinterpret_cast<uint8_t*>(zeros.data()));
+    SerializeStateBundleTo(bundle, reinterpret_cast<uint8_t*>(ones.data()));
+    EXPECT_EQ(zeros, ones) << resident << " chunks left out";
+    EXPECT_EQ(zeros, SerializeStateBundle(bundle));
+  }
+}
+
 // A generation that has prefilled nothing: empty K/V sections (under UBSan this used to hand
 // memcpy a null pointer).
 TEST_P(StateBundleTest, RoundTripAtPositionZero) {

@@ -253,6 +253,44 @@ TEST(DisaggregatedTest, ResidentDocumentIsNotShippedAgain) {
   EXPECT_EQ(ask(document, 5).resident_chunks, 7);
 }
 
+// Bundles are serialised and received in memory the workers keep (touched at start with
+// prefault): after the start, no bundle allocates, and every one gives the engine's tokens.
+TEST(DisaggregatedTest, PrefaultedWorkersShipEveryBundleInTheSameMemory) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 52, "warm_buffers");
+  ASSERT_TRUE(model);
+  CpuBackend local(model);
+  PrefillWorkerOptions prefill_options;
+  prefill_options.transfer_buffer_keep_bytes = 8 << 20;
+  prefill_options.prefault = true;
+  auto prefill =
+      PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), prefill_options);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  DecodeWorkerOptions options;
+  options.transport = Loopback();
+  options.transfer_buffer_keep_bytes = 8 << 20;
+  options.resident_kv_budget_bytes = 4 << 20;
+  options.prefault = true;
+  auto decode = DecodeWorker::Create(std::make_unique<CpuBackend>(model), options);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+  EXPECT_EQ((*prefill)->bundle_buffer_stats().kept_bytes, 8 << 20);
+  EXPECT_EQ((*decode)->bundle_buffer_stats().kept_bytes, 8 << 20);
+
+  const int vocab = model->config().vocab_size;
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    const auto prompt = RandomTokens(200 + 150 * static_cast<int>(seed), vocab, 90 + seed);
+    const auto want = *Generate(local, prompt, {6, {}, false});
+    PrefillResult shipped;
+    EXPECT_EQ(ServeShipped(**prefill, **decode, prompt, {}, 5, &shipped), want) << seed;
+    EXPECT_GT(shipped.bundle_bytes, 0);
+  }
+  for (const WarmBufferPoolStats& s :
+       {(*prefill)->bundle_buffer_stats(), (*decode)->bundle_buffer_stats()}) {
+    EXPECT_EQ(s.fresh, 1) << "only the prefaulted buffer was allocated";
+    EXPECT_EQ(s.reused, 3);
+    EXPECT_EQ(s.in_use_bytes, 0);
+  }
+}
+
 TEST(DisaggregatedTest, SmallBudgetPinAndTtlStillGiveTheTokensOfAMiss) {
   auto model = testing::MakeModel(testing::SmallConfig(), 47, "cache_budget");
   ASSERT_TRUE(model);
