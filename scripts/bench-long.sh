@@ -7,6 +7,9 @@
 #   - one question of 32 tokens alone, then CONCURRENT at once (32 tokens each): wall time and
 #     the decode worker's peak RSS,
 #   - with MISS=1, one question on another document of the same length (a miss).
+# With PREFAULT=1 both workers start with --prefault (bundle buffers and the decode worker's
+# resident K/V touched at start, as a production worker would run); without it the first
+# bundles go through fresh memory.
 # Each line gives TTFT, its prefill / transfer / decode parts (ms) and the bytes shipped.
 #   scripts/bench-long.sh MODEL DOC_BYTES [CONCURRENT]
 # MODEL's params.json sets the shape and max_seq_len (the document must fit).
@@ -19,16 +22,16 @@ base=$((47000 + RANDOM % 1000 * 4))
 P=127.0.0.1:$((base + 1)) D=127.0.0.1:$((base + 2)) R=127.0.0.1:$base
 log=$(mktemp -d)
 $B/yoco-decode --listen $D --model "$M" --tls tcp --net-devices lo --memory-budget-mb 32768 \
-  --resident-kv-mb 8192 2>"$log/decode" &
+  --resident-kv-mb 8192 --transfer-buffer-mb 2048 ${PREFAULT:+--prefault} 2>"$log/decode" &
 dp=$!
 $B/yoco-prefill --listen $P --model "$M" --tls tcp --net-devices lo --cache-mb 65536 \
-  2>"$log/prefill" &
+  --transfer-buffer-mb 2048 ${PREFAULT:+--prefault} 2>"$log/prefill" &
 pp=$!
 $B/yoco-router --listen $R --model "$M" --prefill $P --decode $D --probe-interval-ms 200 \
   --min-stall-ms 600000 2>"$log/router" &
 rp=$!
 trap 'kill -9 $dp $pp $rp 2>/dev/null; rm -rf "$log"' EXIT
-for _ in $(seq 1 150); do
+for _ in $(seq 1 600); do  # --prefault: seconds of touching memory first
   $B/yoco-cli --router $R generate --tokens 0,5 --max-new-tokens 1 >/dev/null 2>&1 && break
   sleep 0.2
 done
@@ -55,6 +58,19 @@ for i in 1 2 3 4; do
   printf '%s Question number %d?' "$(cat "$log/doc")" $i >"$log/q$i"
   ask "$log/q$i" "question$i" 4
 done
+# The first question's bundle against UCX itself (UcxTransport and ucx_perftest) at its size,
+# on the same loopback, in the same run.
+python3 -c "import json, sys; s = json.load(open(sys.argv[1])); \
+print(s.get('transfer_bytes', 0), s.get('transfer_ms', 0))" "$log/q1.stats" >"$log/q1.rate"
+read -r bytes ms <"$log/q1.rate"
+if [ "$bytes" -gt 0 ]; then
+  UCX_NET_DEVICES=lo $B/yoco-transfer-bench --tls tcp --size "$bytes" --count 3 --perftest \
+    >"$log/perf" 2>&1 || true
+  python3 -c "import re, sys; t = open(sys.argv[1]).read(); m = re.search(r'ucx_perftest \
+([0-9.]+) GB/s', t); b = float(sys.argv[2]) / float(sys.argv[3]) / 1e6; print('question1 \
+bundle %.2f GB/s; %s' % (b, t.strip()) + ('; bundle / ucx_perftest %.0f%%' % (100 * b / \
+float(m[1])) if m else ''))" "$log/perf" "$bytes" "$ms"
+fi
 echo "decode worker RSS: $(rss_mb) MB"
 printf '%s One question alone?' "$(cat "$log/doc")" >"$log/alone"
 ask "$log/alone" alone-x32 32

@@ -19,6 +19,12 @@ int64_t DecodeBatcher::ReservedBytes(const ModelConfig& config, const SequenceSt
   return state.bytes() + 2LL * max_new_tokens * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
 }
 
+int64_t DecodeBatcher::MaxSequenceRows(const ModelConfig& config, int64_t budget_bytes) {
+  const int64_t fixed = SequenceState::Create(config).bytes();  // the self-decoder's states
+  const int64_t per_row = 2LL * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
+  return budget_bytes > fixed ? (budget_bytes - fixed) / per_row : 0;
+}
+
 class DecodeBatcher::Loop {
  public:
   Loop(Backend& backend, DecodeBatcherOptions options) : backend_(backend), options_(options) {

@@ -72,6 +72,9 @@ class DecodeBatcher {
   // Memory a sequence reserves: its state now plus the K/V rows of max_new_tokens more tokens.
   static int64_t ReservedBytes(const ModelConfig& config, const SequenceState& state,
                                int max_new_tokens);
+  // The most K/V rows (state position + max_new_tokens) whose ReservedBytes fit `budget_bytes`:
+  // a longer sequence is refused whatever else runs.
+  static int64_t MaxSequenceRows(const ModelConfig& config, int64_t budget_bytes);
 
  private:
   class Loop;

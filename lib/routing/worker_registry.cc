@@ -241,6 +241,17 @@ uint64_t WorkerRegistry::fingerprint() const {
   return 0;
 }
 
+uint64_t WorkerRegistry::LongestSequenceRows() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t longest = 0;
+  for (const Worker& w : workers_) {
+    if (!w.healthy) continue;
+    if (w.info.max_sequence_rows() == 0) return 0;
+    longest = std::max(longest, w.info.max_sequence_rows());
+  }
+  return longest;
+}
+
 std::vector<size_t> WorkerRegistry::HealthyWorkers() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<size_t> out;

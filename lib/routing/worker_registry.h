@@ -120,6 +120,9 @@ class WorkerRegistry {
   bool healthy(size_t index) const;
   // The model fingerprint a healthy worker reports (0 when none is healthy).
   uint64_t fingerprint() const;
+  // The most K/V rows a sequence can hold on any healthy worker (WorkerInfo.max_sequence_rows);
+  // 0 when none is healthy or one does not say (nothing known for sure).
+  uint64_t LongestSequenceRows() const;
   std::vector<size_t> HealthyWorkers() const;
 
  private:

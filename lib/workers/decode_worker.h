@@ -127,6 +127,10 @@ class DecodeWorker {
   const TransferMetrics& transfer_metrics() const { return transport_->metrics(); }
   ResidentKvStats resident_kv_stats() const { return resident_->stats(); }
   WarmBufferPoolStats bundle_buffer_stats() const { return bundle_buffers_->stats(); }
+  // The longest sequence (K/V rows) the state budget holds (DecodeBatcher::MaxSequenceRows).
+  int64_t max_sequence_rows() const {
+    return DecodeBatcher::MaxSequenceRows(backend_->model().config(), memory_budget_bytes_);
+  }
   // Readiness: whether one more request would be taken now. Not when the batch and the queue
   // are both full (Admit would refuse it), nor when the state memory left (after the active
   // sequences and the bundles waiting for their call) cannot hold one more sequence of the

@@ -43,6 +43,7 @@ grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext* context,
   response->set_used_memory_bytes(stats.memory_in_use_bytes);
   response->set_free_memory_bytes(static_cast<uint64_t>(
       std::max<int64_t>(stats.memory_budget_bytes - stats.memory_in_use_bytes, 0)));
+  response->set_max_sequence_rows(static_cast<uint64_t>(worker_.max_sequence_rows()));
   return grpc::Status::OK;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "lib/engine/sampler.h"
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
@@ -170,6 +171,21 @@ void GenerateStream::Attempt() {
   }
   input_ = call_.prompt;
   input_.insert(input_.end(), generated_.begin(), generated_.end());
+  // A sequence no decode worker's state budget can hold is refused before any work. Its K/V
+  // rows: the input plus every token still to come but the last (never fed back).
+  const uint64_t rows = input_.size() + call_.max_new_tokens - generated_.size() - 1;
+  if (const uint64_t longest = router_.decode_workers_->LongestSequenceRows();
+      longest > 0 && rows > longest) {
+    FinishWith(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("the request needs ", rows, " K/V rows on a decode worker (", input_.size(),
+                     " prompt tokens + max_new_tokens ", call_.max_new_tokens - generated_.size(),
+                     " - 1); the largest decode worker's state budget (--memory-budget-mb) holds ",
+                     longest,
+                     ": shorten the prompt or max_new_tokens, or give decode workers "
+                     "more memory")));
+    return;
+  }
   keys_ = router_.UsableKeys(scope_.salt, input_);
   wait_until_ = std::min(context_->deadline(),
                          std::chrono::system_clock::now() +

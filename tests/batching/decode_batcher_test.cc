@@ -129,6 +129,28 @@ TEST_F(DecodeBatcherTest, MemoryBudgetQueuesAndQueueLimitRefuses) {
       absl::StatusCode::kInvalidArgument);
 }
 
+// MaxSequenceRows (what decode workers report to the router, which refuses longer requests
+// before any work) is exactly the longest sequence Admit takes in that budget.
+TEST_F(DecodeBatcherTest, MaxSequenceRowsIsTheLongestSequenceAdmitted) {
+  int32_t first = 0;
+  Collector c;
+  DecodeBatcherOptions options;
+  options.memory_budget_bytes = 600 * 1024 + 123;
+  const int64_t rows =
+      DecodeBatcher::MaxSequenceRows(model_->config(), options.memory_budget_bytes);
+  ASSERT_GT(rows, 60);
+  DecodeBatcher batcher(*decode_backend_, options);
+  const int fits = static_cast<int>(rows - 50);
+  auto longest = batcher.Admit({Prefilled(50, 1, Sampling(1), &first), fits, false, c.Callback()});
+  EXPECT_TRUE(longest.ok()) << longest.status();
+  batcher.Cancel(*longest);
+  EXPECT_EQ(batcher.Admit({Prefilled(50, 1, Sampling(1), &first), fits + 1, false, c.Callback()})
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(DecodeBatcher::MaxSequenceRows(model_->config(), 1000), 0) << "not even the states";
+}
+
 // Questions on one document share its K/V chunks, and the budget charges them for it once:
 // eight sequences from one 1280-token state run together within a budget that, charging each
 // its own copy, would hold fewer than four, and each gives the tokens of the state decoded

@@ -2,7 +2,9 @@
 # A request that reaches the router while no worker is up (a rollout, a crash, a cold start)
 # waits for one within its deadline instead of failing at once: started before the workers, it
 # gets the in-process engine's tokens once they come up. One whose deadline passes first fails
-# when its deadline says, not later.
+# when its deadline says, not later. A request longer than any decode worker's state budget can
+# hold is refused at once (RESOURCE_EXHAUSTED naming the budget) before any work, while one at
+# exactly the longest is served.
 #   router_waits_test.sh BIN_DIR MODEL_DIR
 set -euo pipefail
 BIN=$1
@@ -49,4 +51,42 @@ else
   echo "FAIL waits-for-workers: $(cat "$log/early.out") $(cat "$log/early.err")"
   failures=$((failures + 1))
 fi
+# A decode worker with a 1 MiB state budget (yoco-tiny: 256 KiB of retention states, 1 KiB of
+# K/V per row: 768 rows) behind a router whose prefill worker never comes (the decode worker
+# prefills short prompts itself).
+ROUTER2=127.0.0.1:$((base + 3)) DECODE2=127.0.0.1:$((base + 4)) METRICS2=127.0.0.1:$((base + 5))
+"$BIN/yoco-decode" --listen "$DECODE2" --model "$MODEL" --tls tcp --net-devices lo --threads 1 \
+  --memory-budget-mb 1 --metrics-listen "$METRICS2" 2> "$log/d2" &
+pids+=($!)
+"$BIN/yoco-router" --listen "$ROUTER2" --model "$MODEL" --prefill 127.0.0.1:$((base + 6)) \
+  --decode "$DECODE2" --probe-interval-ms 200 2> "$log/r2" &
+pids+=($!)
+steps() {
+  curl -s -m 5 "http://$METRICS2/metrics" | awk '/^yoco_decode_steps_total/ {print int($2)}'
+}
+for i in $(seq 1 100); do
+  "$BIN/yoco-cli" --router "$ROUTER2" generate --tokens 0,5 --max-new-tokens 1 --timeout-ms 2000 \
+    > /dev/null 2>&1 && break
+  sleep 0.2
+done
+before=$(steps)
+start=$(date +%s%N)
+if "$BIN/yoco-cli" --router "$ROUTER2" generate --tokens 0,5 --max-new-tokens 768 \
+    --timeout-ms 30000 > /dev/null 2> "$log/long.err"; then
+  echo "FAIL too-long-for-every-budget: served"; failures=$((failures + 1))
+else
+  ms=$((($(date +%s%N) - start) / 1000000))
+  if grep -q "^yoco-cli: 8: the request needs 769 K/V rows.*--memory-budget-mb) holds 768" \
+      "$log/long.err" && [ "$(steps)" = "$before" ]; then
+    echo "ok   too-long-for-every-budget ($ms ms, no decode step: $(cat "$log/long.err"))"
+  else
+    echo "FAIL too-long-for-every-budget: $(cat "$log/long.err"); steps $before -> $(steps)"
+    failures=$((failures + 1))
+  fi
+fi
+want=$("$BIN/yoco" generate --model "$MODEL" --tokens 0,5 --max-new-tokens 767)
+got=$("$BIN/yoco-cli" --router "$ROUTER2" generate --tokens 0,5 --max-new-tokens 767 \
+  --timeout-ms 60000 2>&1) || true
+if [ "$got" = "$want" ]; then echo "ok   longest-that-fits-is-served"; else
+  echo "FAIL longest-that-fits-is-served: $got"; failures=$((failures + 1)); fi
 exit $failures

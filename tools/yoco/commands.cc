@@ -61,8 +61,29 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadBackend(const CommandLine& cl) {
   return MakeBackend(std::move(model), choice);
 }
 
+// --tokens 0,17,5, or --tokens-file F (ids separated by commas or white space: a long
+// sequence does not fit one command-line argument, 128 KB on Linux).
 absl::StatusOr<std::vector<int32_t>> ReadTokens(const CommandLine& cl, const ModelConfig& config) {
-  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, cl.IntList("tokens"));
+  std::vector<int32_t> tokens;
+  if (cl.Has("tokens-file")) {
+    if (cl.Has("tokens")) return absl::InvalidArgumentError("give --tokens or --tokens-file");
+    ASSIGN_OR_RETURN(std::string path, cl.String("tokens-file"));
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(absl::StrCat("--tokens-file: cannot open ", path));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (absl::string_view word :
+         absl::StrSplit(text, absl::ByAnyChar(", \t\r\n"), absl::SkipEmpty())) {
+      int32_t id = 0;
+      if (!absl::SimpleAtoi(word, &id)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--tokens-file: '", word, "' is not a token id"));
+      }
+      tokens.push_back(id);
+    }
+    if (tokens.empty()) return absl::InvalidArgumentError("--tokens-file: no token ids");
+  } else {
+    ASSIGN_OR_RETURN(tokens, cl.IntList("tokens"));
+  }
   for (int32_t t : tokens) {
     if (t < 0 || t >= config.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -95,26 +116,32 @@ absl::Status RunInitModel(const std::vector<std::string>& args) {
 }
 
 absl::Status RunLogits(const std::vector<std::string>& args) {
-  ASSIGN_OR_RETURN(CommandLine cl,
-                   CommandLine::Parse(args, {"model", "tokens", "out", "threads", "backend",
-                                             "device", "weights", "kv-dtype"}));
+  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"model", "tokens", "tokens-file",
+                                                             "last", "out", "threads", "backend",
+                                                             "device", "weights", "kv-dtype"}));
   ASSIGN_OR_RETURN(std::string out, cl.String("out"));
   ASSIGN_OR_RETURN(auto backend, LoadBackend(cl));
   const ModelConfig& config = backend->model().config();
   ASSIGN_OR_RETURN(std::vector<int32_t> tokens, ReadTokens(cl, config));
+  const auto n = static_cast<int64_t>(tokens.size());
+  // --last N: the logits of the last N positions only (a long sequence's full logits are large).
+  ASSIGN_OR_RETURN(int64_t last, cl.Int("last", n));
+  if (last < 1 || last > n) {
+    return absl::InvalidArgumentError(absl::StrCat("--last must be in [1, ", n, "]"));
+  }
   SequenceState state = SequenceState::Create(config);
   ForwardSegment seg{&state, tokens, LogitsMode::kAll};
   std::vector<float> logits;
   RETURN_IF_ERROR(backend->Forward({&seg, 1}, &logits));
-  return WriteNpy(out, {static_cast<int64_t>(tokens.size()), config.vocab_size}, logits.data());
+  return WriteNpy(out, {last, config.vocab_size}, logits.data() + (n - last) * config.vocab_size);
 }
 
 absl::Status RunGenerate(const std::vector<std::string>& args, std::ostream& out) {
   ASSIGN_OR_RETURN(CommandLine cl,
                    CommandLine::Parse(args,
-                                      {"model", "tokens", "max-new-tokens", "temperature", "top-k",
-                                       "top-p", "seed", "stop-tokens", "threads", "backend",
-                                       "device", "weights", "kv-dtype"},
+                                      {"model", "tokens", "tokens-file", "max-new-tokens",
+                                       "temperature", "top-k", "top-p", "seed", "stop-tokens",
+                                       "threads", "backend", "device", "weights", "kv-dtype"},
                                       {"stop-at-eos"}));
   ASSIGN_OR_RETURN(int64_t max_new, cl.Int("max-new-tokens", std::nullopt));
   if (max_new < 0 || max_new > (1 << 24)) {
