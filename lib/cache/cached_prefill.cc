@@ -32,6 +32,7 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
   options.grid = kCacheBlockTokens;
   options.start = hit.tokens > 0 ? &hit.state : nullptr;  // moved into the generation
   options.cancelled = request.cancelled;
+  options.progress = request.progress;
   if (store != nullptr && policy.enabled) {
     options.on_boundary = [&](const SequenceState& state) {
       const int64_t blocks = state.position / kCacheBlockTokens;

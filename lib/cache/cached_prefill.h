@@ -37,6 +37,7 @@ struct CachedPrefillRequest {
   std::string salt;  // per-tenant cache salt
   SnapshotPolicy policy;
   std::function<bool()> cancelled;
+  std::function<void(int64_t position)> progress;  // PrefillOptions::progress
 };
 
 struct CachedPrefillResult {

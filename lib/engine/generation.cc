@@ -86,6 +86,7 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
     if (options.on_boundary && options.grid > 0 && to % options.grid == 0) {
       options.on_boundary(gen.state_);
     }
+    if (options.progress) options.progress(gen.state_.position);
   }
   RETURN_IF_ERROR(CheckFinite(gen.logits_, gen.state_.position));
   gen.pending_ = gen.sampler_.Sample(gen.sampling_, gen.logits_, gen.state_.position);

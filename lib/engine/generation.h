@@ -31,6 +31,8 @@ struct PrefillOptions {
   std::function<void(const SequenceState&)> on_boundary;
   // Checked before every segment: true stops the prefill with CANCELLED.
   std::function<bool()> cancelled;
+  // Called after every segment with the tokens processed so far (the start state's included).
+  std::function<void(int64_t position)> progress;
 };
 
 // NextBatch's token for a sequence whose logits held a NaN or infinity.

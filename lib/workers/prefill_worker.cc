@@ -172,10 +172,10 @@ absl::StatusOr<SnapshotCopyResult> PrefillWorker::CopySnapshot(const BlockKey& k
   return SnapshotCopyResult{bytes->size(), absl::ToDoubleMilliseconds(absl::Now() - start)};
 }
 
-absl::StatusOr<PrecacheResult> PrefillWorker::Precache(const std::vector<int32_t>& document,
-                                                       const std::string& cache_salt,
-                                                       const SnapshotRetention& retention,
-                                                       const std::function<bool()>& cancelled) {
+absl::StatusOr<PrecacheResult> PrefillWorker::Precache(
+    const std::vector<int32_t>& document, const std::string& cache_salt,
+    const SnapshotRetention& retention, const std::function<bool()>& cancelled,
+    const std::function<void(int64_t tokens_done)>& progress) {
   if (cache_ == nullptr) {
     return absl::FailedPreconditionError("this prefill worker runs without a prefix cache");
   }
@@ -193,6 +193,7 @@ absl::StatusOr<PrecacheResult> PrefillWorker::Precache(const std::vector<int32_t
   request.policy = Policy();
   request.policy.last_block_retention = retention;
   request.cancelled = cancelled;
+  request.progress = progress;
   absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*backend_, cache_.get(), request);
   if (!prefill.ok()) return prefill.status();
   if (!prefill->last_block_snapshot.has_value()) {

@@ -108,11 +108,13 @@ class PrefillWorker {
 
   // Prefills a document and keeps a snapshot at its last block boundary with `retention`.
   // FAILED_PRECONDITION without a cache; INVALID_ARGUMENT for a document shorter than a block;
-  // RESOURCE_EXHAUSTED when pinned snapshots leave no room.
-  absl::StatusOr<PrecacheResult> Precache(const std::vector<int32_t>& document,
-                                          const std::string& cache_salt,
-                                          const SnapshotRetention& retention,
-                                          const std::function<bool()>& cancelled);
+  // RESOURCE_EXHAUSTED when pinned snapshots leave no room. `progress` (may be null) gets the
+  // document's tokens processed so far after every 128-token segment, a restored prefix
+  // included.
+  absl::StatusOr<PrecacheResult> Precache(
+      const std::vector<int32_t>& document, const std::string& cache_salt,
+      const SnapshotRetention& retention, const std::function<bool()>& cancelled,
+      const std::function<void(int64_t tokens_done)>& progress = nullptr);
 
   // Sends the snapshot `key` (from memory or disk) to the prefill worker whose transport
   // address is `target_address`; returns once that worker has verified and kept it.

@@ -107,13 +107,50 @@ grpc::Status PrefillService::Precache(grpc::ServerContext* context,
                                       const v1::WorkerPrecacheRequest* request,
                                       v1::PrecacheResponse* response) {
   if (grpc::Status st = callers_.Check(*context, "PrefillWorker.Precache"); !st.ok()) return st;
-  if (grpc::Status st = CheckTokens(request->tokens()); !st.ok()) return st;
-  const std::vector<int32_t> document(request->tokens().begin(), request->tokens().end());
+  return RunPrecache(context, *request, nullptr, response);
+}
+
+grpc::Status PrefillService::PrecacheWithProgress(
+    grpc::ServerContext* context, const v1::WorkerPrecacheRequest* request,
+    grpc::ServerWriter<v1::PrecacheProgress>* writer) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.PrecacheWithProgress"); !st.ok()) {
+    return st;
+  }
+  // At most one message per percent: a 1M-token document runs in 8K segments. The writes run on
+  // the engine's thread between segments; a reader that stops reading holds the engine only
+  // once ~100 small messages fill the stream's window.
+  const int64_t total = request->tokens_size();
+  int64_t last_percent = -1;
+  v1::PrecacheProgress message;
+  message.set_tokens_total(static_cast<uint32_t>(total));
+  auto progress = [&](int64_t done) {
+    const int64_t percent = total > 0 ? done * 100 / total : 100;
+    if (percent == last_percent || done >= total) return;  // the end comes with `done`
+    last_percent = percent;
+    message.set_tokens_done(static_cast<uint32_t>(done));
+    writer->Write(message);
+  };
+  v1::PrecacheResponse response;
+  grpc::Status st = RunPrecache(context, *request, progress, &response);
+  if (!st.ok()) return st;
+  message.set_tokens_done(static_cast<uint32_t>(total));
+  *message.mutable_done() = std::move(response);
+  writer->Write(message);
+  return grpc::Status::OK;
+}
+
+grpc::Status PrefillService::RunPrecache(grpc::ServerContext* context,
+                                         const v1::WorkerPrecacheRequest& request,
+                                         const std::function<void(int64_t tokens_done)>& progress,
+                                         v1::PrecacheResponse* response) {
+  if (grpc::Status st = CheckTokens(request.tokens()); !st.ok()) return st;
+  const std::vector<int32_t> document(request.tokens().begin(), request.tokens().end());
   SnapshotRetention retention;
-  retention.pinned = request->pin();
-  if (request->ttl_seconds() > 0) retention.ttl = absl::Seconds(request->ttl_seconds());
-  auto result = worker_.Precache(document, request->cache_salt(), retention,
-                                 [context] { return context->IsCancelled(); });
+  retention.pinned = request.pin();
+  if (request.ttl_seconds() > 0) retention.ttl = absl::Seconds(request.ttl_seconds());
+  auto result = worker_.Precache(
+      document, request.cache_salt(), retention, [context] { return context->IsCancelled(); },
+      progress);
   if (!result.ok()) return ToGrpcStatus(result.status());
   response->set_handle(result->snapshot.key.Hex());
   response->set_tokens(static_cast<uint32_t>(result->tokens));

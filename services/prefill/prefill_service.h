@@ -5,6 +5,7 @@
 #define YOCO_SERVICES_PREFILL_PREFILL_SERVICE_H_
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,9 @@ class PrefillService final : public v1::PrefillWorker::Service {
                              v1::WorkerInfo* response) override;
   grpc::Status Precache(grpc::ServerContext* context, const v1::WorkerPrecacheRequest* request,
                         v1::PrecacheResponse* response) override;
+  grpc::Status PrecacheWithProgress(grpc::ServerContext* context,
+                                    const v1::WorkerPrecacheRequest* request,
+                                    grpc::ServerWriter<v1::PrecacheProgress>* writer) override;
   grpc::Status ListCache(grpc::ServerContext* context, const v1::ListCacheRequest* request,
                          v1::ListCacheResponse* response) override;
   grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
@@ -43,6 +47,10 @@ class PrefillService final : public v1::PrefillWorker::Service {
 
  private:
   grpc::Status CheckTokens(const google::protobuf::RepeatedField<int32_t>& tokens) const;
+  // Precache and PrecacheWithProgress: `progress` may be null.
+  grpc::Status RunPrecache(grpc::ServerContext* context, const v1::WorkerPrecacheRequest& request,
+                           const std::function<void(int64_t tokens_done)>& progress,
+                           v1::PrecacheResponse* response);
   // ListCache / EvictCache's salt filter: the salt's chain root, or none (every snapshot).
   std::optional<BlockKey> SaltRoot(bool has_salt, const std::string& salt) const;
 

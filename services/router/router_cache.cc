@@ -30,11 +30,33 @@ std::unique_ptr<grpc::ClientContext> WorkerCall(const grpc::ServerContext& clien
 grpc::Status RouterService::Precache(grpc::ServerContext* context,
                                      const v1::PrecacheRequest* request,
                                      v1::PrecacheResponse* response) {
+  return RunPrecache(context, *request, nullptr, response);
+}
+
+grpc::Status RouterService::PrecacheWithProgress(grpc::ServerContext* context,
+                                                 const v1::PrecacheRequest* request,
+                                                 grpc::ServerWriter<v1::PrecacheProgress>* writer) {
+  v1::PrecacheResponse response;
+  grpc::Status st = RunPrecache(
+      context, *request, [writer](const v1::PrecacheProgress& p) { writer->Write(p); }, &response);
+  if (!st.ok()) return st;
+  v1::PrecacheProgress last;
+  last.set_tokens_total(response.tokens());
+  last.set_tokens_done(response.tokens());
+  *last.mutable_done() = std::move(response);
+  writer->Write(last);
+  return grpc::Status::OK;
+}
+
+grpc::Status RouterService::RunPrecache(
+    grpc::ServerContext* context, const v1::PrecacheRequest& request,
+    const std::function<void(const v1::PrecacheProgress&)>& progress,
+    v1::PrecacheResponse* response) {
   absl::StatusOr<CallScope> scope =
-      Scope(*context, !request->cache_salt().empty(), request->cache_salt());
+      Scope(*context, !request.cache_salt().empty(), request.cache_salt());
   if (!scope.ok()) return ToGrpcStatus(scope.status());
   absl::StatusOr<std::vector<int32_t>> checked =
-      CheckPrecacheRequest(*request, config_, *tokenizer_);
+      CheckPrecacheRequest(request, config_, *tokenizer_);
   if (!checked.ok()) return ToGrpcStatus(checked.status());
   const std::vector<int32_t>& document = *checked;
   // Prefer the worker that already holds most of the document.
@@ -46,14 +68,35 @@ grpc::Status RouterService::Precache(grpc::ServerContext* context,
   }
   v1::WorkerPrecacheRequest req;
   req.mutable_tokens()->Add(document.begin(), document.end());
-  req.set_pin(request->pin());
-  req.set_ttl_seconds(request->ttl_seconds());
+  req.set_pin(request.pin());
+  req.set_ttl_seconds(request.ttl_seconds());
   req.set_cache_salt(scope->salt);
   grpc::Status st;
   {
     WorkerRegistry::InFlight in_flight(*prefill_workers_, choice->index);
-    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
-    st = prefill_stubs_[choice->index]->Precache(ctx.get(), req, response);
+    bool asked = false;
+    if (progress) {
+      std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+      std::unique_ptr<grpc::ClientReader<v1::PrecacheProgress>> reader =
+          prefill_stubs_[choice->index]->PrecacheWithProgress(ctx.get(), req);
+      v1::PrecacheProgress message;
+      bool any = false;
+      while (reader->Read(&message)) {
+        any = true;
+        if (message.has_done()) {
+          *response = message.done();
+        } else {
+          progress(message);
+        }
+      }
+      st = reader->Finish();
+      // A worker of an older version has no streaming method: ask it the plain way.
+      asked = !(st.error_code() == grpc::StatusCode::UNIMPLEMENTED && !any);
+    }
+    if (!asked) {
+      std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+      st = prefill_stubs_[choice->index]->Precache(ctx.get(), req, response);
+    }
   }
   if (!st.ok()) return st;
   response->set_worker(prefill_workers_->address(choice->index));

@@ -100,6 +100,9 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
                             v1::ModelInfo* response) override;
   grpc::Status Precache(grpc::ServerContext* context, const v1::PrecacheRequest* request,
                         v1::PrecacheResponse* response) override;
+  grpc::Status PrecacheWithProgress(grpc::ServerContext* context,
+                                    const v1::PrecacheRequest* request,
+                                    grpc::ServerWriter<v1::PrecacheProgress>* writer) override;
   grpc::Status ListCache(grpc::ServerContext* context, const v1::ListCacheRequest* request,
                          v1::ListCacheResponse* response) override;
   grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
@@ -117,6 +120,12 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
+  // Precache and PrecacheWithProgress: the checks, the worker's choice and its call; with
+  // `progress`, the worker's progress messages are relayed to it (a worker without the
+  // streaming method is asked the plain way).
+  grpc::Status RunPrecache(grpc::ServerContext* context, const v1::PrecacheRequest& request,
+                           const std::function<void(const v1::PrecacheProgress&)>& progress,
+                           v1::PrecacheResponse* response);
   // Who a call is from and the cache salt its work uses.
   struct CallScope {
     std::string tenant;  // empty without --tenants

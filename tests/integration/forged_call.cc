@@ -133,6 +133,15 @@ int Outsider(const std::string& prefill_address, const std::string& decode_addre
     yoco::v1::PrecacheResponse response;
     return prefill->Precache(c, request, &response);
   });
+  int progress = 0;
+  call("PrefillWorker.PrecacheWithProgress", [&](grpc::ClientContext* c) {
+    yoco::v1::WorkerPrecacheRequest request;
+    for (int i = 0; i < 200; ++i) request.add_tokens(i % 100);
+    auto stream = prefill->PrecacheWithProgress(c, request);
+    yoco::v1::PrecacheProgress message;
+    while (stream->Read(&message)) ++progress;
+    return stream->Finish();
+  });
   call("PrefillWorker.ListCache", [&](grpc::ClientContext* c) {
     yoco::v1::ListCacheResponse response;
     return prefill->ListCache(c, {}, &response);
@@ -170,6 +179,10 @@ int Outsider(const std::string& prefill_address, const std::string& decode_addre
     std::cout << (refused ? "refused " : "ANSWERED ") << name << ": " << status.error_code() << " "
               << status.error_message() << "\n";
     if (!refused) ++failures;
+  }
+  if (progress != 0) {
+    std::cout << "STREAMED " << progress << " pre-cache progress messages\n";
+    ++failures;
   }
   if (events != 0) {
     std::cout << "STREAMED " << events << " decode events\n";

@@ -240,8 +240,14 @@ cached_check() {  # name, expected cached tokens, expected miss reason, flags...
     echo "FAIL $name: want $want got $got stats $stats"; failures=$((failures + 1)); fi
 }
 total=$((total + 1))
-pre=$(ctl precache --tokens "$doc" --pin)
+pre=$(ctl precache --tokens "$doc" --pin --progress 2> "$log/progress")
 handle=$(json "$pre" handle)
+# Progress through the router from the prefill worker: one line per 128-token segment (each a
+# new percent), then the end.
+total=$((total + 1))
+if [ "$(tr '\n' '|' < "$log/progress")" = "pre-cache:  32% (128 of 400 tokens)|pre-cache:  64% (256 of 400 tokens)|pre-cache:  96% (384 of 400 tokens)|pre-cache: 100% (400 of 400 tokens)|" ]; then
+  echo "ok   precache-progress"; else
+  echo "FAIL precache-progress: $(cat "$log/progress")"; failures=$((failures + 1)); fi
 if [ "$(json "$pre" tokens)" = 400 ] && [ "$(json "$pre" cached_tokens)" = 384 ] &&
    [ "$(json "$pre" bytes)" -gt 0 ]; then echo "ok   precache"; else echo "FAIL precache: $pre"; failures=$((failures + 1)); fi
 cached_check cache-hit-greedy 384 "" --max-new-tokens 16

@@ -140,13 +140,26 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
   const auto document = RandomTokens(300, vocab, 60);
   SnapshotRetention pin;
   pin.pinned = true;
-  auto precached = (*prefill)->Precache(document, "", pin, nullptr);
+  std::vector<int64_t> progress;
+  auto precached = (*prefill)->Precache(document, "", pin, nullptr,
+                                        [&](int64_t done) { progress.push_back(done); });
   ASSERT_TRUE(precached.ok()) << precached.status();
+  EXPECT_EQ(progress, (std::vector<int64_t>{128, 256, 300})) << "after every segment";
   EXPECT_EQ(precached->tokens, 300);
   EXPECT_EQ(precached->snapshot.tokens, 256);
   EXPECT_TRUE(precached->snapshot.pinned);
   EXPECT_EQ((*prefill)->Precache(RandomTokens(100, vocab, 61), "", pin, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A longer document starting with this one: its progress starts past the restored prefix.
+  auto longer = document;
+  const auto more = RandomTokens(200, vocab, 62);
+  longer.insert(longer.end(), more.begin() + 1, more.end());
+  progress.clear();
+  ASSERT_TRUE(
+      (*prefill)
+          ->Precache(longer, "", {}, nullptr, [&](int64_t done) { progress.push_back(done); })
+          .ok());
+  EXPECT_EQ(progress, (std::vector<int64_t>{384, 499}));
 
   for (uint32_t q = 0; q < 2; ++q) {
     auto prompt = document;

@@ -7,7 +7,8 @@
 //            [--timeout-ms MS]  (the call's deadline, default 10 minutes) [--stop-string S]
 //            [--cache-salt S]
 //   yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | --tokens 0,17,...)
-//            [--pin] [--ttl-seconds N] [--cache-salt S]
+//            [--pin] [--ttl-seconds N] [--cache-salt S] [--progress]
+//            (--progress, or stderr a terminal: how far the prefill has come, on stderr)
 //   yoco-cli --router HOST:PORT list-cache [--cache-salt S]
 //   yoco-cli --router HOST:PORT evict-cache (--handle H | --all) [--cache-salt S]
 //   yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS] [--watch]
@@ -19,7 +20,9 @@
 // commands print one JSON line on stdout.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -102,7 +105,7 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path, const char* fl
 
 int Precache(const std::string& router, const std::vector<std::string>& args) {
   auto cl = yoco::CommandLine::Parse(args, {"file", "text", "tokens", "ttl-seconds", "cache-salt"},
-                                     {"pin"});
+                                     {"pin", "progress"});
   if (!cl.ok()) return Fail(std::string(cl.status().message()));
   yoco::v1::PrecacheRequest request;
   if (cl->Has("file") + cl->Has("text") + cl->Has("tokens") != 1) {
@@ -125,10 +128,32 @@ int Precache(const std::string& router, const std::vector<std::string>& args) {
   request.set_ttl_seconds(static_cast<uint32_t>(*ttl));
   request.set_pin(cl->Has("pin"));
   if (cl->Has("cache-salt")) request.set_cache_salt(*cl->String("cache-salt"));
-  grpc::ClientContext context;
-  Authorize(context);
   yoco::v1::PrecacheResponse response;
-  const grpc::Status st = Connect(router)->Precache(&context, request, &response);
+  grpc::Status st = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "");
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  bool any = false;
+  if (cl->Has("progress") || terminal) {
+    grpc::ClientContext context;
+    Authorize(context);
+    auto reader = Connect(router)->PrecacheWithProgress(&context, request);
+    yoco::v1::PrecacheProgress message;
+    while (reader->Read(&message)) {
+      any = true;
+      if (message.has_done()) response = message.done();
+      const uint32_t total = std::max<uint32_t>(message.tokens_total(), 1);
+      std::cerr << absl::StrFormat("pre-cache: %3d%% (%d of %d tokens)",
+                                   uint64_t{message.tokens_done()} * 100 / total,
+                                   message.tokens_done(), message.tokens_total())
+                << (terminal && !message.has_done() ? "\r" : "\n") << std::flush;
+    }
+    st = reader->Finish();
+  }
+  // A router of an older version has no streaming method: ask it the plain way.
+  if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED && !any) {
+    grpc::ClientContext context;
+    Authorize(context);
+    st = Connect(router)->Precache(&context, request, &response);
+  }
   if (!st.ok()) return Fail(st);
   std::cout << absl::StrFormat(
                    R"({"handle": "%s", "tokens": %d, "cached_tokens": %d, "bytes": %d, )"
@@ -400,7 +425,7 @@ int main(int argc, char** argv) {
          "--max-new-tokens N [--temperature T] [--top-k K] [--top-p P] [--seed S] "
          "[--stop-at-eos] [--stop-string S] [--cache-salt S] [--stats] [--timeout-ms MS]\n"
          "       yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | "
-         "--tokens 0,17,...) [--pin] [--ttl-seconds N] [--cache-salt S]\n"
+         "--tokens 0,17,...) [--pin] [--ttl-seconds N] [--cache-salt S] [--progress]\n"
          "       yoco-cli --router HOST:PORT list-cache [--cache-salt S]\n"
          "       yoco-cli --router HOST:PORT evict-cache (--handle H | --all) [--cache-salt S]\n"
          "       yoco-cli --router HOST:PORT health [--service NAME] [--timeout-ms MS] "
