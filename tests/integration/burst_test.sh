@@ -24,9 +24,12 @@ pids+=($!)
 "$BIN/yoco-prefill" --listen "$PREFILL" --model "$MODEL" --tls tcp --net-devices lo --max-queue 2 \
   2> "$log/p" &
 pids+=($!)
-# No local prefill: every request goes through the prefill worker's short queue.
+# No local prefill: every request goes through the prefill worker's short queue. A decode worker
+# taking in dozens of bundles at once under the sanitizers can leave a stream silent for over
+# the stall floor (2 s, 50x a gap of its first fast tokens): that is load, not a hung worker
+# (integration.stall tests those), and with one decode worker a cut stream has nowhere to go.
 ROUTER_FLAGS=(--model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" --probe-interval-ms 200
-              --local-prefill-max-tokens 0)
+              --local-prefill-max-tokens 0 --min-stall-ms 60000)
 "$BIN/yoco-router" --listen "$ROUTER" "${ROUTER_FLAGS[@]}" --metrics-listen "$METRICS" 2> "$log/r" &
 pids+=($!)
 "$BIN/yoco-router" --listen "$UNQUEUED" "${ROUTER_FLAGS[@]}" --max-waiting-requests 0 \
