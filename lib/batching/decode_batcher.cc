@@ -14,15 +14,23 @@
 
 namespace yoco {
 
+namespace {
+
+// One position's shared K and V.
+int64_t KvRowBytes(const ModelConfig& config) {
+  return 2LL * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
+}
+
+}  // namespace
+
 int64_t DecodeBatcher::ReservedBytes(const ModelConfig& config, const SequenceState& state,
                                      int max_new_tokens) {
-  return state.bytes() + 2LL * max_new_tokens * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
+  return state.bytes() + max_new_tokens * KvRowBytes(config);
 }
 
 int64_t DecodeBatcher::MaxSequenceRows(const ModelConfig& config, int64_t budget_bytes) {
   const int64_t fixed = SequenceState::Create(config).bytes();  // the self-decoder's states
-  const int64_t per_row = 2LL * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
-  return budget_bytes > fixed ? (budget_bytes - fixed) / per_row : 0;
+  return budget_bytes > fixed ? (budget_bytes - fixed) / KvRowBytes(config) : 0;
 }
 
 class DecodeBatcher::Loop {

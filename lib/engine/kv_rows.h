@@ -74,7 +74,10 @@ class KvRows {
   // The storage: chunk i holds rows [i·kChunkRows, (i+1)·kChunkRows) in layout(), as if they
   // were rows 0..kChunkRows-1 of their own; unused rows are zero.
   int64_t chunks() const { return static_cast<int64_t>(chunks_.size()); }
-  int64_t chunk_bytes() const { return kChunkRows * width_ * KvDtypeBytes(dtype_); }
+  int64_t chunk_bytes() const { return ChunkBytes(dtype_, width_); }
+  static int64_t ChunkBytes(KvDtype dtype, int64_t width) {
+    return kChunkRows * width * KvDtypeBytes(dtype);
+  }
   const void* const* chunk_table() const { return table_.data(); }
   const uint8_t* chunk_data(int64_t i) const { return chunks_[i].get(); }
   // How many KvRows (and other holders) share chunk i: 1 when only this one reads it.

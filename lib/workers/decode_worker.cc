@@ -74,6 +74,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   w->unclaimed_ttl_ = options.unclaimed_bundle_ttl;
   w->sweep_interval_ = options.unclaimed_sweep_interval;
   w->memory_budget_bytes_ = options.batcher.memory_budget_bytes;
+  w->max_sequence_rows_ = DecodeBatcher::MaxSequenceRows(w->backend_->model().config(),
+                                                         options.batcher.memory_budget_bytes);
   w->batcher_options_ = options.batcher;
   w->batcher_ = std::make_unique<DecodeBatcher>(*w->backend_, options.batcher);
   w->resident_ = std::make_unique<ResidentKv>(options.resident_kv_budget_bytes);
@@ -100,10 +102,9 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   if (options.prefault) {
     w->bundle_buffers_->Prefault(static_cast<size_t>(options.transfer_buffer_keep_bytes));
     // K and V chunks have the same size.
-    const int64_t chunk_bytes =
-        KvRows::kChunkRows * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
-    KvChunkArena::Global().Reserve(static_cast<size_t>(chunk_bytes),
-                                   static_cast<size_t>(options.resident_kv_budget_bytes));
+    KvChunkArena::Global().Reserve(
+        static_cast<size_t>(KvRows::ChunkBytes(config.kv_dtype, config.kv_dim())),
+        static_cast<size_t>(options.resident_kv_budget_bytes));
   }
   callbacks.allocate = [self](uint64_t size) -> absl::StatusOr<ByteBuffer> {
     WarmBuffer* buffer = self->bundle_buffers_->Take(size).release();

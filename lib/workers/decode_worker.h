@@ -128,9 +128,7 @@ class DecodeWorker {
   ResidentKvStats resident_kv_stats() const { return resident_->stats(); }
   WarmBufferPoolStats bundle_buffer_stats() const { return bundle_buffers_->stats(); }
   // The longest sequence (K/V rows) the state budget holds (DecodeBatcher::MaxSequenceRows).
-  int64_t max_sequence_rows() const {
-    return DecodeBatcher::MaxSequenceRows(backend_->model().config(), memory_budget_bytes_);
-  }
+  int64_t max_sequence_rows() const { return max_sequence_rows_; }
   // Readiness: whether one more request would be taken now. Not when the batch and the queue
   // are both full (Admit would refuse it), nor when the state memory left (after the active
   // sequences and the bundles waiting for their call) cannot hold one more sequence of the
@@ -173,6 +171,7 @@ class DecodeWorker {
   absl::Duration unclaimed_ttl_;
   absl::Duration sweep_interval_;
   int64_t memory_budget_bytes_ = 0;
+  int64_t max_sequence_rows_ = 0;  // DecodeBatcher::MaxSequenceRows of the budget
   DecodeBatcherOptions batcher_options_;
   std::unique_ptr<DecodeBatcher> batcher_;
   std::unique_ptr<ResidentKv> resident_;            // used on the transport thread
