@@ -1,9 +1,12 @@
 // State bundle encoding. The checksum is verified before any field is trusted, so a flipped
-// byte anywhere is reported as corruption rather than as a misleading field error.
+// byte anywhere is reported as corruption rather than as a misleading field error. Both ways the
+// K/V rows are checksummed a slice at a time right behind their copy, so a gigabyte bundle is
+// read from memory once on each side.
 #include "lib/engine/state_bundle.h"
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "lib/checksum/crc32c.h"
@@ -15,7 +18,15 @@ constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'B', 'N', 'D', 'L'};
 constexpr size_t kFixedHeaderBytes = 8 + 4 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 4 + 8 + 4;
 constexpr uint32_t kMaxStopTokens = 1024;
 
-// Writes into memory of the bundle's exact size.
+// Rows copied (and checksummed) at a time: a slice stays in cache between the copy and the CRC,
+// so a gigabyte of K/V is read from memory once, not once per pass.
+constexpr int64_t kSliceBytes = 128 << 10;
+
+int64_t SliceRows(const KvRows& rows) {
+  return std::max<int64_t>(1, kSliceBytes / (rows.width() * KvDtypeBytes(rows.dtype())));
+}
+
+// Writes into memory of the bundle's exact size, extending the CRC behind what it wrote.
 class Writer {
  public:
   explicit Writer(uint8_t* out) : out_(out) {}
@@ -28,19 +39,35 @@ class Writer {
     std::memcpy(out_ + pos_, p, n);
     pos_ += n;
   }
-  void PutFloats(const std::vector<float>& v) { PutBytes(v.data(), v.size() * sizeof(float)); }
+  void PutFloats(const std::vector<float>& v) {
+    PutBytes(v.data(), v.size() * sizeof(float));
+    Seal();
+  }
   // Rows [row0, rows.rows()).
   void PutRows(const KvRows& rows, int64_t row0) {
-    const int64_t n = rows.rows() - row0;
-    if (n <= 0) return;
-    rows.CopyRowBytes(row0, n, out_ + pos_);
-    pos_ += n * rows.width() * KvDtypeBytes(rows.dtype());
+    const int64_t row_bytes = rows.width() * KvDtypeBytes(rows.dtype());
+    for (int64_t n; (n = std::min(rows.rows() - row0, SliceRows(rows))) > 0; row0 += n) {
+      rows.CopyRowBytes(row0, n, out_ + pos_);
+      pos_ += n * row_bytes;
+      Seal();
+    }
   }
-  size_t pos() const { return pos_; }
+  // The checksum of everything written, appended.
+  void PutCrc() {
+    Seal();
+    Put<uint32_t>(crc_);
+  }
 
  private:
+  void Seal() {
+    crc_ = Crc32cExtend(crc_, out_ + sealed_, pos_ - sealed_);
+    sealed_ = pos_;
+  }
+
   uint8_t* out_;
   size_t pos_ = 0;
+  size_t sealed_ = 0;  // bytes the CRC covers
+  uint32_t crc_ = 0;
 };
 
 class Reader {
@@ -53,22 +80,71 @@ class Reader {
     pos_ += sizeof v;
     return v;
   }
-  void GetFloats(std::vector<float>* v, size_t n) {
-    v->resize(n);
-    if (n == 0) return;  // memcpy of a null pointer is undefined even for 0 bytes
-    std::memcpy(v->data(), in_.data() + pos_, n * sizeof(float));
-    pos_ += n * sizeof(float);
-  }
-  void GetRows(KvRows* rows, int64_t n) {
-    rows->Resize(0);
-    rows->AppendRowBytes(reinterpret_cast<const uint8_t*>(in_.data() + pos_), n);
-    pos_ += rows->bytes();
-  }
 
  private:
   absl::string_view in_;
   size_t pos_ = 0;
 };
+
+// Where a bundle's K/V rows start and how many it carries, when its counts and its size fit
+// `config`; nullopt otherwise (the checks after the checksum then say what does not fit).
+struct Layout {
+  size_t rows_at = 0;
+  int64_t carried = 0;
+};
+
+std::optional<Layout> LayoutOf(absl::string_view bytes, uint32_t version,
+                               const ModelConfig& config) {
+  constexpr size_t kPositionAt = 8 + 4 + 4 + 8 + 4 + 8 + 4 + 4;
+  uint32_t n_stop, n_names = 0, resident = 0;
+  uint64_t position;
+  std::memcpy(&n_stop, bytes.data() + kFixedHeaderBytes - 4, 4);
+  std::memcpy(&position, bytes.data() + kPositionAt, 8);
+  if (n_stop > kMaxStopTokens || position > (uint64_t{1} << 40)) return std::nullopt;
+  size_t rows_at = kFixedHeaderBytes + 4 * size_t{n_stop};
+  if (version == 2) {
+    if (bytes.size() < rows_at + 8 + 4) return std::nullopt;
+    std::memcpy(&n_names, bytes.data() + rows_at, 4);
+    std::memcpy(&resident, bytes.data() + rows_at + 4, 4);
+    if (n_names == 0 || n_names > position / KvRows::kChunkRows || resident > n_names) {
+      return std::nullopt;
+    }
+    rows_at += 8 + 16 * size_t{n_names};
+  }
+  if (bytes.size() != StateBundleBytes(config, position, n_stop, n_names, resident)) {
+    return std::nullopt;
+  }
+  return Layout{rows_at, static_cast<int64_t>(position) - int64_t{resident} * KvRows::kChunkRows};
+}
+
+// The bundle's K/V rows and self-decoder states in `layout`, copied out while its CRC is
+// computed behind the copy (a slice at a time, while it is in cache). Returns the CRC of every
+// byte before the stored one.
+uint32_t CopyRowsAndStates(absl::string_view bytes, const Layout& layout, const ModelConfig& config,
+                           SequenceState* state) {
+  uint32_t crc = Crc32cExtend(0, bytes.data(), layout.rows_at);
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + layout.rows_at;
+  state->shared_k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
+  state->shared_v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
+  for (KvRows* rows : {&state->shared_k, &state->shared_v}) {
+    const int64_t row_bytes = rows->width() * KvDtypeBytes(rows->dtype());
+    for (int64_t done = 0, n; (n = std::min(layout.carried - done, SliceRows(*rows))) > 0;
+         done += n) {
+      rows->AppendRowBytes(p, n);
+      crc = Crc32cExtend(crc, p, n * row_bytes);
+      p += n * row_bytes;
+    }
+  }
+  state->self_states.resize(config.n_self_layers());
+  for (std::vector<float>& s : state->self_states) {
+    s.resize(config.self_state_floats());
+    const size_t n = s.size() * sizeof(float);
+    if (n > 0) std::memcpy(s.data(), p, n);
+    crc = Crc32cExtend(crc, p, n);
+    p += n;
+  }
+  return crc;
+}
 
 // Rows a bundle leaves out: its resident chunks' (named bundles only).
 int64_t ResidentRows(const StateBundle& b) {
@@ -119,7 +195,7 @@ void SerializeStateBundleTo(const StateBundle& b, uint8_t* out) {
   w.PutRows(b.state.shared_k, ResidentRows(b));
   w.PutRows(b.state.shared_v, ResidentRows(b));
   for (const auto& s : b.state.self_states) w.PutFloats(s);
-  w.Put<uint32_t>(Crc32c(out, w.pos()));
+  w.PutCrc();
 }
 
 std::string SerializeStateBundle(const StateBundle& b) {
@@ -157,10 +233,15 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   }
   uint32_t stored_crc;
   std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
-  if (Crc32c(bytes.data(), bytes.size() - 4) != stored_crc) {
+  // A bundle whose sizes fit is copied out with its CRC in one pass; the fields are trusted only
+  // once the CRC matched either way.
+  StateBundle b;
+  const std::optional<Layout> layout = LayoutOf(bytes, version, config);
+  const uint32_t crc = layout.has_value() ? CopyRowsAndStates(bytes, *layout, config, &b.state)
+                                          : Crc32c(bytes.data(), bytes.size() - 4);
+  if (crc != stored_crc) {
     return absl::DataLossError("state bundle: checksum mismatch (corrupt or truncated)");
   }
-  StateBundle b;
   // No flags are defined; a bundle that sets one was made by something else.
   if (const uint32_t flags = r.Get<uint32_t>(); flags != 0) {
     return absl::InvalidArgumentError(absl::StrCat("state bundle: unknown flags ", flags));
@@ -232,14 +313,9 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   if (absl::Status st = b.sampling.Validate(config.vocab_size); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("state bundle: ", st.message()));
   }
+  // The size matched StateBundleBytes above, so the rows and states were copied out.
+  if (!layout.has_value()) return absl::InternalError("state bundle: layout not read");
   b.state.position = static_cast<int64_t>(position);
-  b.state.shared_k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
-  b.state.shared_v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
-  const int64_t carried = b.state.position - b.resident_chunks * KvRows::kChunkRows;
-  r.GetRows(&b.state.shared_k, carried);
-  r.GetRows(&b.state.shared_v, carried);
-  b.state.self_states.resize(n_layers);
-  for (auto& s : b.state.self_states) r.GetFloats(&s, state_floats);
   return b;
 }
 

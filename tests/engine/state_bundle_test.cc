@@ -107,6 +107,58 @@ TEST_P(StateBundleTest, SerialisingWritesEveryByteOfTheBuffer) {
   }
 }
 
+// Bundles longer than one of the slices the checksum is computed behind (128 KB of rows): the
+// stored CRC is that of the whole, the rows come back exact, and a byte flipped anywhere (header,
+// either K/V section, a slice boundary, the states) is corruption.
+TEST_P(StateBundleTest, LongBundlesAreExactAndAFlipAnywhereIsCaught) {
+  constexpr int kTokens = 2600;  // 650-1300 KB of rows: several slices in either dtype
+  int32_t first = -1;
+  auto gen = Generation::Prefill(*backend_, RandomTokens(kTokens, model_->config().vocab_size, 4),
+                                 {}, &first);
+  ASSERT_TRUE(gen.ok());
+  const ModelConfig& config = model_->config();
+  const uint64_t fp = model_->fingerprint();
+  StateBundle bundle = gen->ToBundle(fp);
+  for (int i = 0; i < 6; ++i) bundle.chunk_names.push_back({static_cast<uint8_t>(i)});
+  for (const int resident : {0, 3}) {
+    bundle.resident_chunks = resident;
+    const std::string bytes = SerializeStateBundle(bundle);
+    uint32_t stored;
+    std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
+    EXPECT_EQ(stored, Crc32c(bytes.data(), bytes.size() - 4));
+
+    absl::StatusOr<StateBundle> parsed = ParseStateBundle(bytes, config, fp);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    const int64_t skipped = int64_t{resident} * KvRows::kChunkRows;
+    for (const auto& [got, want] : {std::pair(&parsed->state.shared_k, &bundle.state.shared_k),
+                                    std::pair(&parsed->state.shared_v, &bundle.state.shared_v)}) {
+      ASSERT_EQ(got->rows(), kTokens - skipped);
+      std::string a(got->bytes(), '\0'), b(got->bytes(), '\0');
+      got->CopyRowBytes(0, got->rows(), reinterpret_cast<uint8_t*>(a.data()));
+      want->CopyRowBytes(skipped, got->rows(), reinterpret_cast<uint8_t*>(b.data()));
+      EXPECT_EQ(a, b);
+    }
+    EXPECT_EQ(parsed->state.self_states, bundle.state.self_states);
+    EXPECT_EQ(parsed->pending_token, first);
+
+    std::vector<size_t> flips;
+    for (size_t i = 16; i < bytes.size(); i += 3001) flips.push_back(i);
+    const size_t k_at = bytes.size() - 4 - 2 * static_cast<size_t>(parsed->state.shared_k.bytes()) -
+                        4 * config.n_self_layers() * config.self_state_floats();
+    for (size_t edge : {k_at, k_at + (128 << 10), k_at + parsed->state.shared_k.bytes()}) {
+      flips.push_back(edge - 1);
+      flips.push_back(edge);
+    }
+    flips.push_back(bytes.size() - 5);
+    for (size_t i : flips) {
+      std::string bad = bytes;
+      bad[i] ^= 0x04;
+      EXPECT_EQ(ParseStateBundle(bad, config, fp).status().code(), absl::StatusCode::kDataLoss)
+          << "byte " << i << " of " << bytes.size();
+    }
+  }
+}
+
 // A generation that has prefilled nothing: empty K/V sections (under UBSan this used to hand
 // memcpy a null pointer).
 TEST_P(StateBundleTest, RoundTripAtPositionZero) {
