@@ -7,6 +7,7 @@
 
 #include "fuzz/fuzz_config.h"
 #include "lib/cache/snapshot_file.h"
+#include "lib/engine/bundle_part.h"
 #include "lib/engine/safetensors_writer.h"
 #include "lib/engine/state_bundle.h"
 #include "lib/transport/transport_address.h"
@@ -43,6 +44,20 @@ int main(int argc, char** argv) {
   // Nothing prefilled: empty K/V sections (once undefined behaviour under UBSan).
   yoco::StateBundle empty{yoco::fuzz::kFingerprint, yoco::SequenceState::Create(Config()), 0, {}};
   Write(dir, "state_bundle_fuzz", "position_zero", yoco::SerializeStateBundle(empty));
+  // Version 3: two chunks, the first sent ahead as a part (the part itself is a seed too).
+  yoco::SequenceState two = state;
+  two.position = 256;
+  two.shared_k.Append(k.data(), 128);
+  two.shared_v.Append(v.data(), 128);
+  yoco::StateBundle parted{yoco::fuzz::kFingerprint, two, 7, {}};
+  parted.parts_id = 3;
+  parted.parts = 1;
+  parted.part_rows = 128;
+  Write(dir, "state_bundle_fuzz", "parted", yoco::SerializeStateBundle(parted));
+  std::string part(yoco::BundlePartBytes(Config(), 128), '\0');
+  yoco::SerializeBundlePartTo(Config(), yoco::fuzz::kFingerprint, 3, 0, two, 0, 128,
+                              reinterpret_cast<uint8_t*>(part.data()));
+  Write(dir, "state_bundle_fuzz", "part", part);
 
   yoco::SnapshotFile file;
   file.chain.resize(1);

@@ -20,17 +20,18 @@ M=$1 N=$2 CONC=${3:-8}
 export UCX_WARN_UNUSED_ENV_VARS=n
 base=$((47000 + RANDOM % 1000 * 4))
 P=127.0.0.1:$((base + 1)) D=127.0.0.1:$((base + 2)) R=127.0.0.1:$base
-log=$(mktemp -d)
+log=${KEEP_LOG:-$(mktemp -d)}
 $B/yoco-decode --listen $D --model "$M" --tls tcp --net-devices lo --memory-budget-mb 32768 \
   --resident-kv-mb 8192 --transfer-buffer-mb 2048 ${PREFAULT:+--prefault} 2>"$log/decode" &
 dp=$!
 $B/yoco-prefill --listen $P --model "$M" --tls tcp --net-devices lo --cache-mb 65536 \
-  --transfer-buffer-mb 2048 ${PREFAULT:+--prefault} 2>"$log/prefill" &
+  --transfer-buffer-mb 2048 ${PREFAULT:+--prefault} ${PART_MB:+--bundle-part-mb $PART_MB} \
+  2>"$log/prefill" &
 pp=$!
 $B/yoco-router --listen $R --model "$M" --prefill $P --decode $D --probe-interval-ms 200 \
   --min-stall-ms 600000 2>"$log/router" &
 rp=$!
-trap 'kill -9 $dp $pp $rp 2>/dev/null; rm -rf "$log"' EXIT
+trap 'kill -9 $dp $pp $rp 2>/dev/null; [ -n "$KEEP_LOG" ] || rm -rf "$log"' EXIT
 for _ in $(seq 1 600); do  # --prefault: seconds of touching memory first
   $B/yoco-cli --router $R generate --tokens 0,5 --max-new-tokens 1 >/dev/null 2>&1 && break
   sleep 0.2

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/checksum/crc32c.h"
+#include "lib/engine/checksummed_rows.h"
 
 namespace yoco {
 namespace {
@@ -17,14 +18,6 @@ namespace {
 constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'B', 'N', 'D', 'L'};
 constexpr size_t kFixedHeaderBytes = 8 + 4 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 4 + 8 + 4;
 constexpr uint32_t kMaxStopTokens = 1024;
-
-// Rows copied (and checksummed) at a time: a slice stays in cache between the copy and the CRC,
-// so a gigabyte of K/V is read from memory once, not once per pass.
-constexpr int64_t kSliceBytes = 128 << 10;
-
-int64_t SliceRows(const KvRows& rows) {
-  return std::max<int64_t>(1, kSliceBytes / (rows.width() * KvDtypeBytes(rows.dtype())));
-}
 
 // Writes into memory of the bundle's exact size, extending the CRC behind what it wrote.
 class Writer {
@@ -45,12 +38,12 @@ class Writer {
   }
   // Rows [row0, rows.rows()).
   void PutRows(const KvRows& rows, int64_t row0) {
-    const int64_t row_bytes = rows.width() * KvDtypeBytes(rows.dtype());
-    for (int64_t n; (n = std::min(rows.rows() - row0, SliceRows(rows))) > 0; row0 += n) {
-      rows.CopyRowBytes(row0, n, out_ + pos_);
-      pos_ += n * row_bytes;
-      Seal();
-    }
+    const int64_t n = rows.rows() - row0;
+    if (n <= 0) return;
+    Seal();
+    CopyRowsOut(rows, row0, n, out_ + pos_, &crc_);
+    pos_ += n * rows.width() * KvDtypeBytes(rows.dtype());
+    sealed_ = pos_;
   }
   // The checksum of everything written, appended.
   void PutCrc() {
@@ -86,6 +79,63 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// The counts that size a bundle, read where they are (after the stop ids, version 2 and 3).
+struct Counts {
+  uint32_t n_stop = 0;
+  uint64_t position = 0;
+  uint32_t n_names = 0;
+  uint32_t resident = 0;
+  uint64_t parts_id = 0;
+  uint32_t parts = 0;
+  uint64_t part_rows = 0;
+  size_t rows_at = 0;  // where the K rows start
+};
+
+// The counts, or the reason they cannot size a bundle. REQUIRES: bytes hold the fixed header.
+absl::StatusOr<Counts> ReadCounts(absl::string_view bytes, uint32_t version) {
+  constexpr size_t kPositionAt = 8 + 4 + 4 + 8 + 4 + 8 + 4 + 4;
+  Counts c;
+  std::memcpy(&c.n_stop, bytes.data() + kFixedHeaderBytes - 4, 4);
+  std::memcpy(&c.position, bytes.data() + kPositionAt, 8);
+  if (c.n_stop > kMaxStopTokens) {
+    return absl::InvalidArgumentError("state bundle: too many stop tokens");
+  }
+  if (c.position > (uint64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("state bundle: position ", c.position));
+  }
+  c.rows_at = kFixedHeaderBytes + 4 * size_t{c.n_stop};
+  if (version == 1) return c;
+  const size_t names_at = c.rows_at;
+  if (bytes.size() < names_at + 8 + 4) {
+    return absl::InvalidArgumentError("state bundle: truncated before its chunk names");
+  }
+  std::memcpy(&c.n_names, bytes.data() + names_at, 4);
+  std::memcpy(&c.resident, bytes.data() + names_at + 4, 4);
+  const uint64_t chunks = c.position / KvRows::kChunkRows;
+  if ((version == 2 && c.n_names == 0) || c.n_names > chunks || c.resident > c.n_names) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state bundle: ", c.n_names, " chunk names (", c.resident, " left out) for position ",
+        c.position, " (at most one per full chunk of ", KvRows::kChunkRows, " rows)"));
+  }
+  c.rows_at = names_at + 8 + 16 * size_t{c.n_names};
+  if (version == 2) return c;
+  if (bytes.size() < c.rows_at + 24 + 4) {
+    return absl::InvalidArgumentError("state bundle: truncated before its parts");
+  }
+  std::memcpy(&c.parts_id, bytes.data() + c.rows_at, 8);
+  std::memcpy(&c.parts, bytes.data() + c.rows_at + 8, 4);
+  std::memcpy(&c.part_rows, bytes.data() + c.rows_at + 16, 8);
+  const uint64_t C = KvRows::kChunkRows;
+  if (c.parts == 0 || c.part_rows % C != 0 || c.part_rows / C < c.parts ||
+      c.part_rows / C > chunks - c.resident) {
+    return absl::InvalidArgumentError(absl::StrCat("state bundle: ", c.parts, " parts of ",
+                                                   c.part_rows, " rows for position ", c.position,
+                                                   " past ", c.resident, " resident chunks"));
+  }
+  c.rows_at += 24;
+  return c;
+}
+
 // Where a bundle's K/V rows start and how many it carries, when its counts and its size fit
 // `config`; nullopt otherwise (the checks after the checksum then say what does not fit).
 struct Layout {
@@ -95,26 +145,13 @@ struct Layout {
 
 std::optional<Layout> LayoutOf(absl::string_view bytes, uint32_t version,
                                const ModelConfig& config) {
-  constexpr size_t kPositionAt = 8 + 4 + 4 + 8 + 4 + 8 + 4 + 4;
-  uint32_t n_stop, n_names = 0, resident = 0;
-  uint64_t position;
-  std::memcpy(&n_stop, bytes.data() + kFixedHeaderBytes - 4, 4);
-  std::memcpy(&position, bytes.data() + kPositionAt, 8);
-  if (n_stop > kMaxStopTokens || position > (uint64_t{1} << 40)) return std::nullopt;
-  size_t rows_at = kFixedHeaderBytes + 4 * size_t{n_stop};
-  if (version == 2) {
-    if (bytes.size() < rows_at + 8 + 4) return std::nullopt;
-    std::memcpy(&n_names, bytes.data() + rows_at, 4);
-    std::memcpy(&resident, bytes.data() + rows_at + 4, 4);
-    if (n_names == 0 || n_names > position / KvRows::kChunkRows || resident > n_names) {
-      return std::nullopt;
-    }
-    rows_at += 8 + 16 * size_t{n_names};
-  }
-  if (bytes.size() != StateBundleBytes(config, position, n_stop, n_names, resident)) {
+  absl::StatusOr<Counts> c = ReadCounts(bytes, version);
+  if (!c.ok() || bytes.size() != StateBundleBytes(config, c->position, c->n_stop, c->n_names,
+                                                  c->resident, c->part_rows)) {
     return std::nullopt;
   }
-  return Layout{rows_at, static_cast<int64_t>(position) - int64_t{resident} * KvRows::kChunkRows};
+  return Layout{c->rows_at, static_cast<int64_t>(c->position - c->resident * KvRows::kChunkRows -
+                                                 c->part_rows)};
 }
 
 // The bundle's K/V rows and self-decoder states in `layout`, copied out while its CRC is
@@ -127,13 +164,8 @@ uint32_t CopyRowsAndStates(absl::string_view bytes, const Layout& layout, const 
   state->shared_k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
   state->shared_v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
   for (KvRows* rows : {&state->shared_k, &state->shared_v}) {
-    const int64_t row_bytes = rows->width() * KvDtypeBytes(rows->dtype());
-    for (int64_t done = 0, n; (n = std::min(layout.carried - done, SliceRows(*rows))) > 0;
-         done += n) {
-      rows->AppendRowBytes(p, n);
-      crc = Crc32cExtend(crc, p, n * row_bytes);
-      p += n * row_bytes;
-    }
+    AppendRowsIn(p, layout.carried, rows, &crc);
+    p += rows->bytes();
   }
   state->self_states.resize(config.n_self_layers());
   for (std::vector<float>& s : state->self_states) {
@@ -146,17 +178,23 @@ uint32_t CopyRowsAndStates(absl::string_view bytes, const Layout& layout, const 
   return crc;
 }
 
-// Rows a bundle leaves out: its resident chunks' (named bundles only).
-int64_t ResidentRows(const StateBundle& b) {
-  return b.chunk_names.empty() ? 0 : b.resident_chunks * KvRows::kChunkRows;
+// Rows a bundle leaves out: its resident chunks' (named bundles only) and its parts'.
+int64_t LeftOutRows(const StateBundle& b) {
+  return (b.chunk_names.empty() ? 0 : b.resident_chunks * KvRows::kChunkRows) +
+         (b.parts > 0 ? b.part_rows : 0);
+}
+
+uint32_t VersionOf(const StateBundle& b) {
+  return b.parts > 0 ? 3 : !b.chunk_names.empty() ? 2 : 1;
 }
 
 }  // namespace
 
 size_t SerializedStateBundleBytes(const StateBundle& b) {
-  const int64_t carried = b.state.shared_k.rows() - ResidentRows(b);
+  const int64_t carried = b.state.shared_k.rows() - LeftOutRows(b);
+  const uint32_t version = VersionOf(b);
   size_t bytes = kFixedHeaderBytes + 4 * b.sampling.stop_token_ids.size() +
-                 (b.chunk_names.empty() ? 0 : 8 + 16 * b.chunk_names.size()) +
+                 (version >= 2 ? 8 + 16 * b.chunk_names.size() : 0) + (version == 3 ? 24 : 0) +
                  2 * std::max<int64_t>(carried, 0) * b.state.shared_k.width() *
                      KvDtypeBytes(b.state.shared_k.dtype()) +
                  4;
@@ -165,10 +203,10 @@ size_t SerializedStateBundleBytes(const StateBundle& b) {
 }
 
 void SerializeStateBundleTo(const StateBundle& b, uint8_t* out) {
-  const bool named = !b.chunk_names.empty();
+  const uint32_t version = VersionOf(b);
   Writer w(out);
   w.PutBytes(kMagic, sizeof kMagic);
-  w.Put<uint32_t>(named ? 2 : 1);
+  w.Put<uint32_t>(version);
   w.Put<uint32_t>(0);
   w.Put<uint64_t>(b.model_fingerprint);
   const uint64_t state_floats = b.state.self_states.empty() ? 0 : b.state.self_states[0].size();
@@ -187,13 +225,19 @@ void SerializeStateBundleTo(const StateBundle& b, uint8_t* out) {
   w.Put<uint64_t>(b.sampling.seed);
   w.Put<uint32_t>(static_cast<uint32_t>(b.sampling.stop_token_ids.size()));
   for (int32_t id : b.sampling.stop_token_ids) w.Put<int32_t>(id);
-  if (named) {
+  if (version >= 2) {
     w.Put<uint32_t>(static_cast<uint32_t>(b.chunk_names.size()));
-    w.Put<uint32_t>(static_cast<uint32_t>(b.resident_chunks));
+    w.Put<uint32_t>(static_cast<uint32_t>(b.chunk_names.empty() ? 0 : b.resident_chunks));
     for (const ChunkName& name : b.chunk_names) w.PutBytes(name.data(), name.size());
   }
-  w.PutRows(b.state.shared_k, ResidentRows(b));
-  w.PutRows(b.state.shared_v, ResidentRows(b));
+  if (version == 3) {
+    w.Put<uint64_t>(b.parts_id);
+    w.Put<uint32_t>(static_cast<uint32_t>(b.parts));
+    w.Put<uint32_t>(0);
+    w.Put<uint64_t>(static_cast<uint64_t>(b.part_rows));
+  }
+  w.PutRows(b.state.shared_k, LeftOutRows(b));
+  w.PutRows(b.state.shared_v, LeftOutRows(b));
   for (const auto& s : b.state.self_states) w.PutFloats(s);
   w.PutCrc();
 }
@@ -205,11 +249,11 @@ std::string SerializeStateBundle(const StateBundle& b) {
 }
 
 uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens,
-                          uint64_t names, uint64_t resident) {
-  const uint64_t carried = position - resident * KvRows::kChunkRows;
+                          uint64_t names, uint64_t resident, uint64_t part_rows) {
+  const uint64_t carried = position - resident * KvRows::kChunkRows - part_rows;
   const uint64_t kv_values = carried * static_cast<uint64_t>(config.kv_dim());
-  return kFixedHeaderBytes + 4 * stop_tokens + (names > 0 ? 8 + 16 * names : 0) +
-         2 * kv_values * KvDtypeBytes(config.kv_dtype) +
+  return kFixedHeaderBytes + 4 * stop_tokens + (names > 0 || part_rows > 0 ? 8 + 16 * names : 0) +
+         (part_rows > 0 ? 24 : 0) + 2 * kv_values * KvDtypeBytes(config.kv_dtype) +
          4 * static_cast<uint64_t>(config.n_self_layers()) *
              static_cast<uint64_t>(config.self_state_floats()) +
          4;
@@ -226,7 +270,7 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   }
   Reader r(bytes.substr(sizeof kMagic));
   const uint32_t version = r.Get<uint32_t>();
-  if (version != 1 && version != StateBundle::kVersion) {
+  if (version < 1 || version > StateBundle::kVersion) {
     return absl::FailedPreconditionError(absl::StrCat("state bundle: version ", version,
                                                       " is not supported (this build reads ",
                                                       StateBundle::kVersion, ")"));
@@ -272,40 +316,29 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   b.sampling.top_k = r.Get<int32_t>();
   b.sampling.top_p = r.Get<float>();
   b.sampling.seed = r.Get<uint64_t>();
-  const uint32_t n_stop = r.Get<uint32_t>();
-  if (n_stop > kMaxStopTokens)
-    return absl::InvalidArgumentError("state bundle: too many stop tokens");
-  if (position > (uint64_t{1} << 40)) {
-    return absl::InvalidArgumentError(absl::StrCat("state bundle: position ", position));
-  }
-  // The names' counts sit behind the stop ids: read them where they are once the ids fit.
-  uint32_t n_names = 0, resident = 0;
-  if (version == 2) {
-    const size_t at = kFixedHeaderBytes + 4 * size_t{n_stop};
-    if (bytes.size() < at + 8 + 4) {
-      return absl::InvalidArgumentError("state bundle: truncated before its chunk names");
-    }
-    std::memcpy(&n_names, bytes.data() + at, 4);
-    std::memcpy(&resident, bytes.data() + at + 4, 4);
-    if (n_names == 0 || n_names > position / KvRows::kChunkRows || resident > n_names) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state bundle: ", n_names, " chunk names (", resident, " left out) for position ",
-          position, " (at most one per full chunk of ", KvRows::kChunkRows, " rows)"));
-    }
-  }
-  if (const uint64_t want = StateBundleBytes(config, position, n_stop, n_names, resident);
+  r.Get<uint32_t>();  // the stop ids' count, in `counts` below
+  // The counts behind the stop ids are read where they are once the ids fit.
+  absl::StatusOr<Counts> counts = ReadCounts(bytes, version);
+  if (!counts.ok()) return counts.status();
+  if (const uint64_t want = StateBundleBytes(config, position, counts->n_stop, counts->n_names,
+                                             counts->resident, counts->part_rows);
       bytes.size() != want) {
     return absl::InvalidArgumentError(absl::StrCat(
         "state bundle: ", bytes.size(), " bytes, expected ", want, " for position ", position));
   }
-  for (uint32_t i = 0; i < n_stop; ++i) b.sampling.stop_token_ids.push_back(r.Get<int32_t>());
-  if (version == 2) {
-    r.Get<uint32_t>();
-    r.Get<uint32_t>();
-    b.chunk_names.resize(n_names);
-    for (ChunkName& name : b.chunk_names) name = r.Get<ChunkName>();
-    b.resident_chunks = resident;
+  for (uint32_t i = 0; i < counts->n_stop; ++i) {
+    b.sampling.stop_token_ids.push_back(r.Get<int32_t>());
   }
+  if (version >= 2) {
+    r.Get<uint32_t>();
+    r.Get<uint32_t>();
+    b.chunk_names.resize(counts->n_names);
+    for (ChunkName& name : b.chunk_names) name = r.Get<ChunkName>();
+    b.resident_chunks = counts->resident;
+  }
+  b.parts_id = counts->parts_id;
+  b.parts = static_cast<int32_t>(counts->parts);
+  b.part_rows = static_cast<int64_t>(counts->part_rows);
   if (b.pending_token < -1 || b.pending_token >= config.vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("state bundle: pending token ", b.pending_token, " out of range"));

@@ -12,8 +12,12 @@
 //   u32 crc32c of every byte before it
 // Version 2 (a bundle with named chunks) adds, after the stop ids,
 //   u32 n_names  u32 resident_chunks  u8 names[n_names][16]
-// and carries only the K/V rows from resident_chunks · KvRows::kChunkRows on. Bundles without
-// names are written as version 1, which every reader reads (snapshot files embed them).
+// and carries only the K/V rows from resident_chunks · KvRows::kChunkRows on. Version 3 (a
+// bundle whose next rows came ahead of it in parts, lib/engine/bundle_part.h) has the names
+// section even with no names, then
+//   u64 parts_id  u32 parts  u32 0  u64 part_rows
+// and carries only the rows after those. Bundles without names or parts are written as version
+// 1, which every reader reads (snapshot files embed them); with names only as version 2.
 #ifndef YOCO_LIB_ENGINE_STATE_BUNDLE_H_
 #define YOCO_LIB_ENGINE_STATE_BUNDLE_H_
 
@@ -35,7 +39,7 @@ namespace yoco {
 using ChunkName = std::array<uint8_t, 16>;
 
 struct StateBundle {
-  static constexpr uint32_t kVersion = 2;  // the newest this build reads and writes
+  static constexpr uint32_t kVersion = 3;  // the newest this build reads and writes
 
   uint64_t model_fingerprint = 0;
   SequenceState state;
@@ -48,6 +52,12 @@ struct StateBundle {
   // bundle's shared_k and shared_v then hold only the rows from
   // resident_chunks · KvRows::kChunkRows on, until the receiver puts its chunks in front.
   int64_t resident_chunks = 0;
+  // Rows after the resident chunks that were sent ahead in `parts` bundle parts under
+  // `parts_id` (whole chunks, `part_rows` in all). A parsed bundle leaves them out of its rows
+  // until the receiver puts the parts' rows in front (BundlePartStore::Join).
+  uint64_t parts_id = 0;
+  int32_t parts = 0;
+  int64_t part_rows = 0;
 
   bool operator==(const StateBundle&) const = default;
 };
@@ -62,15 +72,15 @@ void SerializeStateBundleTo(const StateBundle& bundle, uint8_t* out);
 //   DATA_LOSS            truncated or checksum mismatch (corrupt),
 //   INVALID_ARGUMENT     not a bundle, or shapes or a K/V dtype that do not fit `config`,
 //   FAILED_PRECONDITION  made by another model (fingerprint) or an unsupported version.
-// A bundle that leaves chunks out (resident_chunks > 0) parses to its carried rows only.
+// A bundle that leaves rows out (resident chunks, parts) parses to its carried rows only.
 absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const ModelConfig& config,
                                              uint64_t fingerprint);
 
 // The exact size SerializeStateBundle gives a bundle of this model at `position` with
-// `stop_tokens` stop ids (and `names` chunk names, `resident` of them left out), which lets a
-// reader check a file's size before reading it.
+// `stop_tokens` stop ids (and `names` chunk names, `resident` of them left out, `part_rows`
+// rows sent ahead in parts), which lets a reader check a file's size before reading it.
 uint64_t StateBundleBytes(const ModelConfig& config, uint64_t position, uint64_t stop_tokens,
-                          uint64_t names = 0, uint64_t resident = 0);
+                          uint64_t names = 0, uint64_t resident = 0, uint64_t part_rows = 0);
 
 }  // namespace yoco
 

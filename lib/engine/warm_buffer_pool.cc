@@ -66,11 +66,16 @@ std::unique_ptr<WarmBuffer> WarmBufferPool::Take(std::size_t bytes) {
   return std::unique_ptr<WarmBuffer>(new WarmBuffer(shelf_, std::move(buffer), bytes));
 }
 
-void WarmBufferPool::Prefault(std::size_t bytes) {
+void WarmBufferPool::Prefault(std::size_t bytes, std::size_t piece) {
   bytes = std::min(bytes, shelf_->max_kept_bytes);
+  if (piece == 0 || piece > bytes) piece = bytes;
   if (bytes == 0) return;
-  std::unique_ptr<WarmBuffer> buffer = Take(bytes);
-  std::memset(buffer->data(), 0, buffer->size());
+  // All taken before any is given back, so that each is a buffer of its own.
+  std::vector<std::unique_ptr<WarmBuffer>> buffers;
+  for (std::size_t n = 0; n + piece <= bytes; n += piece) {
+    buffers.push_back(Take(piece));
+    std::memset(buffers.back()->data(), 0, buffers.back()->size());
+  }
 }
 
 WarmBufferPoolStats WarmBufferPool::stats() const {

@@ -61,9 +61,9 @@ class WarmBufferPool {
   // std::bad_alloc as operator new does.
   std::unique_ptr<WarmBuffer> Take(std::size_t bytes);
 
-  // Keeps one buffer of `bytes` (at most the bound), touched, so that the first bundles do not
-  // pay for fresh pages either.
-  void Prefault(std::size_t bytes);
+  // Keeps `bytes` (at most the bound) of buffers, touched, so that the first bundles do not pay
+  // for fresh pages either: buffers of `piece` bytes (bundle parts), or one (0).
+  void Prefault(std::size_t bytes, std::size_t piece = 0);
 
   WarmBufferPoolStats stats() const;
 

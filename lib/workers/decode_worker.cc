@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/cache/cached_prefill.h"
+#include "lib/engine/bundle_part.h"
 #include "lib/engine/kv_chunk_arena.h"
 #include "lib/engine/state_bundle.h"
 
@@ -85,9 +86,24 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   ReceiveCallbacks callbacks;
   // verify and on_received run back to back on the transport thread: the bundle parsed by the
   // first is handed to the second.
-  callbacks.verify = [self, &config, fingerprint](const IncomingTransfer&, absl::string_view data) {
+  callbacks.verify = [self, &config, fingerprint](const IncomingTransfer& t,
+                                                  absl::string_view data) -> absl::Status {
+    if (IsBundlePart(data)) {
+      absl::StatusOr<BundlePart> part = ParseBundlePart(data, config, fingerprint);
+      if (!part.ok()) return part.status();
+      return self->parts_.Put(t.sender, std::move(*part), static_cast<int64_t>(data.size()),
+                              absl::Now());
+    }
     absl::StatusOr<StateBundle> bundle = ParseStateBundle(data, config, fingerprint);
     if (!bundle.ok()) return bundle.status();
+    // Rows sent ahead in parts go in front of those carried, then the resident chunks in front
+    // of both.
+    self->verified_part_bytes_ = 0;
+    if (bundle->parts > 0) {
+      absl::StatusOr<int64_t> joined = self->parts_.Join(t.sender, &*bundle);
+      if (!joined.ok()) return joined.status();
+      self->verified_part_bytes_ = *joined;
+    }
     // Chunks left out come from those kept here; a chunk let go refuses the bundle (NOT_FOUND)
     // and the sender sends it whole.
     if (absl::Status st = self->resident_->Attach(&*bundle); !st.ok()) return st;
@@ -100,7 +116,10 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   w->bundle_buffers_ = std::make_unique<WarmBufferPool>(
       static_cast<size_t>(std::max<int64_t>(options.transfer_buffer_keep_bytes, 0)));
   if (options.prefault) {
-    w->bundle_buffers_->Prefault(static_cast<size_t>(options.transfer_buffer_keep_bytes));
+    // Buffers of the default part's size (plus its header's huge page): long bundles come as
+    // parts, and what else comes is small.
+    w->bundle_buffers_->Prefault(static_cast<size_t>(options.transfer_buffer_keep_bytes),
+                                 static_cast<size_t>(kDefaultBundlePartBytes + (2 << 20)));
     // K and V chunks have the same size.
     KvChunkArena::Global().Reserve(
         static_cast<size_t>(KvRows::ChunkBytes(config.kv_dtype, config.kv_dim())),
@@ -111,6 +130,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     return ByteBuffer(buffer->data(), size, [buffer](uint8_t*) { delete buffer; });
   };
   callbacks.on_received = [self](const IncomingTransfer& t, ByteBuffer data) {
+    if (IsBundlePart(data.view())) return;  // kept by verify
     self->OnBundle(t, std::move(data));
   };
   auto transport = UcxTransport::Create(options.transport, callbacks);
@@ -138,8 +158,9 @@ DecodeWorker::~DecodeWorker() {
 absl::Status DecodeWorker::OnBundleStart(const IncomingTransfer& t) {
   std::lock_guard<std::mutex> lock(mu_);
   DropUnclaimedLocked(absl::Now());
-  if (arrived_bytes_ + static_cast<int64_t>(t.size) > memory_budget_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("the decode worker holds ", arrived_bytes_,
+  const int64_t held = arrived_bytes_ + parts_.bytes();
+  if (held + static_cast<int64_t>(t.size) > memory_budget_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat("the decode worker holds ", held,
                                                      " bytes of bundles waiting for their Decode "
                                                      "call; ",
                                                      t.size,
@@ -155,8 +176,9 @@ void DecodeWorker::OnBundle(const IncomingTransfer& t, ByteBuffer data) {
     std::lock_guard<std::mutex> lock(mu_);
     const auto key = std::make_pair(t.sender, t.id);
     if (auto it = arrived_.find(key); it != arrived_.end()) arrived_bytes_ -= it->second.bytes;
-    arrived_[key] = Arrived{std::move(verified_), static_cast<int64_t>(data.size()), absl::Now()};
-    arrived_bytes_ += static_cast<int64_t>(data.size());
+    const int64_t bytes = static_cast<int64_t>(data.size()) + verified_part_bytes_;
+    arrived_[key] = Arrived{std::move(verified_), bytes, absl::Now()};
+    arrived_bytes_ += bytes;
     cv_.notify_all();
     for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
       if (it->second.key == key) {
@@ -227,6 +249,9 @@ void DecodeWorker::CancelWaiting(uint64_t ticket) {
 }
 
 void DecodeWorker::DropUnclaimedLocked(absl::Time now) {
+  // A bundle follows its last part at once; parts left behind by a send that failed half-way
+  // would otherwise hold budget for the whole TTL.
+  parts_.DropArrivedBefore(now - std::min(unclaimed_ttl_, kUnclaimedPartTtl));
   for (auto it = arrived_.begin(); it != arrived_.end();) {
     if (now - it->second.arrival > unclaimed_ttl_) {
       arrived_bytes_ -= it->second.bytes;
@@ -274,7 +299,7 @@ size_t DecodeWorker::waiting_bundles() const {
 
 int64_t DecodeWorker::waiting_bundle_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return arrived_bytes_;
+  return arrived_bytes_ + parts_.bytes();
 }
 
 bool DecodeWorker::CanAdmit() const {

@@ -29,6 +29,7 @@
 #include "lib/engine/warm_buffer_pool.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/transport/ucx_transport.h"
+#include "lib/workers/bundle_part_store.h"
 
 namespace yoco {
 
@@ -189,7 +190,11 @@ class DecodeWorker {
   bool stopping_ = false;                                     // guarded by mu_
   std::map<uint64_t, Waiter> waiters_;                        // guarded by mu_; by ticket
   uint64_t next_ticket_ = 1;                                  // guarded by mu_
-  StateBundle verified_;  // transport thread only: from verify to on_received
+  StateBundle verified_;             // transport thread only: from verify to on_received
+  int64_t verified_part_bytes_ = 0;  // transport thread only: the parts joined into verified_
+  // Parts of bundles not yet arrived.
+  BundlePartStore parts_;
+  static constexpr absl::Duration kUnclaimedPartTtl = absl::Seconds(10);
   std::thread sweeper_;
 
   std::unique_ptr<UcxTransport> transport_;  // last: its callbacks use the members above

@@ -2,10 +2,12 @@
 #include "lib/workers/prefill_worker.h"
 
 #include <algorithm>
+#include <deque>
 #include <future>
 
 #include "absl/strings/str_cat.h"
 #include "lib/cache/snapshot_file.h"
+#include "lib/engine/bundle_part.h"
 #include "lib/engine/generation.h"
 #include "lib/engine/state_bundle.h"
 
@@ -34,7 +36,10 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
     w->imports_ = std::make_unique<BoundedJobQueue>(4);
   }
   if (options.prefault) {
-    w->bundle_buffers_.Prefault(static_cast<size_t>(options.transfer_buffer_keep_bytes));
+    // Long bundles go as parts: buffers of a part's size, several in flight.
+    w->bundle_buffers_.Prefault(
+        static_cast<size_t>(options.transfer_buffer_keep_bytes),
+        options.bundle_part_bytes > 0 ? BundlePartBytes(w->model().config(), w->RowsPerPart()) : 0);
   }
   // Incoming transfers are snapshot copies from other prefill workers: checked (checksum, cache
   // key, version, model) before they are acknowledged, then kept.
@@ -109,33 +114,11 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     bundle = prefill->generation.ToBundle(backend_->model().fingerprint());
     for (const BlockKey& key : prefill->block_keys) bundle.chunk_names.push_back(key.bytes);
   }
-  const absl::Time start = absl::Now();
   bundle.resident_chunks =
       std::min<int64_t>(std::max(shipped_.LeadingHeld(call.decode_address, bundle.chunk_names),
                                  call.decode_resident_blocks),
                         static_cast<int64_t>(bundle.chunk_names.size()));
-  // Into memory kept from earlier bundles: fresh memory costs more to touch than to send.
-  auto serialize = [this, &bundle] {
-    std::shared_ptr<WarmBuffer> buffer = bundle_buffers_.Take(SerializedStateBundleBytes(bundle));
-    SerializeStateBundleTo(bundle, buffer->data());
-    return buffer;
-  };
-  std::shared_ptr<WarmBuffer> bytes = serialize();
-  absl::Status st = SendAndWait(call.decode_address, {bytes->data(), bytes->size(), bytes},
-                                call.transfer_timeout, &result.transfer_id);
-  if (st.code() == absl::StatusCode::kNotFound && bundle.resident_chunks > 0) {
-    // The decode worker let chunks go since they were sent: send them again.
-    shipped_.Forget(call.decode_address);
-    bundle.resident_chunks = 0;
-    bytes = serialize();
-    st = SendAndWait(call.decode_address, {bytes->data(), bytes->size(), bytes},
-                     call.transfer_timeout, &result.transfer_id);
-  }
-  result.transfer_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-  result.bundle_bytes = bytes->size();
-  result.resident_chunks = bundle.resident_chunks;
-  result.sender = transport_->id();
-  if (!st.ok()) {
+  if (absl::Status st = ShipBundle(call, bundle, &result); !st.ok()) {
     absl::Status blamed = st;
     blamed.SetPayload(kDecodePeerFailedPayload, absl::Cord());
     return blamed;
@@ -143,6 +126,114 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   shipped_.Record(call.decode_address, bundle.chunk_names);
   result.shipped = true;
   return result;
+}
+
+absl::Status PrefillWorker::ShipBundle(const PrefillCall& call, StateBundle& bundle,
+                                       PrefillResult* result) {
+  const absl::Time start = absl::Now();
+  uint64_t bytes_sent = 0;
+  PlanParts(call.decode_address, bundle);
+  if (bundle.parts > 0) {
+    absl::Status st = SendParts(call, bundle, &bytes_sent);
+    if (!st.ok()) {
+      // A decode worker of an older version reads a part as a bundle and refuses it.
+      if (st.code() == absl::StatusCode::kInvalidArgument ||
+          st.code() == absl::StatusCode::kFailedPrecondition) {
+        std::lock_guard<std::mutex> lock(no_parts_mu_);
+        no_parts_peers_.insert(call.decode_address);
+      }
+      bundle.parts = 0;
+      bundle.part_rows = 0;
+      bytes_sent = 0;  // the decode worker took none of it
+    }
+  }
+  // Into memory kept from earlier bundles: fresh memory costs more to touch than to send.
+  auto send = [&] {
+    std::shared_ptr<WarmBuffer> bytes = bundle_buffers_.Take(SerializedStateBundleBytes(bundle));
+    SerializeStateBundleTo(bundle, bytes->data());
+    bytes_sent += bytes->size();
+    return SendAndWait(call.decode_address, {bytes->data(), bytes->size(), bytes},
+                       call.transfer_timeout, &result->transfer_id);
+  };
+  absl::Status st = send();
+  if (st.code() == absl::StatusCode::kNotFound &&
+      (bundle.resident_chunks > 0 || bundle.parts > 0)) {
+    // The decode worker let chunks go since they were sent, or lacks a part: send it whole.
+    shipped_.Forget(call.decode_address);
+    bundle.resident_chunks = 0;
+    bundle.parts = 0;
+    bundle.part_rows = 0;
+    bytes_sent = 0;  // what the decode worker took
+    st = send();
+  }
+  result->transfer_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  result->bundle_bytes = bytes_sent;
+  result->bundle_parts = bundle.parts;
+  result->resident_chunks = bundle.resident_chunks;
+  result->sender = transport_->id();
+  return st;
+}
+
+int64_t PrefillWorker::KvRowBytes() const {
+  const ModelConfig& config = backend_->model().config();
+  return 2 * config.kv_dim() * KvDtypeBytes(config.kv_dtype);  // K and V
+}
+
+int64_t PrefillWorker::RowsPerPart() const {
+  const int64_t C = KvRows::kChunkRows;
+  return std::max(C, options_.bundle_part_bytes / KvRowBytes() / C * C);
+}
+
+void PrefillWorker::PlanParts(const std::string& decode_address, StateBundle& bundle) {
+  const int64_t C = KvRows::kChunkRows;
+  const int64_t first = bundle.chunk_names.empty() ? 0 : bundle.resident_chunks * C;
+  const int64_t rows = bundle.state.position - first;
+  bundle.parts = 0;
+  bundle.part_rows = 0;
+  if (options_.bundle_part_bytes <= 0 || rows * KvRowBytes() <= options_.bundle_part_bytes) {
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(no_parts_mu_);
+    if (no_parts_peers_.count(decode_address) > 0) return;
+  }
+  bundle.part_rows = rows / C * C;
+  bundle.parts = static_cast<int32_t>((bundle.part_rows + RowsPerPart() - 1) / RowsPerPart());
+  bundle.parts_id = next_parts_id_.fetch_add(1);
+}
+
+absl::Status PrefillWorker::SendParts(const PrefillCall& call, const StateBundle& bundle,
+                                      uint64_t* bytes) {
+  // Enough in flight that the wire never waits for the next part to be serialised.
+  constexpr size_t kPartsInFlight = 3;
+  const ModelConfig& config = backend_->model().config();
+  const int64_t per_part = RowsPerPart();
+  int64_t row = bundle.chunk_names.empty() ? 0 : bundle.resident_chunks * KvRows::kChunkRows;
+  const int64_t end = row + bundle.part_rows;
+  std::deque<std::future<absl::Status>> in_flight;
+  absl::Status first_error;
+  for (int32_t i = 0; i < bundle.parts && row < end; ++i) {
+    if (in_flight.size() >= kPartsInFlight) {
+      first_error = in_flight.front().get();
+      in_flight.pop_front();
+      if (!first_error.ok()) break;
+    }
+    const int64_t rows = std::min(per_part, end - row);
+    std::shared_ptr<WarmBuffer> buffer = bundle_buffers_.Take(BundlePartBytes(config, rows));
+    SerializeBundlePartTo(config, backend_->model().fingerprint(), bundle.parts_id, i, bundle.state,
+                          row, rows, buffer->data());
+    *bytes += buffer->size();
+    auto done = std::make_shared<std::promise<absl::Status>>();
+    in_flight.push_back(done->get_future());
+    transport_->Send(call.decode_address, {buffer->data(), buffer->size(), buffer},
+                     call.transfer_timeout, [done](absl::Status st) { done->set_value(st); });
+    row += rows;
+  }
+  for (std::future<absl::Status>& f : in_flight) {
+    absl::Status st = f.get();
+    if (first_error.ok()) first_error = st;
+  }
+  return first_error;
 }
 
 absl::Status PrefillWorker::SendAndWait(const std::string& address, SendBuffer buffer,

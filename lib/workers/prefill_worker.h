@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "lib/cache/cached_prefill.h"
 #include "lib/cache/snapshot_store.h"
 #include "lib/engine/backend.h"
+#include "lib/engine/bundle_part.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/warm_buffer_pool.h"
 #include "lib/threading/bounded_job_queue.h"
@@ -46,6 +48,11 @@ struct PrefillWorkerOptions {
   int64_t transfer_buffer_keep_bytes = int64_t{1} << 30;
   // Touches that memory at start, so that the first long bundles do not pay for fresh pages.
   bool prefault = false;
+  // A bundle whose K/V rows (after those the decode worker holds) exceed this goes as parts of
+  // at most this many bytes ahead of the rest (BundlePart): neither side then needs a buffer of
+  // the whole bundle, and serialising, the wire and the decode worker's parsing overlap where
+  // there are cores for it. 0: bundles go whole.
+  int64_t bundle_part_bytes = kDefaultBundlePartBytes;
 };
 
 struct PrefillCall {
@@ -73,7 +80,8 @@ struct PrefillResult {
   bool shipped = false;       // false: the first token ended the request; nothing was sent
   uint64_t transfer_id = 0;   // the UCX transfer that carried the bundle
   uint64_t sender = 0;        // this worker's transport id (IncomingTransfer::sender)
-  uint64_t bundle_bytes = 0;  // of the bundle the decode worker took
+  uint64_t bundle_bytes = 0;  // sent for the bundle the decode worker took, parts included
+  int32_t bundle_parts = 0;   // parts its K/V went ahead in (0: the bundle went whole)
   // K/V chunks the bundle left out because the decode worker holds them (ResidentKv).
   int64_t resident_chunks = 0;
   double prefill_ms = 0;
@@ -147,14 +155,27 @@ class PrefillWorker {
   // Sends bytes over the transport and waits for the receiver's verdict.
   absl::Status SendAndWait(const std::string& address, SendBuffer buffer, absl::Duration timeout,
                            uint64_t* transfer_id);
+  // Ships a prefilled bundle to the call's decode worker (parts first when it is long) and fills
+  // the result's transfer fields.
+  absl::Status ShipBundle(const PrefillCall& call, StateBundle& bundle, PrefillResult* result);
+  // Sets the bundle's parts fields when its rows past the resident chunks are long enough.
+  void PlanParts(const std::string& decode_address, StateBundle& bundle);
+  int64_t KvRowBytes() const;   // of one position's K and V
+  int64_t RowsPerPart() const;  // whole chunks, about options_.bundle_part_bytes
+  // Sends the planned parts, a few in flight while the next is serialised; the first error.
+  absl::Status SendParts(const PrefillCall& call, const StateBundle& bundle, uint64_t* bytes);
 
   const PrefillWorkerOptions options_;
   TurnQueue engine_;  // one prefill at a time on the backend, the others in arrival order
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<SnapshotStore> cache_;
   std::vector<DiscardedSnapshot> discarded_;
-  ShippedChunks shipped_;          // what each decode worker was sent
-  WarmBufferPool bundle_buffers_;  // serialised bundles, memory reused from one to the next
+  ShippedChunks shipped_;  // what each decode worker was sent
+  std::atomic<uint64_t> next_parts_id_{1};
+  // Decode workers that refused a part as no bundle (an older version): sent bundles whole.
+  mutable std::mutex no_parts_mu_;
+  std::set<std::string> no_parts_peers_;  // guarded by no_parts_mu_
+  WarmBufferPool bundle_buffers_;         // serialised bundles, memory reused from one to the next
   // Copied-in snapshots are kept off the transport thread: saving one may write to disk.
   std::unique_ptr<BoundedJobQueue> imports_;
   SnapshotFile received_;                    // transport thread only: from verify to on_received

@@ -60,6 +60,10 @@ ABSL_FLAG(int64_t, transfer_buffer_mb, 1024,
 ABSL_FLAG(bool, prefault, false,
           "touch --transfer-buffer-mb of bundle buffer at start: in a virtual machine the first "
           "touch of fresh pages costs more than shipping a long document");
+ABSL_FLAG(int64_t, bundle_part_mb, 64,
+          "a bundle with more K/V than this (MiB) ships as parts of at most this size ahead of "
+          "the rest: no worker needs a buffer of the whole bundle, and serialising, the wire and "
+          "parsing overlap (0: bundles go whole)");
 ABSL_FLAG(int, snapshot_every_blocks, 16,
           "also snapshot every this many 128-token blocks of long prompts (0: only at the last "
           "full block)");
@@ -105,6 +109,11 @@ int main(int argc, char** argv) {
   options.max_waiting = absl::GetFlag(FLAGS_max_queue);
   options.transfer_buffer_keep_bytes = absl::GetFlag(FLAGS_transfer_buffer_mb) << 20;
   options.prefault = absl::GetFlag(FLAGS_prefault);
+  if (const int64_t mb = absl::GetFlag(FLAGS_bundle_part_mb); mb < 0 || mb > 4096) {
+    std::cerr << "yoco-prefill: --bundle-part-mb " << mb << " is not in [0, 4096]\n";
+    return 2;
+  }
+  options.bundle_part_bytes = absl::GetFlag(FLAGS_bundle_part_mb) << 20;
   options.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   options.cache_disk_budget_bytes = absl::GetFlag(FLAGS_cache_disk_mb) << 20;
   if (const std::string path = absl::GetFlag(FLAGS_cache_key_file); !path.empty()) {

@@ -159,6 +159,63 @@ TEST_P(StateBundleTest, LongBundlesAreExactAndAFlipAnywhereIsCaught) {
   }
 }
 
+// A bundle whose rows went ahead in parts (version 3) carries only the rows after them (and
+// after its resident chunks); forged counts are refused.
+TEST_P(StateBundleTest, PartedBundlesCarryOnlyTheRowsAfterTheirParts) {
+  const int64_t C = KvRows::kChunkRows;
+  int32_t first = -1;
+  auto gen =
+      Generation::Prefill(*backend_, RandomTokens(700, model_->config().vocab_size, 6), {}, &first);
+  ASSERT_TRUE(gen.ok());
+  const ModelConfig& config = model_->config();
+  const uint64_t fp = model_->fingerprint();
+  StateBundle bundle = gen->ToBundle(fp);
+  auto rows_of = [](const KvRows& rows, int64_t row0, int64_t n) {
+    std::string out(n * rows.width() * KvDtypeBytes(rows.dtype()), '\0');
+    rows.CopyRowBytes(row0, n, reinterpret_cast<uint8_t*>(out.data()));
+    return out;
+  };
+  for (const bool named : {false, true}) {
+    bundle.chunk_names.clear();
+    if (named) bundle.chunk_names = {ChunkName{1}, ChunkName{2}};
+    bundle.resident_chunks = named ? 1 : 0;
+    bundle.parts_id = 9;
+    bundle.parts = 2;
+    bundle.part_rows = named ? 4 * C : 5 * C;
+    const std::string bytes = SerializeStateBundle(bundle);
+    EXPECT_EQ(bytes.size(),
+              StateBundleBytes(config, 700, 0, named ? 2 : 0, named ? 1 : 0, bundle.part_rows));
+    absl::StatusOr<StateBundle> parsed = ParseStateBundle(bytes, config, fp);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->parts_id, 9u);
+    EXPECT_EQ(parsed->parts, 2);
+    EXPECT_EQ(parsed->part_rows, bundle.part_rows);
+    EXPECT_EQ(parsed->resident_chunks, bundle.resident_chunks);
+    EXPECT_EQ(parsed->state.position, 700);
+    ASSERT_EQ(parsed->state.shared_k.rows(), 700 - 5 * C);
+    EXPECT_EQ(rows_of(parsed->state.shared_k, 0, 60), rows_of(bundle.state.shared_k, 5 * C, 60));
+    EXPECT_EQ(rows_of(parsed->state.shared_v, 0, 60), rows_of(bundle.state.shared_v, 5 * C, 60));
+  }
+  // Without names the parts section starts right after the (empty) names section.
+  bundle.chunk_names.clear();
+  bundle.resident_chunks = 0;
+  bundle.part_rows = 5 * C;
+  const std::string good = SerializeStateBundle(bundle);
+  auto with_field = [&](size_t offset, uint64_t value, size_t width) {
+    std::string bad = good;
+    std::memcpy(bad.data() + offset, &value, width);
+    const uint32_t crc = Crc32c(bad.data(), bad.size() - 4);
+    std::memcpy(bad.data() + bad.size() - 4, &crc, 4);
+    return ParseStateBundle(bad, config, fp).status().code();
+  };
+  constexpr size_t kPartsAt = 80 + 8;  // fixed header, no stop ids, the names' counts
+  EXPECT_EQ(with_field(kPartsAt + 8, 0, 4), absl::StatusCode::kInvalidArgument);  // no parts
+  EXPECT_EQ(with_field(kPartsAt + 8, 6, 4), absl::StatusCode::kInvalidArgument);  // > chunks
+  EXPECT_EQ(with_field(kPartsAt + 16, 5 * C + 1, 8), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with_field(kPartsAt + 16, 6 * C, 8), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with_field(kPartsAt + 16, 4 * C, 8), absl::StatusCode::kInvalidArgument);  // size
+}
+
 // A generation that has prefilled nothing: empty K/V sections (under UBSan this used to hand
 // memcpy a null pointer).
 TEST_P(StateBundleTest, RoundTripAtPositionZero) {

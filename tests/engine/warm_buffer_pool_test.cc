@@ -76,6 +76,22 @@ TEST(WarmBufferPoolTest, APrefaultedBufferIsKeptForTheFirstRequest) {
   EXPECT_EQ(bounded.stats().kept_bytes, static_cast<int64_t>(4 * kMiB));
 }
 
+// Bundle parts need several buffers of a part's size at once: prefaulted in pieces, each is
+// its own buffer, and as many parts as pieces are served without allocating.
+TEST(WarmBufferPoolTest, PrefaultedPiecesServeThatManyRequestsAtOnce) {
+  WarmBufferPool pool(8 * kMiB);
+  pool.Prefault(7 * kMiB, 2 * kMiB);  // three pieces: 7 MiB holds no fourth
+  EXPECT_EQ(pool.stats().kept_bytes, static_cast<int64_t>(6 * kMiB));
+  const int64_t fresh = pool.stats().fresh;
+  std::vector<std::unique_ptr<WarmBuffer>> parts;
+  for (int i = 0; i < 3; ++i) parts.push_back(pool.Take(2 * kMiB));
+  EXPECT_EQ(pool.stats().reused, 3);
+  EXPECT_EQ(pool.stats().fresh, fresh);
+  EXPECT_NE(parts[0]->data(), parts[1]->data());
+  parts.push_back(pool.Take(2 * kMiB));
+  EXPECT_EQ(pool.stats().fresh, fresh + 1);
+}
+
 TEST(WarmBufferPoolTest, BuffersOutliveThePoolAndThreadsShareIt) {
   std::unique_ptr<WarmBuffer> survivor;
   {

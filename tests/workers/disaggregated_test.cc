@@ -266,6 +266,57 @@ TEST(DisaggregatedTest, ResidentDocumentIsNotShippedAgain) {
   EXPECT_EQ(ask(document, 5).resident_chunks, 7);
 }
 
+// A long bundle goes as parts ahead of the rest (here parts of 3 chunks): the tokens are the
+// engine's, with the document's chunks resident in front of the parts too, and a decode worker
+// holds no part once its bundle is admitted.
+TEST(DisaggregatedTest, LongBundlesShipInPartsAndGiveTheEngineTokens) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 53, "bundle_parts");
+  ASSERT_TRUE(model);
+  CpuBackend local(model);
+  const int64_t row_bytes = 2 * model->config().kv_dim() * 4;
+  PrefillWorkerOptions prefill_options;
+  prefill_options.cache_budget_bytes = 64 << 20;
+  prefill_options.bundle_part_bytes = 3 * KvRows::kChunkRows * row_bytes;
+  auto prefill =
+      PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), prefill_options);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  auto decode = StartDecode(model);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+
+  const int vocab = model->config().vocab_size;
+  const auto document = RandomTokens(1000, vocab, 82);  // 7 full chunks
+  auto ask = [&](const std::vector<int32_t>& prompt, uint32_t seed) {
+    SamplingParams sampling;
+    sampling.temperature = seed % 2 == 0 ? 0.0f : 0.8f;
+    sampling.seed = seed;
+    const auto want = *Generate(local, prompt, {7, sampling, false});
+    PrefillResult shipped;
+    EXPECT_EQ(ServeShipped(**prefill, **decode, prompt, sampling, 6, &shipped), want)
+        << "question " << seed;
+    EXPECT_EQ((*decode)->waiting_bundle_bytes(), 0) << "question " << seed;
+    return shipped;
+  };
+  auto with_question = [&](std::vector<int32_t> prompt, int tokens, uint32_t seed) {
+    const auto question = RandomTokens(tokens, vocab, seed);
+    prompt.insert(prompt.end(), question.begin() + 1, question.end());
+    return prompt;
+  };
+
+  // 1028 rows: 8 whole chunks in parts of 3, 3 and 2, 4 rows in the bundle.
+  const PrefillResult first = ask(with_question(document, 29, 1), 1);
+  EXPECT_EQ(first.bundle_parts, 3);
+  EXPECT_EQ(first.resident_chunks, 0);
+  // The document is resident: 132 rows left, fewer than a part's worth, go whole.
+  const PrefillResult second = ask(with_question(document, 133, 2), 2);
+  EXPECT_EQ(second.resident_chunks, 7);
+  EXPECT_EQ(second.bundle_parts, 0);
+  // A long question on it: the parts start after the 7 resident chunks.
+  const PrefillResult third = ask(with_question(document, 700, 3), 3);
+  EXPECT_EQ(third.resident_chunks, 7);
+  EXPECT_EQ(third.bundle_parts, 2);
+  EXPECT_LT(third.bundle_bytes, first.bundle_bytes);
+}
+
 // Bundles are serialised and received in memory the workers keep (touched at start with
 // prefault): after the start, no bundle allocates, and every one gives the engine's tokens.
 TEST(DisaggregatedTest, PrefaultedWorkersShipEveryBundleInTheSameMemory) {

@@ -1,0 +1,133 @@
+// Bundle part encoding. As with state bundles, the checksum is verified before any field is
+// trusted, and the rows are checksummed a slice at a time behind their copy.
+#include "lib/engine/bundle_part.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "lib/checksum/crc32c.h"
+#include "lib/engine/checksummed_rows.h"
+
+namespace yoco {
+namespace {
+
+constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'P', 'A', 'R', 'T'};
+constexpr uint32_t kVersion = 1;
+
+#pragma pack(push, 1)
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t flags;
+  uint64_t model_fingerprint;
+  uint64_t parts_id;
+  uint32_t index;
+  uint32_t kv_dtype;
+  uint32_t kv_dim;
+  uint32_t reserved;
+  uint64_t row0;
+  uint64_t rows;
+};
+#pragma pack(pop)
+static_assert(sizeof(Header) == 64);
+
+constexpr uint64_t kMaxRows = uint64_t{1} << 40;
+
+uint64_t PartBytes(const ModelConfig& config, uint64_t rows) {
+  return sizeof(Header) + 2 * rows * config.kv_dim() * KvDtypeBytes(config.kv_dtype) + 4;
+}
+
+}  // namespace
+
+bool IsBundlePart(absl::string_view bytes) {
+  return bytes.size() >= sizeof kMagic && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0;
+}
+
+size_t BundlePartBytes(const ModelConfig& config, int64_t rows) {
+  return PartBytes(config, static_cast<uint64_t>(rows));
+}
+
+void SerializeBundlePartTo(const ModelConfig& config, uint64_t fingerprint, uint64_t parts_id,
+                           int32_t index, const SequenceState& state, int64_t row0, int64_t rows,
+                           uint8_t* out) {
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kVersion;
+  h.model_fingerprint = fingerprint;
+  h.parts_id = parts_id;
+  h.index = static_cast<uint32_t>(index);
+  h.kv_dtype = static_cast<uint32_t>(config.kv_dtype);
+  h.kv_dim = static_cast<uint32_t>(config.kv_dim());
+  h.row0 = static_cast<uint64_t>(row0);
+  h.rows = static_cast<uint64_t>(rows);
+  std::memcpy(out, &h, sizeof h);
+  uint32_t crc = Crc32c(out, sizeof h);
+  uint8_t* p = out + sizeof h;
+  for (const KvRows* kv : {&state.shared_k, &state.shared_v}) {
+    CopyRowsOut(*kv, row0, rows, p, &crc);
+    p += rows * kv->width() * KvDtypeBytes(kv->dtype());
+  }
+  std::memcpy(p, &crc, 4);
+}
+
+absl::StatusOr<BundlePart> ParseBundlePart(absl::string_view bytes, const ModelConfig& config,
+                                           uint64_t fingerprint) {
+  if (bytes.size() < sizeof(Header) + 4) {
+    return absl::DataLossError(
+        absl::StrCat("bundle part: ", bytes.size(), " bytes is too short (truncated)"));
+  }
+  if (!IsBundlePart(bytes)) return absl::InvalidArgumentError("bundle part: bad magic");
+  Header h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (h.version != kVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "bundle part: version ", h.version, " is not supported (this build reads ", kVersion, ")"));
+  }
+  uint32_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
+  // Rows are copied out with the CRC behind them when the size fits; otherwise the CRC is taken
+  // over the whole first, so that a flipped byte reads as corruption, not as a field error.
+  BundlePart part;
+  const bool fits = h.rows <= kMaxRows && bytes.size() == PartBytes(config, h.rows);
+  uint32_t crc;
+  if (fits) {
+    crc = Crc32c(bytes.data(), sizeof h);
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + sizeof h;
+    part.k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
+    part.v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
+    for (KvRows* kv : {&part.k, &part.v}) {
+      kv->Reserve(static_cast<int64_t>(h.rows));
+      AppendRowsIn(p, static_cast<int64_t>(h.rows), kv, &crc);
+      p += kv->bytes();
+    }
+  } else {
+    crc = Crc32c(bytes.data(), bytes.size() - 4);
+  }
+  if (crc != stored) {
+    return absl::DataLossError("bundle part: checksum mismatch (corrupt or truncated)");
+  }
+  if (h.flags != 0) return absl::InvalidArgumentError("bundle part: unknown flags");
+  if (h.model_fingerprint != fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat("bundle part: made by model ",
+                                                      absl::Hex(h.model_fingerprint),
+                                                      ", this is model ", absl::Hex(fingerprint)));
+  }
+  if (h.kv_dtype != static_cast<uint32_t>(config.kv_dtype) ||
+      h.kv_dim != static_cast<uint32_t>(config.kv_dim())) {
+    return absl::InvalidArgumentError(
+        "bundle part: K/V dtype or width does not match this model (--kv-dtype must match)");
+  }
+  const uint64_t C = KvRows::kChunkRows;
+  if (!fits || h.rows == 0 || h.rows % C != 0 || h.row0 % C != 0 || h.row0 > kMaxRows ||
+      h.index > (1u << 30) || h.reserved != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("bundle part: ", h.rows, " rows from row ",
+                                                   h.row0, " in ", bytes.size(),
+                                                   " bytes (whole chunks of ", C, " rows)"));
+  }
+  part.parts_id = h.parts_id;
+  part.index = static_cast<int32_t>(h.index);
+  part.row0 = static_cast<int64_t>(h.row0);
+  return part;
+}
+
+}  // namespace yoco

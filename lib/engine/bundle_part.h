@@ -1,0 +1,55 @@
+// BundlePart: a run of whole K/V chunks of a state bundle, sent ahead of the bundle in a
+// transfer of its own. A gigabyte bundle sent as parts keeps the sender serialising, the wire
+// moving and the receiver parsing at the same time, where one transfer does each in turn; the
+// bundle that follows names the parts (StateBundle::parts_id) and carries only the rest.
+//
+// Serialised form (little-endian), version 1:
+//   "YOCOPART"  u32 version  u32 flags(0)  u64 model_fingerprint  u64 parts_id  u32 index
+//   u32 kv_dtype  u32 kv_dim  u32 0  u64 row0  u64 rows
+//   kv_dtype k[rows * kv_dim]  kv_dtype v[rows * kv_dim]
+//   u32 crc32c of every byte before it
+#ifndef YOCO_LIB_ENGINE_BUNDLE_PART_H_
+#define YOCO_LIB_ENGINE_BUNDLE_PART_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "lib/engine/kv_rows.h"
+#include "lib/engine/model_config.h"
+#include "lib/engine/sequence_state.h"
+
+namespace yoco {
+
+// The part size prefill workers use unless told otherwise (--bundle-part-mb), which decode
+// workers keep receive buffers for.
+constexpr int64_t kDefaultBundlePartBytes = int64_t{64} << 20;
+
+struct BundlePart {
+  uint64_t parts_id = 0;  // the sender's name for the bundle the part belongs to
+  int32_t index = 0;      // 0, 1, ... in row order
+  int64_t row0 = 0;       // the sequence position of its first row (a chunk boundary)
+  KvRows k, v;            // whole chunks
+};
+
+// Whether `bytes` start as a bundle part (and not, e.g., as a state bundle).
+bool IsBundlePart(absl::string_view bytes);
+
+size_t BundlePartBytes(const ModelConfig& config, int64_t rows);
+
+// Writes rows [row0, row0 + rows) of `state`'s shared K/V as part `index` of `parts_id` into
+// `out` (BundlePartBytes(config, rows) bytes). REQUIRES: row0 and rows multiples of
+// KvRows::kChunkRows, the rows within the state.
+void SerializeBundlePartTo(const ModelConfig& config, uint64_t fingerprint, uint64_t parts_id,
+                           int32_t index, const SequenceState& state, int64_t row0, int64_t rows,
+                           uint8_t* out);
+
+// Parses and verifies a part for the model with `config` and `fingerprint`, with the same codes
+// as ParseStateBundle: DATA_LOSS (corrupt, truncated), INVALID_ARGUMENT (not a part, shapes),
+// FAILED_PRECONDITION (another model, an unsupported version).
+absl::StatusOr<BundlePart> ParseBundlePart(absl::string_view bytes, const ModelConfig& config,
+                                           uint64_t fingerprint);
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_ENGINE_BUNDLE_PART_H_

@@ -1,0 +1,119 @@
+// Bundle parts: rows come back exact in either K/V dtype, a flipped byte is corruption,
+// and parts of another model, shape or alignment are refused with the bundle's codes.
+#include "lib/engine/bundle_part.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "lib/checksum/crc32c.h"
+#include "lib/engine/cpu_backend.h"
+#include "lib/engine/generation.h"
+#include "lib/engine/state_bundle.h"
+#include "tests/engine/test_models.h"
+
+namespace yoco {
+namespace {
+
+class BundlePartTest : public ::testing::TestWithParam<KvDtype> {
+ protected:
+  void SetUp() override {
+    config_ = testing::SmallConfig();
+    config_.kv_dtype = GetParam();
+    model_ = testing::MakeModel(config_, 31, std::string("part_") + KvDtypeName(config_.kv_dtype));
+    ASSERT_NE(model_, nullptr);
+    CpuBackend backend(model_);
+    int32_t first = -1;
+    auto gen = Generation::Prefill(backend, testing::RandomTokens(1500, config_.vocab_size, 5), {},
+                                   &first);
+    ASSERT_TRUE(gen.ok());
+    state_ = gen->state();
+  }
+
+  std::string Part(int64_t row0, int64_t rows, int32_t index = 1) const {
+    std::string bytes(BundlePartBytes(config_, rows), '\0');
+    SerializeBundlePartTo(config_, model_->fingerprint(), 77, index, state_, row0, rows,
+                          reinterpret_cast<uint8_t*>(bytes.data()));
+    return bytes;
+  }
+
+  std::string RowBytes(const KvRows& rows, int64_t row0, int64_t n) const {
+    std::string out(n * rows.width() * KvDtypeBytes(rows.dtype()), '\0');
+    rows.CopyRowBytes(row0, n, reinterpret_cast<uint8_t*>(out.data()));
+    return out;
+  }
+
+  ModelConfig config_;
+  std::shared_ptr<const Model> model_;
+  SequenceState state_;
+};
+
+TEST_P(BundlePartTest, RowsComeBackExact) {
+  const int64_t C = KvRows::kChunkRows;
+  const std::string bytes = Part(2 * C, 7 * C);
+  EXPECT_TRUE(IsBundlePart(bytes));
+  uint32_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
+  EXPECT_EQ(stored, Crc32c(bytes.data(), bytes.size() - 4));
+  absl::StatusOr<BundlePart> part = ParseBundlePart(bytes, config_, model_->fingerprint());
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(part->parts_id, 77u);
+  EXPECT_EQ(part->index, 1);
+  EXPECT_EQ(part->row0, 2 * C);
+  ASSERT_EQ(part->k.rows(), 7 * C);
+  EXPECT_EQ(part->k.layout(), state_.shared_k.layout());
+  EXPECT_EQ(part->v.layout(), state_.shared_v.layout());
+  EXPECT_EQ(RowBytes(part->k, 0, 7 * C), RowBytes(state_.shared_k, 2 * C, 7 * C));
+  EXPECT_EQ(RowBytes(part->v, 0, 7 * C), RowBytes(state_.shared_v, 2 * C, 7 * C));
+}
+
+TEST_P(BundlePartTest, AFlippedByteAfterTheVersionIsCorruption) {
+  const std::string good = Part(0, 3 * KvRows::kChunkRows);
+  for (size_t i = 12; i < good.size(); i += 997) {  // after the magic and version
+    std::string bad = good;
+    bad[i] ^= 0x20;
+    EXPECT_EQ(ParseBundlePart(bad, config_, model_->fingerprint()).status().code(),
+              absl::StatusCode::kDataLoss)
+        << "byte " << i;
+  }
+  EXPECT_EQ(ParseBundlePart(good.substr(0, good.size() - 1), config_, model_->fingerprint())
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParseBundlePart(good.substr(0, 40), config_, model_->fingerprint()).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST_P(BundlePartTest, ForeignAndMisshapenPartsAreRefused) {
+  const int64_t C = KvRows::kChunkRows;
+  const std::string good = Part(C, 2 * C);
+  EXPECT_EQ(ParseBundlePart(good, config_, model_->fingerprint() + 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ModelConfig wider = config_;
+  wider.n_attn_kv_heads = 4;
+  EXPECT_EQ(ParseBundlePart(good, wider, model_->fingerprint()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Fields rewritten with a matching checksum (a forged part): not whole chunks, another version.
+  auto with_field = [&](size_t offset, uint64_t value, size_t width) {
+    std::string bad = good;
+    std::memcpy(bad.data() + offset, &value, width);
+    const uint32_t crc = Crc32c(bad.data(), bad.size() - 4);
+    std::memcpy(bad.data() + bad.size() - 4, &crc, 4);
+    return ParseBundlePart(bad, config_, model_->fingerprint()).status().code();
+  };
+  EXPECT_EQ(with_field(48, C + 1, 8), absl::StatusCode::kInvalidArgument);  // row0
+  EXPECT_EQ(with_field(56, C, 8), absl::StatusCode::kInvalidArgument);      // rows vs size
+  EXPECT_EQ(with_field(12, 1, 4), absl::StatusCode::kInvalidArgument);      // flags
+  EXPECT_EQ(with_field(8, 2, 4), absl::StatusCode::kFailedPrecondition);    // version
+  // A state bundle is not a part, and a part is not a state bundle.
+  EXPECT_FALSE(IsBundlePart(SerializeStateBundle(StateBundle{})));
+  EXPECT_EQ(ParseStateBundle(good, config_, model_->fingerprint()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, BundlePartTest, ::testing::Values(KvDtype::kF32, KvDtype::kBF16),
+                         [](const auto& info) { return std::string(KvDtypeName(info.param)); });
+
+}  // namespace
+}  // namespace yoco
