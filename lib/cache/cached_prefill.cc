@@ -33,16 +33,19 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
   options.start = hit.tokens > 0 ? &hit.state : nullptr;  // moved into the generation
   options.cancelled = request.cancelled;
   options.progress = request.progress;
-  if (store != nullptr && policy.enabled) {
+  const bool snapshots = store != nullptr && policy.enabled;
+  if (snapshots || request.on_block) {
     options.on_boundary = [&](const SequenceState& state) {
       const int64_t blocks = state.position / kCacheBlockTokens;
       const bool is_last = policy.at_last_block && blocks == last_block;
       const bool periodic = policy.every_blocks > 0 && blocks % policy.every_blocks == 0;
-      if (!is_last && !periodic) return;
-      // Best effort: a snapshot that does not fit the budget is simply not kept.
-      auto saved = store->Insert(absl::MakeConstSpan(keys).subspan(0, blocks), prompt, state,
-                                 is_last ? policy.last_block_retention : SnapshotRetention{});
-      if (saved.ok() && is_last) last_block_snapshot = *saved;
+      if (snapshots && (is_last || periodic)) {
+        // Best effort: a snapshot that does not fit the budget is simply not kept.
+        auto saved = store->Insert(absl::MakeConstSpan(keys).subspan(0, blocks), prompt, state,
+                                   is_last ? policy.last_block_retention : SnapshotRetention{});
+        if (saved.ok() && is_last) last_block_snapshot = *saved;
+      }
+      if (request.on_block) request.on_block(state);
     };
   }
   int32_t first_token = -1;

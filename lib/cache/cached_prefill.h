@@ -38,6 +38,9 @@ struct CachedPrefillRequest {
   SnapshotPolicy policy;
   std::function<bool()> cancelled;
   std::function<void(int64_t position)> progress;  // PrefillOptions::progress
+  // Called with the state at every block boundary the prefill passes (after any snapshot
+  // there), e.g. to ship the K/V rows done while the rest is prefilled.
+  std::function<void(const SequenceState&)> on_block;
 };
 
 struct CachedPrefillResult {

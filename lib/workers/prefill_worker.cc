@@ -2,10 +2,10 @@
 #include "lib/workers/prefill_worker.h"
 
 #include <algorithm>
-#include <deque>
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "lib/cache/block_key.h"
 #include "lib/cache/snapshot_file.h"
 #include "lib/engine/bundle_part.h"
 #include "lib/engine/generation.h"
@@ -92,6 +92,19 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   if (absl::Status st = CheckPrompt(backend_->model().config(), call.prompt); !st.ok()) return st;
   PrefillResult result;
   StateBundle bundle;
+  // The prompt's chunks are known by their block keys before the prefill, and so are those the
+  // decode worker holds: a long remainder starts shipping in parts while it is prefilled.
+  if (cache_ != nullptr) {
+    for (const BlockKey& key :
+         PrefixBlockKeys(backend_->model().fingerprint(), call.cache_salt, call.prompt)) {
+      bundle.chunk_names.push_back(key.bytes);
+    }
+  }
+  bundle.resident_chunks =
+      std::min<int64_t>(std::max(shipped_.LeadingHeld(call.decode_address, bundle.chunk_names),
+                                 call.decode_resident_blocks),
+                        static_cast<int64_t>(bundle.chunk_names.size()));
+  std::unique_ptr<PartSender> parts = MakePartSender(call, bundle.resident_chunks);
   {
     TurnQueue::Turn turn = engine_.Acquire(call.cancelled);
     if (!turn.ok()) return turn.status();
@@ -102,6 +115,11 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     request.salt = call.cache_salt;
     request.policy = Policy();
     request.cancelled = call.cancelled;
+    if (parts != nullptr) {
+      request.on_block = [&parts](const SequenceState& state) {
+        parts->SendReady(state, state.position);
+      };
+    }
     absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*backend_, cache_.get(), request);
     if (!prefill.ok()) return prefill.status();
     result.first_token = prefill->first_token;
@@ -109,16 +127,16 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     result.cache_tier = prefill->tier;
     result.cache_miss = prefill->miss;
     result.prefill_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+    result.early_parts = parts != nullptr ? parts->parts() : 0;
+    // (Parts already sent expire on the decode worker.)
     if (EndsOnFirstToken(call, result.first_token)) return result;
     // The state shares its K/V chunks with the generation (and the cache): no copy.
-    bundle = prefill->generation.ToBundle(backend_->model().fingerprint());
-    for (const BlockKey& key : prefill->block_keys) bundle.chunk_names.push_back(key.bytes);
+    StateBundle prefilled = prefill->generation.ToBundle(backend_->model().fingerprint());
+    prefilled.chunk_names = std::move(bundle.chunk_names);
+    prefilled.resident_chunks = bundle.resident_chunks;
+    bundle = std::move(prefilled);
   }
-  bundle.resident_chunks =
-      std::min<int64_t>(std::max(shipped_.LeadingHeld(call.decode_address, bundle.chunk_names),
-                                 call.decode_resident_blocks),
-                        static_cast<int64_t>(bundle.chunk_names.size()));
-  if (absl::Status st = ShipBundle(call, bundle, &result); !st.ok()) {
+  if (absl::Status st = ShipBundle(call, parts.get(), bundle, &result); !st.ok()) {
     absl::Status blamed = st;
     blamed.SetPayload(kDecodePeerFailedPayload, absl::Cord());
     return blamed;
@@ -128,23 +146,47 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   return result;
 }
 
-absl::Status PrefillWorker::ShipBundle(const PrefillCall& call, StateBundle& bundle,
-                                       PrefillResult* result) {
+std::unique_ptr<PartSender> PrefillWorker::MakePartSender(const PrefillCall& call,
+                                                          int64_t resident_chunks) {
+  const int64_t C = KvRows::kChunkRows;
+  const int64_t first_row = resident_chunks * C;
+  const int64_t rows = static_cast<int64_t>(call.prompt.size()) - first_row;
+  if (options_.bundle_part_bytes <= 0 || rows * KvRowBytes() <= options_.bundle_part_bytes) {
+    return nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lock(no_parts_mu_);
+    if (no_parts_peers_.count(call.decode_address) > 0) return nullptr;
+  }
+  PartSenderOptions options;
+  options.decode_address = call.decode_address;
+  options.timeout = call.transfer_timeout;
+  options.parts_id = next_parts_id_.fetch_add(1);
+  options.fingerprint = backend_->model().fingerprint();
+  options.first_row = first_row;
+  options.rows_per_part = RowsPerPart();
+  return std::make_unique<PartSender>(backend_->model().config(), *transport_, bundle_buffers_,
+                                      options);
+}
+
+absl::Status PrefillWorker::ShipBundle(const PrefillCall& call, PartSender* parts,
+                                       StateBundle& bundle, PrefillResult* result) {
   const absl::Time start = absl::Now();
   uint64_t bytes_sent = 0;
-  PlanParts(call.decode_address, bundle);
-  if (bundle.parts > 0) {
-    absl::Status st = SendParts(call, bundle, &bytes_sent);
-    if (!st.ok()) {
+  if (parts != nullptr) {
+    // Whole chunks go in parts; the bundle carries the last partial one.
+    const int64_t C = KvRows::kChunkRows;
+    parts->SendRest(bundle.state, bundle.state.position / C * C);
+    if (absl::Status st = parts->Finish(); st.ok()) {
+      bundle.parts_id = parts->parts_id();
+      bundle.parts = parts->parts();
+      bundle.part_rows = parts->part_rows();
+      bytes_sent = parts->bytes();
+    } else if (st.code() == absl::StatusCode::kInvalidArgument ||
+               st.code() == absl::StatusCode::kFailedPrecondition) {
       // A decode worker of an older version reads a part as a bundle and refuses it.
-      if (st.code() == absl::StatusCode::kInvalidArgument ||
-          st.code() == absl::StatusCode::kFailedPrecondition) {
-        std::lock_guard<std::mutex> lock(no_parts_mu_);
-        no_parts_peers_.insert(call.decode_address);
-      }
-      bundle.parts = 0;
-      bundle.part_rows = 0;
-      bytes_sent = 0;  // the decode worker took none of it
+      std::lock_guard<std::mutex> lock(no_parts_mu_);
+      no_parts_peers_.insert(call.decode_address);
     }
   }
   // Into memory kept from earlier bundles: fresh memory costs more to touch than to send.
@@ -182,58 +224,6 @@ int64_t PrefillWorker::KvRowBytes() const {
 int64_t PrefillWorker::RowsPerPart() const {
   const int64_t C = KvRows::kChunkRows;
   return std::max(C, options_.bundle_part_bytes / KvRowBytes() / C * C);
-}
-
-void PrefillWorker::PlanParts(const std::string& decode_address, StateBundle& bundle) {
-  const int64_t C = KvRows::kChunkRows;
-  const int64_t first = bundle.chunk_names.empty() ? 0 : bundle.resident_chunks * C;
-  const int64_t rows = bundle.state.position - first;
-  bundle.parts = 0;
-  bundle.part_rows = 0;
-  if (options_.bundle_part_bytes <= 0 || rows * KvRowBytes() <= options_.bundle_part_bytes) {
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(no_parts_mu_);
-    if (no_parts_peers_.count(decode_address) > 0) return;
-  }
-  bundle.part_rows = rows / C * C;
-  bundle.parts = static_cast<int32_t>((bundle.part_rows + RowsPerPart() - 1) / RowsPerPart());
-  bundle.parts_id = next_parts_id_.fetch_add(1);
-}
-
-absl::Status PrefillWorker::SendParts(const PrefillCall& call, const StateBundle& bundle,
-                                      uint64_t* bytes) {
-  // Enough in flight that the wire never waits for the next part to be serialised.
-  constexpr size_t kPartsInFlight = 3;
-  const ModelConfig& config = backend_->model().config();
-  const int64_t per_part = RowsPerPart();
-  int64_t row = bundle.chunk_names.empty() ? 0 : bundle.resident_chunks * KvRows::kChunkRows;
-  const int64_t end = row + bundle.part_rows;
-  std::deque<std::future<absl::Status>> in_flight;
-  absl::Status first_error;
-  for (int32_t i = 0; i < bundle.parts && row < end; ++i) {
-    if (in_flight.size() >= kPartsInFlight) {
-      first_error = in_flight.front().get();
-      in_flight.pop_front();
-      if (!first_error.ok()) break;
-    }
-    const int64_t rows = std::min(per_part, end - row);
-    std::shared_ptr<WarmBuffer> buffer = bundle_buffers_.Take(BundlePartBytes(config, rows));
-    SerializeBundlePartTo(config, backend_->model().fingerprint(), bundle.parts_id, i, bundle.state,
-                          row, rows, buffer->data());
-    *bytes += buffer->size();
-    auto done = std::make_shared<std::promise<absl::Status>>();
-    in_flight.push_back(done->get_future());
-    transport_->Send(call.decode_address, {buffer->data(), buffer->size(), buffer},
-                     call.transfer_timeout, [done](absl::Status st) { done->set_value(st); });
-    row += rows;
-  }
-  for (std::future<absl::Status>& f : in_flight) {
-    absl::Status st = f.get();
-    if (first_error.ok()) first_error = st;
-  }
-  return first_error;
 }
 
 absl::Status PrefillWorker::SendAndWait(const std::string& address, SendBuffer buffer,

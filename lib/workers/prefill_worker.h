@@ -28,6 +28,7 @@
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
+#include "lib/workers/part_sender.h"
 #include "lib/workers/shipped_chunks.h"
 
 namespace yoco {
@@ -82,6 +83,7 @@ struct PrefillResult {
   uint64_t sender = 0;        // this worker's transport id (IncomingTransfer::sender)
   uint64_t bundle_bytes = 0;  // sent for the bundle the decode worker took, parts included
   int32_t bundle_parts = 0;   // parts its K/V went ahead in (0: the bundle went whole)
+  int32_t early_parts = 0;    // of those, sent while the prompt was still being prefilled
   // K/V chunks the bundle left out because the decode worker holds them (ResidentKv).
   int64_t resident_chunks = 0;
   double prefill_ms = 0;
@@ -155,15 +157,15 @@ class PrefillWorker {
   // Sends bytes over the transport and waits for the receiver's verdict.
   absl::Status SendAndWait(const std::string& address, SendBuffer buffer, absl::Duration timeout,
                            uint64_t* transfer_id);
-  // Ships a prefilled bundle to the call's decode worker (parts first when it is long) and fills
-  // the result's transfer fields.
-  absl::Status ShipBundle(const PrefillCall& call, StateBundle& bundle, PrefillResult* result);
-  // Sets the bundle's parts fields when its rows past the resident chunks are long enough.
-  void PlanParts(const std::string& decode_address, StateBundle& bundle);
+  // Parts for the call's rows past the resident chunks when they are long enough (and the
+  // decode worker takes parts); null otherwise.
+  std::unique_ptr<PartSender> MakePartSender(const PrefillCall& call, int64_t resident_chunks);
+  // Ships a prefilled bundle to the call's decode worker: the rest of its parts (when `parts`
+  // sent some during the prefill), then the bundle; fills the result's transfer fields.
+  absl::Status ShipBundle(const PrefillCall& call, PartSender* parts, StateBundle& bundle,
+                          PrefillResult* result);
   int64_t KvRowBytes() const;   // of one position's K and V
   int64_t RowsPerPart() const;  // whole chunks, about options_.bundle_part_bytes
-  // Sends the planned parts, a few in flight while the next is serialised; the first error.
-  absl::Status SendParts(const PrefillCall& call, const StateBundle& bundle, uint64_t* bytes);
 
   const PrefillWorkerOptions options_;
   TurnQueue engine_;  // one prefill at a time on the backend, the others in arrival order

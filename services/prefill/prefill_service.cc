@@ -77,6 +77,8 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   response->set_sender_transport(result->sender);
   response->set_cached_tokens(static_cast<uint32_t>(result->cached_tokens));
   response->set_resident_blocks(static_cast<uint32_t>(result->resident_chunks));
+  response->set_bundle_parts(static_cast<uint32_t>(result->bundle_parts));
+  response->set_early_parts(static_cast<uint32_t>(result->early_parts));
   response->set_cache_tier(CacheTierName(result->cache_tier));
   if (result->cache_miss != CacheMiss::kHit) {
     response->set_cache_miss_reason(CacheMissName(result->cache_miss));

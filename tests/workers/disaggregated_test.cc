@@ -266,9 +266,10 @@ TEST(DisaggregatedTest, ResidentDocumentIsNotShippedAgain) {
   EXPECT_EQ(ask(document, 5).resident_chunks, 7);
 }
 
-// A long bundle goes as parts ahead of the rest (here parts of 3 chunks): the tokens are the
-// engine's, with the document's chunks resident in front of the parts too, and a decode worker
-// holds no part once its bundle is admitted.
+// A long bundle goes as parts ahead of the rest (here parts of 3 chunks), most of them while the
+// prompt is still being prefilled: the tokens are the engine's, with the document's chunks
+// resident in front of the parts too, and a decode worker holds no part once its bundle is
+// admitted.
 TEST(DisaggregatedTest, LongBundlesShipInPartsAndGiveTheEngineTokens) {
   auto model = testing::MakeModel(testing::SmallConfig(), 53, "bundle_parts");
   ASSERT_TRUE(model);
@@ -305,6 +306,7 @@ TEST(DisaggregatedTest, LongBundlesShipInPartsAndGiveTheEngineTokens) {
   // 1028 rows: 8 whole chunks in parts of 3, 3 and 2, 4 rows in the bundle.
   const PrefillResult first = ask(with_question(document, 29, 1), 1);
   EXPECT_EQ(first.bundle_parts, 3);
+  EXPECT_EQ(first.early_parts, 2);  // at the prefill's boundaries 384 and 768
   EXPECT_EQ(first.resident_chunks, 0);
   // The document is resident: 132 rows left, fewer than a part's worth, go whole.
   const PrefillResult second = ask(with_question(document, 133, 2), 2);
@@ -314,6 +316,7 @@ TEST(DisaggregatedTest, LongBundlesShipInPartsAndGiveTheEngineTokens) {
   const PrefillResult third = ask(with_question(document, 700, 3), 3);
   EXPECT_EQ(third.resident_chunks, 7);
   EXPECT_EQ(third.bundle_parts, 2);
+  EXPECT_EQ(third.early_parts, 2);  // prefilled from the cached 1024 rows on
   EXPECT_LT(third.bundle_bytes, first.bundle_bytes);
 }
 
