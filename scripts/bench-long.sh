@@ -9,7 +9,8 @@
 #   - with MISS=1, one question on another document of the same length (a miss).
 # With PREFAULT=1 both workers start with --prefault (bundle buffers and the decode worker's
 # resident K/V touched at start, as a production worker would run); without it the first
-# bundles go through fresh memory.
+# bundles go through fresh memory. PART_MB sets the prefill worker's --bundle-part-mb (0: whole
+# bundles); KEEP_LOG=DIR keeps the workers' logs there.
 # Each line gives TTFT, its prefill / transfer / decode parts (ms) and the bytes shipped.
 #   scripts/bench-long.sh MODEL DOC_BYTES [CONCURRENT]
 # MODEL's params.json sets the shape and max_seq_len (the document must fit).
