@@ -6,8 +6,9 @@
 
 namespace yoco {
 
-StallWatch::StallWatch(StallWatchOptions options, std::function<bool(size_t worker)> healthy)
-    : options_(options), healthy_(std::move(healthy)) {
+StallWatch::StallWatch(StallWatchOptions options, std::function<bool(size_t worker)> healthy,
+                       std::function<bool(size_t worker)> others_healthy)
+    : options_(options), healthy_(std::move(healthy)), others_healthy_(std::move(others_healthy)) {
   if (options_.sweep_interval > absl::ZeroDuration()) {
     sweeper_ = std::make_unique<PeriodicTask>(options_.sweep_interval, [this] { Sweep(); });
   }
@@ -45,7 +46,7 @@ void StallWatch::Sweep(absl::Time now) {
     // An unhealthy worker that still sends (one draining after SIGTERM fails its probes but
     // finishes its streams) is let be: only silence counts.
     bool stalled = gap > options_.min_timeout && !healthy_(s.worker);
-    if (!stalled && s.tokens > 0) {
+    if (!stalled && s.tokens > 0 && (!others_healthy_ || others_healthy_(s.worker))) {
       // The average gap needs two tokens; after one, the floor alone.
       const absl::Duration average =
           s.tokens > 1 ? s.gap_sum / (s.tokens - 1) : absl::ZeroDuration();

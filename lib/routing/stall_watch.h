@@ -5,8 +5,11 @@
 // step) or cut off keeps its connections open, and without this its streams would wait for the
 // client's deadline. The router then moves the request to another pair with the tokens already
 // sent, as it does when a worker dies. Before a stream's first token only the health probe
-// counts (waiting for a place in a busy batch or for the bundle is no stall), and a worker that
-// fails its probes but keeps sending (draining after SIGTERM) keeps its streams.
+// counts (waiting for a place in a busy batch or for the bundle is no stall), a worker that
+// fails its probes but keeps sending (draining after SIGTERM) keeps its streams, and a healthy
+// worker that only slows down keeps them when no other decode worker is healthy to take them
+// (a lone worker under a burst is loaded, not stalled: moving its streams would only restart
+// them on it).
 //
 // Thread-safe. `on_stall` runs on the sweeping thread with the watch's lock held, so it must be
 // short and take no lock that a caller of Watch/Progress/Unwatch holds; once Unwatch returns it
@@ -34,8 +37,10 @@ struct StallWatchOptions {
 
 class StallWatch {
  public:
-  // `healthy(worker)`: whether the worker passed its last health probe.
-  StallWatch(StallWatchOptions options, std::function<bool(size_t worker)> healthy);
+  // `healthy(worker)`: whether the worker passed its last health probe. `others_healthy(worker)`:
+  // whether another worker did (null: assumed).
+  StallWatch(StallWatchOptions options, std::function<bool(size_t worker)> healthy,
+             std::function<bool(size_t worker)> others_healthy = nullptr);
   ~StallWatch();
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
@@ -63,6 +68,7 @@ class StallWatch {
 
   const StallWatchOptions options_;
   const std::function<bool(size_t)> healthy_;
+  const std::function<bool(size_t)> others_healthy_;
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;                   // guarded by mu_
   std::map<uint64_t, Stream> streams_;     // guarded by mu_

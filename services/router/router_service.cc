@@ -92,7 +92,13 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
   stall.multiple = options_.stall_multiple;
   stall.min_timeout = options_.min_stall;
   stall_watch_ = std::make_unique<StallWatch>(
-      stall, [this](size_t worker) { return decode_workers_->healthy(worker); });
+      stall, [this](size_t worker) { return decode_workers_->healthy(worker); },
+      [this](size_t worker) {
+        for (size_t i = 0; i < decode_workers_->size(); ++i) {
+          if (i != worker && decode_workers_->healthy(i)) return true;
+        }
+        return false;
+      });
 }
 
 absl::Status RouterService::Start() {

@@ -91,6 +91,34 @@ TEST_F(StallWatchTest, AnUnhealthyWorkerThatKeepsSendingKeepsItsStreams) {
   EXPECT_EQ(stalls, 0);
 }
 
+// A lone worker that slows under load keeps its streams (there is nowhere to move them); once
+// another worker is healthy the same gap is a stall, and silence on an unhealthy worker always is.
+TEST(StallWatchAloneTest, ALoneWorkerThatOnlySlowsKeepsItsStreams) {
+  bool others = false, healthy = true;
+  StallWatch watch(
+      {.multiple = 10, .min_timeout = absl::Seconds(1), .sweep_interval = {}},
+      [&](size_t) { return healthy; }, [&](size_t) { return others; });
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  int stalls = 0;
+  const uint64_t id = watch.Watch(
+      0, [&] { ++stalls; }, t0);
+  for (int i = 0; i < 5; ++i) watch.Progress(id, t0 + absl::Milliseconds(200 * i));
+  const absl::Time last = t0 + absl::Milliseconds(800);
+  watch.Sweep(last + absl::Seconds(30));  // 150x its average gap
+  EXPECT_EQ(stalls, 0);
+  others = true;
+  watch.Sweep(last + absl::Seconds(31));
+  EXPECT_EQ(stalls, 1);
+
+  others = false;
+  const uint64_t silent = watch.Watch(
+      0, [&] { ++stalls; }, t0);
+  watch.Progress(silent, t0);
+  healthy = false;
+  watch.Sweep(t0 + absl::Seconds(2));
+  EXPECT_EQ(stalls, 2);
+}
+
 TEST_F(StallWatchTest, UnwatchedStreamsAreNeverReported) {
   int stalls = 0;
   const uint64_t id = watch_.Watch(
