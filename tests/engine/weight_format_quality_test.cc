@@ -5,7 +5,7 @@
 // Stated as the largest logit error over the prompt's positions (relative to the largest
 // logit), the share of positions whose greedy token (argmax) stays the same, and how many of
 // the 32 greedy tokens after the prompt stay the same. The bounds leave about 2x room over what
-// was measured when they were set (the README's quality table holds the measured values).
+// was measured when they were set (docs/engine.md's quality table holds the measured values).
 #include <gtest/gtest.h>
 
 #include <fstream>

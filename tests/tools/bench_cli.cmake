@@ -1,4 +1,4 @@
-# Runs a small `yoco bench` and checks the JSON report has every field the README documents,
+# Runs a small `yoco bench` and checks the JSON report has every field docs/performance.md documents,
 # with positive measurements.
 execute_process(COMMAND ${YOCO} bench --params ${PARAMS} --json ${OUT} --prefill-lengths 64,300
                         --decode-batches 1,4 --decode-context 300 --decode-steps 2
