@@ -32,7 +32,7 @@ pp=$!
 $B/yoco-router --listen $R --model "$M" --prefill $P --decode $D --probe-interval-ms 200 \
   --min-stall-ms 600000 2>"$log/router" &
 rp=$!
-trap 'kill -9 $dp $pp $rp 2>/dev/null; [ -n "$KEEP_LOG" ] || rm -rf "$log"' EXIT
+trap 'kill -9 $dp $pp $rp 2>/dev/null; [ -n "${KEEP_LOG:-}" ] || rm -rf "$log"' EXIT
 for _ in $(seq 1 600); do  # --prefault: seconds of touching memory first
   $B/yoco-cli --router $R generate --tokens 0,5 --max-new-tokens 1 >/dev/null 2>&1 && break
   sleep 0.2

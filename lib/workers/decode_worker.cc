@@ -249,9 +249,9 @@ void DecodeWorker::CancelWaiting(uint64_t ticket) {
 }
 
 void DecodeWorker::DropUnclaimedLocked(absl::Time now) {
-  // A bundle follows its last part at once; parts left behind by a send that failed half-way
-  // would otherwise hold budget for the whole TTL.
-  parts_.DropArrivedBefore(now - std::min(unclaimed_ttl_, kUnclaimedPartTtl));
+  // Parts come as a prefill produces them, so a bundle's parts are kept while the next keeps
+  // coming within the TTL (a long CPU prefill sends one every several seconds).
+  parts_.DropArrivedBefore(now - unclaimed_ttl_);
   for (auto it = arrived_.begin(); it != arrived_.end();) {
     if (now - it->second.arrival > unclaimed_ttl_) {
       arrived_bytes_ -= it->second.bytes;

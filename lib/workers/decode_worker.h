@@ -194,7 +194,6 @@ class DecodeWorker {
   int64_t verified_part_bytes_ = 0;  // transport thread only: the parts joined into verified_
   // Parts of bundles not yet arrived.
   BundlePartStore parts_;
-  static constexpr absl::Duration kUnclaimedPartTtl = absl::Seconds(10);
   std::thread sweeper_;
 
   std::unique_ptr<UcxTransport> transport_;  // last: its callbacks use the members above
