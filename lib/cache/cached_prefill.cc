@@ -9,9 +9,12 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
                                                   const CachedPrefillRequest& request) {
   const absl::Span<const int32_t> prompt = request.prompt;
   const int64_t n = static_cast<int64_t>(prompt.size());
-  std::vector<BlockKey> keys =
-      store != nullptr ? PrefixBlockKeys(backend.model().fingerprint(), request.salt, prompt)
-                       : std::vector<BlockKey>();
+  std::vector<BlockKey> computed;
+  if (store != nullptr && request.block_keys == nullptr) {
+    computed = PrefixBlockKeys(backend.model().fingerprint(), request.salt, prompt);
+  }
+  const std::vector<BlockKey>& keys =
+      store != nullptr && request.block_keys != nullptr ? *request.block_keys : computed;
   // At least the last prompt token must run: its logits give the first new token.
   const int64_t usable_blocks = n > 0 ? (n - 1) / kCacheBlockTokens : 0;
   SnapshotHit hit;
@@ -53,7 +56,6 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
                    Generation::Prefill(backend, prompt, request.sampling, &first_token, options));
   CachedPrefillResult result{std::move(gen), first_token, hit.tokens,
                              hit.tier,       hit.miss,    std::move(last_block_snapshot)};
-  result.block_keys = std::move(keys);
   return result;
 }
 

@@ -41,6 +41,9 @@ struct CachedPrefillRequest {
   // Called with the state at every block boundary the prefill passes (after any snapshot
   // there), e.g. to ship the K/V rows done while the rest is prefilled.
   std::function<void(const SequenceState&)> on_block;
+  // The prompt's PrefixBlockKeys under `salt` when the caller has them (not hashed again);
+  // null: computed here when there is a store.
+  const std::vector<BlockKey>* block_keys = nullptr;
 };
 
 struct CachedPrefillResult {
@@ -50,9 +53,6 @@ struct CachedPrefillResult {
   CacheTier tier = CacheTier::kNone;
   CacheMiss miss = CacheMiss::kNoSnapshot;
   std::optional<SnapshotInfo> last_block_snapshot;  // when the policy saved (or refreshed) one
-  // The keys of the prompt's full blocks (with a store): the names of the state's full K/V
-  // chunks (StateBundle::chunk_names).
-  std::vector<BlockKey> block_keys;
 };
 
 // `store` may be null (no cache: a plain prefill on the grid).

@@ -143,11 +143,10 @@ struct Layout {
   int64_t carried = 0;
 };
 
-std::optional<Layout> LayoutOf(absl::string_view bytes, uint32_t version,
+std::optional<Layout> LayoutOf(const absl::StatusOr<Counts>& c, size_t size,
                                const ModelConfig& config) {
-  absl::StatusOr<Counts> c = ReadCounts(bytes, version);
-  if (!c.ok() || bytes.size() != StateBundleBytes(config, c->position, c->n_stop, c->n_names,
-                                                  c->resident, c->part_rows)) {
+  if (!c.ok() || size != StateBundleBytes(config, c->position, c->n_stop, c->n_names, c->resident,
+                                          c->part_rows)) {
     return std::nullopt;
   }
   return Layout{c->rows_at, static_cast<int64_t>(c->position - c->resident * KvRows::kChunkRows -
@@ -280,7 +279,9 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   // A bundle whose sizes fit is copied out with its CRC in one pass; the fields are trusted only
   // once the CRC matched either way.
   StateBundle b;
-  const std::optional<Layout> layout = LayoutOf(bytes, version, config);
+  // The counts behind the stop ids, read where they are (an error is reported after the CRC).
+  const absl::StatusOr<Counts> counts = ReadCounts(bytes, version);
+  const std::optional<Layout> layout = LayoutOf(counts, bytes.size(), config);
   const uint32_t crc = layout.has_value() ? CopyRowsAndStates(bytes, *layout, config, &b.state)
                                           : Crc32c(bytes.data(), bytes.size() - 4);
   if (crc != stored_crc) {
@@ -316,9 +317,7 @@ absl::StatusOr<StateBundle> ParseStateBundle(absl::string_view bytes, const Mode
   b.sampling.top_k = r.Get<int32_t>();
   b.sampling.top_p = r.Get<float>();
   b.sampling.seed = r.Get<uint64_t>();
-  r.Get<uint32_t>();  // the stop ids' count, in `counts` below
-  // The counts behind the stop ids are read where they are once the ids fit.
-  absl::StatusOr<Counts> counts = ReadCounts(bytes, version);
+  r.Get<uint32_t>();  // the stop ids' count, in `counts`
   if (!counts.ok()) return counts.status();
   if (const uint64_t want = StateBundleBytes(config, position, counts->n_stop, counts->n_names,
                                              counts->resident, counts->part_rows);

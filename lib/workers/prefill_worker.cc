@@ -94,11 +94,10 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   StateBundle bundle;
   // The prompt's chunks are known by their block keys before the prefill, and so are those the
   // decode worker holds: a long remainder starts shipping in parts while it is prefilled.
+  std::vector<BlockKey> block_keys;
   if (cache_ != nullptr) {
-    for (const BlockKey& key :
-         PrefixBlockKeys(backend_->model().fingerprint(), call.cache_salt, call.prompt)) {
-      bundle.chunk_names.push_back(key.bytes);
-    }
+    block_keys = PrefixBlockKeys(backend_->model().fingerprint(), call.cache_salt, call.prompt);
+    for (const BlockKey& key : block_keys) bundle.chunk_names.push_back(key.bytes);
   }
   bundle.resident_chunks =
       std::min<int64_t>(std::max(shipped_.LeadingHeld(call.decode_address, bundle.chunk_names),
@@ -115,6 +114,7 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     request.salt = call.cache_salt;
     request.policy = Policy();
     request.cancelled = call.cancelled;
+    request.block_keys = &block_keys;
     if (parts != nullptr) {
       request.on_block = [&parts](const SequenceState& state) {
         parts->SendReady(state, state.position);

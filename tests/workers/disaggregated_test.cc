@@ -206,6 +206,28 @@ std::vector<int32_t> ServeShipped(PrefillWorker& prefill, DecodeWorker& decode,
   return got;
 }
 
+// `context` followed by a question: `tokens` random tokens seeded by `seed`, less the first.
+std::vector<int32_t> WithQuestion(std::vector<int32_t> context, int tokens, uint32_t seed,
+                                  int vocab) {
+  const auto question = RandomTokens(tokens, vocab, seed);
+  context.insert(context.end(), question.begin() + 1, question.end());
+  return context;
+}
+
+// Serves `prompt` shipped, greedy for an even `seed` and sampled with it otherwise, checks its 7
+// tokens against the in-process engine and returns the prefill's result.
+PrefillResult ServeAsEngine(PrefillWorker& prefill, DecodeWorker& decode, CpuBackend& local,
+                            const std::vector<int32_t>& prompt, uint32_t seed) {
+  SamplingParams sampling;
+  sampling.temperature = seed % 2 == 0 ? 0.0f : 0.8f;
+  sampling.seed = seed;
+  const auto want = *Generate(local, prompt, {7, sampling, false});
+  PrefillResult shipped;
+  EXPECT_EQ(ServeShipped(prefill, decode, prompt, sampling, 6, &shipped), want)
+      << "question " << seed;
+  return shipped;
+}
+
 // The same with greedy sampling and 5 decoded tokens: the 6 tokens and the number of prompt
 // tokens that came from the cache.
 std::pair<std::vector<int32_t>, int64_t> Serve(PrefillWorker& prefill, DecodeWorker& decode,
@@ -234,17 +256,7 @@ TEST(DisaggregatedTest, ResidentDocumentIsNotShippedAgain) {
   const int vocab = model->config().vocab_size;
   const auto document = RandomTokens(1000, vocab, 80);  // 7 full chunks
   auto ask = [&](const std::vector<int32_t>& context, uint32_t seed) {
-    auto prompt = context;
-    const auto question = RandomTokens(30, vocab, seed);
-    prompt.insert(prompt.end(), question.begin() + 1, question.end());
-    SamplingParams sampling;
-    sampling.temperature = seed % 2 == 0 ? 0.0f : 0.8f;
-    sampling.seed = seed;
-    const auto want = *Generate(local, prompt, {7, sampling, false});
-    PrefillResult shipped;
-    EXPECT_EQ(ServeShipped(**prefill, **decode, prompt, sampling, 6, &shipped), want)
-        << "question " << seed;
-    return shipped;
+    return ServeAsEngine(**prefill, **decode, local, WithQuestion(context, 30, seed, vocab), seed);
   };
 
   const PrefillResult first = ask(document, 1);
@@ -287,20 +299,12 @@ TEST(DisaggregatedTest, LongBundlesShipInPartsAndGiveTheEngineTokens) {
   const int vocab = model->config().vocab_size;
   const auto document = RandomTokens(1000, vocab, 82);  // 7 full chunks
   auto ask = [&](const std::vector<int32_t>& prompt, uint32_t seed) {
-    SamplingParams sampling;
-    sampling.temperature = seed % 2 == 0 ? 0.0f : 0.8f;
-    sampling.seed = seed;
-    const auto want = *Generate(local, prompt, {7, sampling, false});
-    PrefillResult shipped;
-    EXPECT_EQ(ServeShipped(**prefill, **decode, prompt, sampling, 6, &shipped), want)
-        << "question " << seed;
+    const PrefillResult shipped = ServeAsEngine(**prefill, **decode, local, prompt, seed);
     EXPECT_EQ((*decode)->waiting_bundle_bytes(), 0) << "question " << seed;
     return shipped;
   };
-  auto with_question = [&](std::vector<int32_t> prompt, int tokens, uint32_t seed) {
-    const auto question = RandomTokens(tokens, vocab, seed);
-    prompt.insert(prompt.end(), question.begin() + 1, question.end());
-    return prompt;
+  auto with_question = [&](const std::vector<int32_t>& context, int tokens, uint32_t seed) {
+    return WithQuestion(context, tokens, seed, vocab);
   };
 
   // 1028 rows: 8 whole chunks in parts of 3, 3 and 2, 4 rows in the bundle.
