@@ -3,26 +3,19 @@
 #include "lib/openai/stop_string_trimmer.h"
 
 #include <algorithm>
+#include <optional>
+
+#include "lib/text/stop_strings.h"
 
 namespace yoco {
 
 std::string StopStringTrimmer::Add(absl::string_view piece) {
   if (stopped_) return "";
   pending_.append(piece.data(), piece.size());
-  // The stop string completed first ends the text (as it ends the generation); of two that
-  // complete together, the longer, which starts first.
-  size_t cut = std::string::npos, end = std::string::npos;
-  for (const std::string& stop : stops_) {
-    const size_t at = stop.empty() ? std::string::npos : pending_.find(stop);
-    if (at == std::string::npos) continue;
-    if (at + stop.size() < end || (at + stop.size() == end && at < cut)) {
-      end = at + stop.size();
-      cut = at;
-    }
-  }
-  if (cut != std::string::npos) {
+  // The stop string completed first ends the text (as it ends the generation).
+  if (std::optional<StopMatch> stop = FirstStopString(pending_, 0, stops_)) {
     stopped_ = true;
-    std::string out = pending_.substr(0, cut);
+    std::string out = pending_.substr(0, stop->begin);
     pending_.clear();
     return out;
   }

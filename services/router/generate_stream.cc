@@ -5,13 +5,13 @@
 #include "services/router/generate_stream.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "lib/engine/sampler.h"
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
-#include "lib/text/utf8_stream.h"
 
 namespace yoco {
 namespace {
@@ -23,80 +23,41 @@ double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-bool Retryable(const grpc::Status& st) {
-  return st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         st.error_code() == grpc::StatusCode::ABORTED ||
-         st.error_code() == grpc::StatusCode::INTERNAL ||
-         st.error_code() == grpc::StatusCode::UNKNOWN;
+// Whether the client cancelled or its deadline passed: then a worker's failing status is the
+// client's doing and must not mark the worker failed.
+bool ClientGone(const grpc::ServerContextBase& context) {
+  return context.IsCancelled() || std::chrono::system_clock::now() >= context.deadline();
+}
+
+grpc::Status ClientGoneStatus(const grpc::ServerContextBase& context, const grpc::Status& worker) {
+  if (std::chrono::system_clock::now() >= context.deadline()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the request's deadline passed (" + worker.error_message() + ")");
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+}
+
+std::vector<size_t> Joined(const std::vector<size_t>& a, const std::vector<size_t>& b) {
+  std::vector<size_t> out = a;
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
 }
 
 }  // namespace
 
-// The Decode call: forwards each event to the stream, which reads the next one when the client
-// has taken the last. A hold keeps the call open between reads (without it the call could end,
-// and its reader go, while a token is being written to the client); it goes when a read fails
-// (the stream's end) or when the stream stops reading (Abandon).
-class GenerateStream::DecodeRelay final : public grpc::ClientReadReactor<v1::DecodeEvent> {
- public:
-  DecodeRelay(GenerateStream& stream, v1::DecodeRequest request)
-      : stream_(stream), request_(std::move(request)) {}
-
-  void Start(v1::DecodeWorker::Stub& stub, std::chrono::system_clock::time_point deadline) {
-    context_.set_deadline(deadline);
-    stub.async()->Decode(&context_, &request_, this);
-    AddHold();
-    StartRead(&event_);
-    StartCall();
-  }
-  // The chain's calls, one at a time, never while a read is outstanding.
-  void ReadNext() { StartRead(&event_); }
-  void Abandon() {
-    context_.TryCancel();
-    Release();
-  }
-  // From any thread: ends an outstanding read, and with it the chain's reading.
-  void Cancel() { context_.TryCancel(); }
-
-  void OnReadDone(bool ok) override {
-    if (ok) {
-      stream_.OnDecodeEvent(event_);  // it calls ReadNext or Abandon
-    } else {
-      Release();
-    }
-  }
-  void OnDone(const grpc::Status& status) override { stream_.OnDecodeDone(status); }
-
- private:
-  void Release() {
-    if (held_) {
-      held_ = false;
-      RemoveHold();
-    }
-  }
-
-  GenerateStream& stream_;
-  const v1::DecodeRequest request_;
-  grpc::ClientContext context_;
-  v1::DecodeEvent event_;
-  bool held_ = true;  // the chain's
-};
-
-GenerateStream::GenerateStream(RouterService& router, grpc::CallbackServerContext* context,
+GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* context,
                                const v1::GenerateRequest* request)
-    : router_(router), context_(context), request_(request) {
-  absl::StatusOr<RouterService::CallScope> scope =
-      router_.Scope(*context_, !request_->cache_salt().empty(), request_->cache_salt());
+    : pool_(pool), metrics_(pool.metrics()), context_(context), request_(request) {
+  absl::StatusOr<CallScope> scope =
+      pool_.Scope(*context_, !request_->cache_salt().empty(), request_->cache_salt());
   if (!scope.ok()) {
     FinishWith(ToGrpcStatus(scope.status()));
     return;
   }
   scope_ = *std::move(scope);
-  if (router_.metrics_ && !scope_.tenant.empty()) {
-    router_.metrics_->tenant_requests.Add({{"tenant", scope_.tenant}}).Increment();
-  }
+  if (!scope_.tenant.empty()) metrics_.tenant_requests.Add({{"tenant", scope_.tenant}}).Increment();
   absl::StatusOr<GenerateCall> call = CheckGenerateRequest(
-      *request_, router_.config_, *router_.tokenizer_, router_.options_.default_max_new_tokens);
+      *request_, pool_.config(), pool_.tokenizer(), pool_.options().default_max_new_tokens);
   if (!call.ok()) {
     if (const std::string field = InvalidField(call.status()); !field.empty()) {
       context_->AddTrailingMetadata(kInvalidFieldMetadata, field);
@@ -105,13 +66,24 @@ GenerateStream::GenerateStream(RouterService& router, grpc::CallbackServerContex
     return;
   }
   call_ = *std::move(call);
-  load_wait_until_ = std::min(context_->deadline(),
-                              std::chrono::system_clock::now() +
-                                  absl::ToChronoMilliseconds(router_.options_.max_load_wait));
-  Attempt();
+  text_ = TokenTextStream(call_.stop_strings);
+  load_wait_until_ =
+      std::min(context_->deadline(), std::chrono::system_clock::now() +
+                                         absl::ToChronoMilliseconds(pool_.options().max_load_wait));
+  StartAttempt(/*retry=*/false);
 }
 
 GenerateStream::~GenerateStream() = default;
+
+template <typename T>
+T* GenerateStream::Keep(std::vector<std::unique_ptr<T>>& list, std::unique_ptr<T> item,
+                        bool* cancelled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  list.push_back(std::move(item));
+  ++ops_;
+  *cancelled = cancelled_;
+  return list.back().get();
+}
 
 void GenerateStream::BeginOp() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -156,29 +128,42 @@ void GenerateStream::OnCancel() {
   for (DecodeRelay* r : relays) r->Cancel();
   for (grpc::Alarm* a : alarms) a->Cancel();
   // Out of the load queue at once (it would be woken only in its turn); the answer is ours.
-  if (waiting != 0 && router_.load_queue_.Remove(waiting)) OnRoom(true);
+  if (waiting != 0 && pool_.load_queue().Remove(waiting)) OnRoom(true);
 }
 
-void GenerateStream::Attempt() {
-  if (attempt_ >= router_.options_.attempts || reason_ != v1::FINISH_REASON_UNSPECIFIED) {
-    Complete();
+bool GenerateStream::InPhase(Phase expected) {
+  if (phase_ == expected) return true;
+  std::cerr << "yoco-router: request " << request_->request_id() << ": step for phase "
+            << static_cast<int>(expected) << " ran in phase " << static_cast<int>(phase_) << "\n";
+  FinishWith(grpc::Status(grpc::StatusCode::INTERNAL, "the router lost track of this request"));
+  return false;
+}
+
+void GenerateStream::StartAttempt(bool retry) {
+  if (retry) {
+    ++attempts_;
+    metrics_.retries.Increment();
+  }
+  if (attempts_ >= pool_.options().attempts) {
+    FinishWith(last_error_);
     return;
   }
-  if (attempt_ > 0 && router_.metrics_) router_.metrics_->retries.Increment();
   if (context_->IsCancelled()) {
     FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
     return;
   }
-  input_ = call_.prompt;
-  input_.insert(input_.end(), generated_.begin(), generated_.end());
+  attempt_ = Attempt();
+  phase_ = Phase::kChoosing;
+  attempt_.input = call_.prompt;
+  attempt_.input.insert(attempt_.input.end(), generated_.begin(), generated_.end());
   // A sequence no decode worker's state budget can hold is refused before any work. Its K/V
   // rows: the input plus every token still to come but the last (never fed back).
-  const uint64_t rows = input_.size() + call_.max_new_tokens - generated_.size() - 1;
-  if (const uint64_t longest = router_.decode_workers_->LongestSequenceRows();
-      longest > 0 && rows > longest) {
+  const uint64_t input = attempt_.input.size();
+  const uint64_t rows = input + call_.max_new_tokens - generated_.size() - 1;
+  if (const uint64_t longest = pool_.LongestSequenceRows(); longest > 0 && rows > longest) {
     FinishWith(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("the request needs ", rows, " K/V rows on a decode worker (", input_.size(),
+        absl::StrCat("the request needs ", rows, " K/V rows on a decode worker (", input,
                      " prompt tokens + max_new_tokens ", call_.max_new_tokens - generated_.size(),
                      " - 1); the largest decode worker's state budget (--memory-budget-mb) holds ",
                      longest,
@@ -186,30 +171,26 @@ void GenerateStream::Attempt() {
                      "more memory")));
     return;
   }
-  keys_ = router_.UsableKeys(scope_.salt, input_);
-  wait_until_ = std::min(context_->deadline(),
-                         std::chrono::system_clock::now() +
-                             absl::ToChronoMilliseconds(router_.options_.wait_for_workers));
+  attempt_.keys = pool_.UsableKeys(scope_.salt, attempt_.input);
+  attempt_.wait_until = std::min(context_->deadline(),
+                                 std::chrono::system_clock::now() +
+                                     absl::ToChronoMilliseconds(pool_.options().wait_for_workers));
   ChooseWorkers();
 }
 
 void GenerateStream::ChooseWorkers() {
-  std::vector<size_t> skip_decode = bad_decode_, skip_prefill = bad_prefill_;
-  skip_decode.insert(skip_decode.end(), busy_decode_.begin(), busy_decode_.end());
-  skip_prefill.insert(skip_prefill.end(), busy_prefill_.begin(), busy_prefill_.end());
-  // A decode worker that holds the prompt's document needs only the question's rows shipped.
-  decode_choice_ =
-      router_.decode_workers_->Choose(skip_decode, keys_, static_cast<int64_t>(input_.size()),
-                                      router_.options_.cache_load_penalty_tokens);
-  prefill_choice_ = router_.prefill_workers_->Choose(
-      skip_prefill, keys_, static_cast<int64_t>(input_.size()),
-      router_.options_.cache_load_penalty_tokens, RouterService::kDiskPenaltyTokens);
-  local_ = !force_remote_ &&
-           router_.PrefillOnDecodeWorker(decode_choice_, prefill_choice_, input_.size());
-  if (decode_choice_.has_value() && (prefill_choice_.has_value() || local_)) {
-    const size_t decode_index = decode_choice_->index;
-    decode_in_flight_.emplace(*router_.decode_workers_, decode_index);
-    if (!local_) {
+  phase_ = Phase::kChoosing;
+  PairRequest want;
+  want.keys = attempt_.keys;
+  want.input_tokens = attempt_.input.size();
+  want.skip_prefill = Joined(bad_prefill_, busy_prefill_);
+  want.skip_decode = Joined(bad_decode_, busy_decode_);
+  want.allow_local = !force_remote_;
+  attempt_.pair = pool_.ChoosePair(want);
+  const WorkerPair& pair = attempt_.pair;
+  if (pair.usable()) {
+    attempt_.decode_load = pool_.CountRequest(WorkerRole::kDecode, pair.decode->index);
+    if (!pair.local) {
       StartRemotePrefill();
       return;
     }
@@ -219,66 +200,64 @@ void GenerateStream::ChooseWorkers() {
       finish_.set_cache_miss_reason("none");
     }
     finish_.set_local_prefill(true);
-    if (router_.metrics_) router_.metrics_->local_prefills.Increment();
+    metrics_.local_prefills.Increment();
     v1::DecodeRequest dec;
     dec.set_request_id(request_->request_id());
-    dec.mutable_prompt()->Add(input_.begin(), input_.end());
+    dec.mutable_prompt()->Add(attempt_.input.begin(), attempt_.input.end());
     ToProto(call_.sampling, dec.mutable_sampling());
     dec.set_max_new_tokens(call_.max_new_tokens - static_cast<uint32_t>(generated_.size()));
     dec.set_stop_at_eos(call_.stop_at_eos);
-    StartDecode(std::move(dec), /*local=*/true);
+    attempt_.prefill_ends_at_first_token = true;
+    StartDecode(std::move(dec));
     return;
   }
   if (!busy_prefill_.empty() || !busy_decode_.empty()) {  // refused for load, not failed
     WaitForRoom();
     return;
   }
+  if (ClientGone(*context_)) {  // (the choice takes a while when it probes every worker)
+    FinishWith(ClientGoneStatus(*context_, last_error_));
+    return;
+  }
   // Only a request that has not yet lost a worker of its own waits: the others retry on what
   // is healthy or fail.
-  if (bad_decode_.empty() && bad_prefill_.empty() && !context_->IsCancelled() &&
-      std::chrono::system_clock::now() < wait_until_) {
-    grpc::Alarm* alarm;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!cancelled_) {
-        alarms_.push_back(std::make_unique<grpc::Alarm>());
-        alarm = alarms_.back().get();
-        ++ops_;
-      } else {
-        alarm = nullptr;
-      }
-    }
-    if (alarm != nullptr) {
-      alarm->Set(std::chrono::system_clock::now() + kWorkerWaitPoll, [this](bool) {
-        if (context_->IsCancelled()) {
-          FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
-        } else {
-          ChooseWorkers();
-        }
-        EndOp();
-      });
-      return;
-    }
+  if (bad_decode_.empty() && bad_prefill_.empty() &&
+      std::chrono::system_clock::now() < attempt_.wait_until) {
+    WaitForWorkers();
+    return;
   }
-  // A worker's own refusal (RESOURCE_EXHAUSTED: all full) says more than this.
-  if (last_error_.ok()) {
-    last_error_ =
-        grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker");
+  FinishWith(last_error_);
+}
+
+void GenerateStream::WaitForWorkers() {
+  phase_ = Phase::kWaitingForWorkers;
+  bool cancelled;
+  grpc::Alarm* alarm = Keep(alarms_, std::make_unique<grpc::Alarm>(), &cancelled);
+  if (cancelled) {
+    EndOp();  // the alarm is never set
+    FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+    return;
   }
-  reason_ = v1::FINISH_REASON_UNSPECIFIED;
-  Complete();
+  alarm->Set(std::chrono::system_clock::now() + kWorkerWaitPoll, [this](bool) {
+    if (context_->IsCancelled()) {
+      FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+    } else if (InPhase(Phase::kWaitingForWorkers)) {
+      ChooseWorkers();
+    }
+    EndOp();
+  });
 }
 
 void GenerateStream::WaitForRoom() {
   if (context_->IsCancelled()) {
-    FinishWith(RouterService::ClientGoneStatus(*context_, last_error_));
+    FinishWith(ClientGoneStatus(*context_, last_error_));
     return;
   }
   if (std::chrono::system_clock::now() >= load_wait_until_) {
-    reason_ = v1::FINISH_REASON_UNSPECIFIED;
-    Complete();  // with last_error_: the workers' refusal
+    FinishWith(last_error_);  // the workers' refusal
     return;
   }
+  phase_ = Phase::kWaitingForRoom;
   BeginOp();  // the queue's: OnRoom ends it
   BeginOp();  // this function's: OnRoom may run on another thread before it returns
   uint64_t first;
@@ -287,17 +266,15 @@ void GenerateStream::WaitForRoom() {
     room_answered_ = false;
     first = first_place_;
   }
-  absl::StatusOr<uint64_t> place = router_.load_queue_.Push(
+  absl::StatusOr<uint64_t> place = pool_.load_queue().Push(
       scope_.tenant, [this](bool turn) { OnRoom(turn); }, first);
   if (!place.ok()) {  // never queued: no OnRoom
-    last_error_ = ToGrpcStatus(place.status());
-    reason_ = v1::FINISH_REASON_UNSPECIFIED;
-    Complete();
+    FinishWith(ToGrpcStatus(place.status()));
     EndOp();
     EndOp();
     return;
   }
-  if (router_.metrics_ && first == 0) router_.metrics_->load_waits.Increment();
+  if (first == 0) metrics_.load_waits.Increment();
   // Cancelled before the place was known here, OnCancel could not take it out: this does.
   bool cancelled = false;
   {
@@ -308,7 +285,7 @@ void GenerateStream::WaitForRoom() {
       cancelled = cancelled_;
     }
   }
-  if (cancelled && router_.load_queue_.Remove(*place)) OnRoom(true);
+  if (cancelled && pool_.load_queue().Remove(*place)) OnRoom(true);
   EndOp();
 }
 
@@ -319,15 +296,12 @@ void GenerateStream::OnRoom(bool turn) {
     room_answered_ = true;
   }
   if (context_->IsCancelled()) {
-    FinishWith(RouterService::ClientGoneStatus(*context_, last_error_));
+    FinishWith(ClientGoneStatus(*context_, last_error_));
   } else if (!turn) {
-    last_error_ =
-        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                     "every worker is at its queue bound and the router's wait queue is "
-                     "full: this request gave its place to another tenant's; retry later");
-    reason_ = v1::FINISH_REASON_UNSPECIFIED;
-    Complete();
-  } else {
+    FinishWith(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "every worker is at its queue bound and the router's wait queue is "
+                            "full: this request gave its place to another tenant's; retry later"));
+  } else if (InPhase(Phase::kWaitingForRoom)) {
     busy_prefill_.clear();
     busy_decode_.clear();
     ChooseWorkers();
@@ -336,95 +310,54 @@ void GenerateStream::OnRoom(bool turn) {
 }
 
 void GenerateStream::StartRemotePrefill() {
-  const size_t prefill_index = prefill_choice_->index;
-  if (prefill_choice_->better_holder.has_value()) {
-    router_.CopySnapshotLater(*prefill_choice_, keys_);
-  }
+  phase_ = Phase::kPrefilling;
+  const WorkerChoice& prefill = *attempt_.pair.prefill;
+  const WorkerChoice& decode = *attempt_.pair.decode;
+  if (prefill.better_holder.has_value()) pool_.CopySnapshotLater(prefill, attempt_.keys);
   // Prefill the prompt plus whatever was already sent; it returns the next token.
-  prefill_request_.Clear();
-  prefill_request_.set_request_id(request_->request_id());
-  prefill_request_.mutable_prompt()->Add(input_.begin(), input_.end());
-  prefill_request_.set_cache_salt(scope_.salt);
-  ToProto(call_.sampling, prefill_request_.mutable_sampling());
-  prefill_request_.set_decode_ucx_address(decode_choice_->info.ucx_address());
-  prefill_request_.set_transfer_timeout_ms(router_.options_.transfer_timeout_ms);
-  prefill_request_.set_max_new_tokens(call_.max_new_tokens -
-                                      static_cast<uint32_t>(generated_.size()));
-  prefill_request_.set_stop_at_eos(call_.stop_at_eos);
-  prefill_request_.set_decode_resident_blocks(
-      static_cast<uint32_t>(decode_choice_->cached_tokens / kCacheBlockTokens));
-  prefill_response_.Clear();
-  prefill_in_flight_.emplace(*router_.prefill_workers_, prefill_index);
+  v1::PrefillRequest& req = attempt_.prefill_request;
+  req.set_request_id(request_->request_id());
+  req.mutable_prompt()->Add(attempt_.input.begin(), attempt_.input.end());
+  req.set_cache_salt(scope_.salt);
+  ToProto(call_.sampling, req.mutable_sampling());
+  req.set_decode_ucx_address(decode.info.ucx_address());
+  req.set_transfer_timeout_ms(pool_.options().transfer_timeout_ms);
+  req.set_max_new_tokens(call_.max_new_tokens - static_cast<uint32_t>(generated_.size()));
+  req.set_stop_at_eos(call_.stop_at_eos);
+  req.set_decode_resident_blocks(static_cast<uint32_t>(decode.cached_tokens / kCacheBlockTokens));
+  attempt_.prefill_load = pool_.CountRequest(WorkerRole::kPrefill, prefill.index);
   // Propagates the client's deadline and cancellation to the prefill worker.
-  grpc::ClientContext* context;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    prefill_contexts_.push_back(grpc::ClientContext::FromCallbackServerContext(*context_));
-    context = prefill_contexts_.back().get();
-    ++ops_;
-    if (cancelled_) context->TryCancel();
-  }
-  router_.prefill_stubs_[prefill_index]->async()->Prefill(
-      context, &prefill_request_, &prefill_response_, [this, context](grpc::Status status) {
+  bool cancelled;
+  grpc::ClientContext* context = Keep(
+      prefill_contexts_, grpc::ClientContext::FromCallbackServerContext(*context_), &cancelled);
+  if (cancelled) context->TryCancel();
+  pool_.PrefillStub(prefill.index)
+      .async()
+      ->Prefill(context, &req, &attempt_.prefill_response, [this, context](grpc::Status status) {
         const auto& trailers = context->GetServerTrailingMetadata();
         const auto blamed = trailers.find(kFailedPeerMetadata);
-        const bool decode_blamed =
-            !status.ok() && blamed != trailers.end() && blamed->second == kFailedPeerDecode;
-        prefill_in_flight_.reset();
-        // A prefill worker's queue has one more place: the next waiter's turn.
-        if (router_.load_queue_.waiting() > 0) router_.load_queue_.WakeNext();
-        if (decode_blamed) {
-          // The prompt was prefilled but its state could not reach the decode worker (dead
-          // before the probes noticed): that worker failed; the same prefill worker may serve
-          // the retry.
-          last_error_ = status;
-          router_.decode_workers_->MarkFailed(decode_choice_->index);
-          if (router_.metrics_) router_.metrics_->decode_worker_failures.Increment();
-          bad_decode_.push_back(decode_choice_->index);
-          if (RouterService::ClientGone(*context_)) {
-            FinishWith(RouterService::ClientGoneStatus(*context_, status));
-          } else {
-            NextAttempt();
-          }
-        } else {
-          OnPrefillDone(status);
-        }
+        OnPrefillDone(status, !status.ok() && blamed != trailers.end() &&
+                                  blamed->second == kFailedPeerDecode);
         EndOp();
       });
 }
 
-void GenerateStream::OnPrefillDone(const grpc::Status& status) {
-  const size_t prefill_index = prefill_choice_->index, decode_index = decode_choice_->index;
+void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blamed) {
+  if (!InPhase(Phase::kPrefilling)) return;
+  attempt_.prefill_load.reset();
+  // A prefill worker's queue has one more place: the next waiter's turn.
+  if (pool_.load_queue().waiting() > 0) pool_.load_queue().WakeNext();
   if (!status.ok()) {
-    // The client's own deadline or cancellation says nothing about the worker.
-    if (RouterService::ClientGone(*context_)) {
-      FinishWith(RouterService::ClientGoneStatus(*context_, status));
-      return;
-    }
-    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-      // A full queue (the prefill worker's, or the decode worker's refusing the bundle) is
-      // load, not failure: another pair for this request, both stay healthy, and once every
-      // pair has refused the request waits for room. Not an attempt: nothing failed.
-      last_error_ = status;
-      busy_prefill_.push_back(prefill_index);
-      busy_decode_.push_back(decode_index);
-      decode_in_flight_.reset();
-      ChooseWorkers();
-      return;
-    }
-    if (!Retryable(status)) {
-      FinishWith(status);
-      return;
-    }
-    last_error_ = status;
-    router_.prefill_workers_->MarkFailed(prefill_index);
-    if (router_.metrics_) router_.metrics_->prefill_worker_failures.Increment();
-    bad_prefill_.push_back(prefill_index);
-    NextAttempt();
+    AttemptEnd end;
+    end.call = WorkerRole::kPrefill;
+    end.code = status.error_code();
+    end.client_gone = ClientGone(*context_);
+    end.decode_blamed = decode_blamed;
+    Fail(end, status);
     return;
   }
-  const v1::PrefillResponse& pre = prefill_response_;
-  last_prefill_ = prefill_index;
+  const v1::PrefillResponse& pre = attempt_.prefill_response;
+  last_prefill_ = attempt_.pair.prefill->index;
   if (!cache_reported_) {  // the first prefill is the one that saw the client's prompt
     cache_reported_ = true;
     finish_.mutable_usage()->set_cached_prompt_tokens(
@@ -433,70 +366,68 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status) {
     finish_.set_cache_miss_reason(pre.cache_miss_reason());
     // A worker that never held the prompt's snapshot says "none"; the index may know better.
     if (pre.cache_miss_reason() == "none") {
-      if (std::optional<ForgottenReason> why = router_.prefill_workers_->WhyForgotten(keys_)) {
+      if (std::optional<ForgottenReason> why = pool_.WhyForgotten(attempt_.keys)) {
         finish_.set_cache_miss_reason(*why == ForgottenReason::kExpired ? "expired" : "evicted");
       }
     }
-    if (router_.metrics_ && pre.cached_tokens() > 0) {
-      router_.metrics_->cache_hits.Increment();
-      router_.metrics_->cached_prompt_tokens.Increment(pre.cached_tokens());
+    if (pre.cached_tokens() > 0) {
+      metrics_.cache_hits.Increment();
+      metrics_.cached_prompt_tokens.Increment(pre.cached_tokens());
     }
   }
   finish_.mutable_timings()->set_prefill_ms(finish_.timings().prefill_ms() + pre.prefill_ms());
   finish_.mutable_timings()->set_transfer_ms(finish_.timings().transfer_ms() + pre.transfer_ms());
   finish_.set_transfer_bytes(finish_.transfer_bytes() + pre.bundle_bytes());
-  if (pre.transfer_id() != 0 && !keys_.empty() && decode_choice_.has_value()) {
-    router_.decode_workers_->NoteHeld(decode_choice_->index, keys_.back());
+  if (pre.transfer_id() != 0 && !attempt_.keys.empty()) {
+    pool_.NoteHeld(attempt_.pair.decode->index, attempt_.keys.back());
   }
+  phase_ = Phase::kDecoding;
   const int32_t first = pre.first_token();
   Emit(first, [this, first] {
-    if (std::optional<v1::FinishReason> stop = StopsAt(first)) {
-      reason_ = *stop;
-    } else if (stop_string_hit_) {
-      reason_ = v1::FINISH_REASON_STOP;
-    } else if (generated_.size() >= call_.max_new_tokens) {
-      reason_ = v1::FINISH_REASON_LENGTH;
+    if (std::optional<v1::FinishReason> end = EndsAt(first)) {
+      Complete(*end);
+    } else {
+      ContinueAfterFirstToken();
     }
-    if (reason_ != v1::FINISH_REASON_UNSPECIFIED) {
-      Complete();
-      return;
-    }
-    // Transfer ids start at 1: an id of 0 means nothing was shipped (a worker from before
-    // bundle_shipped existed always ships).
-    const v1::PrefillResponse& shipped = prefill_response_;
-    if (!shipped.bundle_shipped() && shipped.transfer_id() == 0) {
-      FinishWith(grpc::Status(grpc::StatusCode::INTERNAL,
-                              "the prefill worker shipped no state for a request that continues"));
-      return;
-    }
-    v1::DecodeRequest dec;
-    dec.set_request_id(request_->request_id());
-    dec.set_sender_transport(shipped.sender_transport());
-    dec.set_transfer_id(shipped.transfer_id());
-    dec.set_max_new_tokens(call_.max_new_tokens - static_cast<uint32_t>(generated_.size()));
-    dec.set_wait_for_bundle_ms(router_.options_.transfer_timeout_ms);
-    dec.set_stop_at_eos(call_.stop_at_eos);
-    StartDecode(std::move(dec), /*local=*/false);
   });
 }
 
-void GenerateStream::StartDecode(v1::DecodeRequest request, bool local) {
-  decode_reason_ = v1::FINISH_REASON_UNSPECIFIED;
-  decode_first_token_ = local;  // a local prefill's time ends with the first token
-  decode_start_ = std::chrono::steady_clock::now();
-  DecodeRelay* relay;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    relays_.push_back(std::make_unique<DecodeRelay>(*this, std::move(request)));
-    relay = relays_.back().get();
-    ++ops_;
+void GenerateStream::ContinueAfterFirstToken() {
+  // Transfer ids start at 1: an id of 0 means nothing was shipped (a worker from before
+  // bundle_shipped existed always ships).
+  const v1::PrefillResponse& shipped = attempt_.prefill_response;
+  if (!shipped.bundle_shipped() && shipped.transfer_id() == 0) {
+    FinishWith(grpc::Status(grpc::StatusCode::INTERNAL,
+                            "the prefill worker shipped no state for a request that continues"));
+    return;
   }
+  v1::DecodeRequest dec;
+  dec.set_request_id(request_->request_id());
+  dec.set_sender_transport(shipped.sender_transport());
+  dec.set_transfer_id(shipped.transfer_id());
+  dec.set_max_new_tokens(call_.max_new_tokens - static_cast<uint32_t>(generated_.size()));
+  dec.set_wait_for_bundle_ms(pool_.options().transfer_timeout_ms);
+  dec.set_stop_at_eos(call_.stop_at_eos);
+  StartDecode(std::move(dec));
+}
+
+void GenerateStream::StartDecode(v1::DecodeRequest request) {
+  phase_ = Phase::kDecoding;
+  attempt_.decode_start = std::chrono::steady_clock::now();
+  bool cancelled;
+  DecodeRelay* relay =
+      Keep(relays_,
+           std::make_unique<DecodeRelay>(
+               std::move(request), [this](const v1::DecodeEvent& event) { OnDecodeEvent(event); },
+               [this](const grpc::Status& status) { OnDecodeDone(status); }),
+           &cancelled);
+  const size_t decode_index = attempt_.pair.decode->index;
   // Watched before it starts, so that its end (Unwatch) always comes after.
-  stall_id_ = router_.stall_watch_->Watch(decode_choice_->index, [this, relay] {
+  attempt_.stall_id = pool_.stall_watch().Watch(decode_index, [this, relay] {
     stalled_ = true;
     relay->Cancel();
   });
-  relay->Start(*router_.decode_stubs_[decode_choice_->index], context_->deadline());
+  relay->Start(pool_.DecodeStub(decode_index), context_->deadline());
   std::lock_guard<std::mutex> lock(mu_);
   if (cancelled_) relay->Cancel();
 }
@@ -508,7 +439,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     relay = relays_.back().get();
   }
   if (event.has_finish()) {
-    decode_reason_ = event.finish().reason();
+    attempt_.decode_reason = event.finish().reason();
     relay->ReadNext();  // to the end of the stream
     return;
   }
@@ -516,15 +447,15 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     relay->ReadNext();
     return;
   }
-  router_.stall_watch_->Progress(stall_id_);
-  if (decode_first_token_) {
-    decode_first_token_ = false;
+  pool_.stall_watch().Progress(attempt_.stall_id);
+  if (attempt_.prefill_ends_at_first_token) {
+    attempt_.prefill_ends_at_first_token = false;
     finish_.mutable_timings()->set_prefill_ms(finish_.timings().prefill_ms() +
-                                              MsSince(decode_start_));
+                                              MsSince(attempt_.decode_start));
   }
   Emit(event.token().id(), [this, relay] {
-    if (stop_string_hit_) {  // the decode worker's sequence ends with the call
-      decode_reason_ = v1::FINISH_REASON_STOP;
+    if (text_.stopped()) {  // the decode worker's sequence ends with the call
+      attempt_.decode_reason = v1::FINISH_REASON_STOP;
       relay->Abandon();
       return;
     }
@@ -533,80 +464,77 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
 }
 
 void GenerateStream::OnDecodeDone(const grpc::Status& status) {
-  finish_.mutable_timings()->set_decode_ms(finish_.timings().decode_ms() + MsSince(decode_start_));
-  router_.stall_watch_->Unwatch(stall_id_);
+  finish_.mutable_timings()->set_decode_ms(finish_.timings().decode_ms() +
+                                           MsSince(attempt_.decode_start));
+  pool_.stall_watch().Unwatch(attempt_.stall_id);
   // A decode worker has room for one more sequence: the next waiter's turn.
-  if (router_.load_queue_.waiting() > 0) router_.load_queue_.WakeNext();
+  if (pool_.load_queue().waiting() > 0) pool_.load_queue().WakeNext();
   const bool stalled = stalled_.exchange(false);
-  if (finished_) {  // the client went away while a token was being written
+  if (phase_ == Phase::kFinished) {  // the client went away while a token was being written
     EndOp();
     return;
   }
-  const size_t decode_index = decode_choice_->index;
-  // A worker's CANCELLED is no finish this client asked for (its own cancel ends the call before
-  // any reply): like a stream that ended early, another pair continues it.
-  if (decode_reason_ != v1::FINISH_REASON_UNSPECIFIED &&
-      decode_reason_ != v1::FINISH_REASON_CANCELLED) {
-    reason_ = decode_reason_;
-    Complete();
-  } else if (!status.ok() && RouterService::ClientGone(*context_)) {
-    FinishWith(RouterService::ClientGoneStatus(*context_, status));
-  } else if (stalled) {
-    // Stopped sending (failed its health probe, or no token long past its pace): as if it had
-    // died, the tokens sent so far go on from another pair.
-    last_error_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the decode worker stalled");
-    router_.decode_workers_->MarkFailed(decode_index);
-    if (router_.metrics_) {
-      router_.metrics_->decode_worker_failures.Increment();
-      router_.metrics_->stalled_streams.Increment();
-    }
-    bad_decode_.push_back(decode_index);
-    NextAttempt();
-  } else if (local_ && (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
-                        status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)) {
-    // It does not prefill (any more), or its prefill queue is full: a prefill worker's turn.
-    last_error_ = status;
-    force_remote_ = true;
-    NextAttempt();
-  } else if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-    // It can never hold this sequence (its whole state-memory budget is smaller): another
-    // decode worker may; this one stays healthy for everyone else.
-    last_error_ = status;
-    bad_decode_.push_back(decode_index);
-    decode_in_flight_.reset();
-    Attempt();
-  } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-    // Its batch and queue are full: load, not failure. The tokens sent so far go on from
-    // another pair, or from this one when it has room (WaitForRoom); not an attempt.
-    last_error_ = status;
-    busy_decode_.push_back(decode_index);
-    decode_in_flight_.reset();
-    Attempt();
-  } else if (!status.ok() && !Retryable(status)) {
-    FinishWith(status);
-  } else {
-    last_error_ = status.ok()
-                      ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early")
-                      : status;
-    // Continue on another pair with the tokens sent so far.
-    router_.decode_workers_->MarkFailed(decode_index);
-    if (router_.metrics_) router_.metrics_->decode_worker_failures.Increment();
-    bad_decode_.push_back(decode_index);
-    NextAttempt();
+  if (InPhase(Phase::kDecoding)) {
+    AttemptEnd end;
+    end.call = WorkerRole::kDecode;
+    end.code = status.error_code();
+    end.client_gone = ClientGone(*context_);
+    // A worker's CANCELLED is no finish this client asked for (its own cancel ends the call
+    // before any reply): like a stream that ended early, another pair continues it.
+    end.finished = attempt_.decode_reason != v1::FINISH_REASON_UNSPECIFIED &&
+                   attempt_.decode_reason != v1::FINISH_REASON_CANCELLED;
+    end.stalled = stalled;
+    end.local = attempt_.pair.local;
+    Fail(end, status);
   }
   EndOp();
 }
 
-void GenerateStream::NextAttempt() {
-  decode_in_flight_.reset();
-  ++attempt_;
-  Attempt();
+void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
+  const Failover f = DecideFailover(end);
+  switch (f.next) {
+    case Failover::Next::kComplete:
+      Complete(attempt_.decode_reason);
+      return;
+    case Failover::Next::kEndClientGone:
+      FinishWith(ClientGoneStatus(*context_, status));
+      return;
+    case Failover::Next::kFail:
+      FinishWith(status);
+      return;
+    case Failover::Next::kRetry:
+    case Failover::Next::kReplan:
+      break;
+  }
+  if (end.stalled) {
+    last_error_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the decode worker stalled");
+    metrics_.stalled_streams.Increment();
+  } else if (status.ok()) {
+    last_error_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early");
+  } else {
+    last_error_ = status;
+  }
+  const size_t decode = attempt_.pair.decode->index;
+  if (f.mark_failed == WorkerRole::kPrefill) {
+    pool_.MarkFailed(WorkerRole::kPrefill, attempt_.pair.prefill->index);
+    bad_prefill_.push_back(attempt_.pair.prefill->index);
+  } else if (f.mark_failed == WorkerRole::kDecode) {
+    pool_.MarkFailed(WorkerRole::kDecode, decode);
+    bad_decode_.push_back(decode);
+  }
+  if (f.skip_decode) bad_decode_.push_back(decode);
+  if (f.busy_prefill) busy_prefill_.push_back(attempt_.pair.prefill->index);
+  if (f.busy_decode) busy_decode_.push_back(decode);
+  if (f.force_remote) force_remote_ = true;
+  StartAttempt(/*retry=*/f.next == Failover::Next::kRetry);
 }
 
-std::optional<v1::FinishReason> GenerateStream::StopsAt(int32_t id) const {
+std::optional<v1::FinishReason> GenerateStream::EndsAt(int32_t id) const {
   const auto& ids = call_.sampling.stop_token_ids;
   if (std::find(ids.begin(), ids.end(), id) != ids.end()) return v1::FINISH_REASON_STOP;
   if (call_.stop_at_eos && id == kEosId) return v1::FINISH_REASON_EOS;
+  if (text_.stopped()) return v1::FINISH_REASON_STOP;
+  if (generated_.size() >= call_.max_new_tokens) return v1::FINISH_REASON_LENGTH;
   return std::nullopt;
 }
 
@@ -615,32 +543,16 @@ void GenerateStream::Emit(int32_t id, std::function<void()> then) {
   out_.Clear();
   out_.mutable_token()->set_id(id);
   out_.mutable_token()->set_index(static_cast<uint32_t>(generated_.size() - 1));
-  // Each token's bytes are appended once; a token the tokenizer cannot spell (a model
-  // vocabulary larger than the tokenizer's) shows as U+FFFD.
-  auto bytes = router_.tokenizer_->Decode({&id, 1});
-  output_bytes_ += bytes.ok() ? *bytes : std::string("\xEF\xBF\xBD");
-  std::string text;
-  AppendValidUtf8(output_bytes_, &text_pos_, &text);
-  out_.mutable_token()->set_text(text);
-  // Stop strings end the stream after the token that completes one.
-  const size_t before = sent_text_.size();
-  sent_text_ += text;
-  for (const std::string& stop : call_.stop_strings) {
-    const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
-    if (!stop.empty() && sent_text_.find(stop, from) != std::string::npos) stop_string_hit_ = true;
-  }
+  out_.mutable_token()->set_text(text_.Add(pool_.tokenizer().Decode({&id, 1})));
   const auto now = std::chrono::steady_clock::now();
-  RouterMetrics* metrics = router_.metrics_;
   if (generated_.size() == 1) {
     finish_.mutable_timings()->set_ttft_ms(MsSince(start_));
-    if (metrics) {
-      metrics->time_to_first_token.Observe(std::chrono::duration<double>(now - start_).count());
-    }
-  } else if (metrics) {
-    metrics->inter_token.Observe(std::chrono::duration<double>(now - last_token_time_).count());
+    metrics_.time_to_first_token.Observe(std::chrono::duration<double>(now - start_).count());
+  } else {
+    metrics_.inter_token.Observe(std::chrono::duration<double>(now - last_token_time_).count());
   }
   last_token_time_ = now;
-  if (metrics) metrics->generated_tokens.Increment();
+  metrics_.generated_tokens.Increment();
   if (scope_.generated_tokens != nullptr) scope_.generated_tokens->Increment();
   after_write_ = std::move(then);
   StartWrite(&out_);
@@ -649,7 +561,7 @@ void GenerateStream::Emit(int32_t id, std::function<void()> then) {
 void GenerateStream::OnWriteDone(bool ok) {
   std::function<void()> then = std::move(after_write_);
   after_write_ = nullptr;
-  if (finished_) {  // the finish message
+  if (phase_ == Phase::kFinished) {  // the finish message
     if (ok) {
       then();
     } else {
@@ -658,7 +570,7 @@ void GenerateStream::OnWriteDone(bool ok) {
     return;
   }
   if (!ok) {
-    // The client is gone: end the decode call, if any (its completion sees finished_). No read
+    // The client is gone: end the decode call, if any (its completion sees kFinished). No read
     // is outstanding while a token is written.
     FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
     DecodeRelay* relay = nullptr;
@@ -672,24 +584,20 @@ void GenerateStream::OnWriteDone(bool ok) {
   if (then) then();
 }
 
-void GenerateStream::Complete() {
-  if (reason_ == v1::FINISH_REASON_UNSPECIFIED) {
-    FinishWith(last_error_);
-    return;
-  }
-  decode_in_flight_.reset();
-  finish_.set_reason(reason_);
+void GenerateStream::Complete(v1::FinishReason reason) {
+  attempt_ = Attempt();  // releases the workers' counts
+  phase_ = Phase::kFinished;
+  finish_.set_reason(reason);
   finish_.mutable_usage()->set_prompt_tokens(static_cast<uint32_t>(call_.prompt.size()));
   finish_.mutable_usage()->set_generated_tokens(static_cast<uint32_t>(generated_.size()));
   if (scope_.prompt_tokens != nullptr) scope_.prompt_tokens->Increment(call_.prompt.size());
-  if (router_.options_.snapshot_conversations && last_prefill_.has_value()) {
+  if (pool_.options().snapshot_conversations && last_prefill_.has_value()) {
     std::vector<int32_t> conversation = call_.prompt;
     conversation.insert(conversation.end(), generated_.begin(), generated_.end());
-    router_.SnapshotConversation(*last_prefill_, call_.prompt.size(), std::move(conversation),
-                                 scope_.salt);
+    pool_.SnapshotConversation(*last_prefill_, call_.prompt.size(), std::move(conversation),
+                               scope_.salt);
   }
-  if (router_.metrics_) router_.metrics_->Outcome(grpc::StatusCode::OK).Increment();
-  finished_ = true;
+  metrics_.Outcome(grpc::StatusCode::OK).Increment();
   out_.Clear();
   *out_.mutable_finish() = finish_;
   // Written, then finished once written: StartWriteAndFinish's message can be lost on the
@@ -699,11 +607,11 @@ void GenerateStream::Complete() {
 }
 
 void GenerateStream::FinishWith(const grpc::Status& status) {
-  if (finished_) return;
-  finished_ = true;
-  decode_in_flight_.reset();
-  prefill_in_flight_.reset();
-  if (router_.metrics_) router_.metrics_->Outcome(status.error_code()).Increment();
+  if (phase_ == Phase::kFinished) return;
+  phase_ = Phase::kFinished;
+  attempt_.decode_load.reset();
+  attempt_.prefill_load.reset();
+  metrics_.Outcome(status.error_code()).Increment();
   Finish(status);
 }
 

@@ -3,7 +3,8 @@
 // tokens already sent) as a chain of asynchronous steps, so an open stream holds no thread.
 // Exactly one step is in flight at a time (a worker call, a write to the client, or the timer
 // of a wait for workers); each step's completion starts the next. Cancellation by the client
-// cancels the step in flight, whose completion then ends the call.
+// cancels the step in flight, whose completion then ends the call. What follows a failed step
+// is DecideFailover's; the router is reached only through WorkerPool.
 #ifndef YOCO_SERVICES_ROUTER_GENERATE_STREAM_H_
 #define YOCO_SERVICES_ROUTER_GENERATE_STREAM_H_
 
@@ -19,15 +20,19 @@
 #include <string>
 #include <vector>
 
+#include "lib/text/token_text_stream.h"
+#include "services/router/decode_relay.h"
+#include "services/router/failover.h"
 #include "services/router/request_checks.h"
-#include "services/router/router_service.h"
+#include "services/router/worker_pool.h"
+#include "yoco/v1/yoco.grpc.pb.h"
 
 namespace yoco {
 
 class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   // Starts the call; it deletes itself when gRPC is done with it and no worker call is left.
-  GenerateStream(RouterService& router, grpc::CallbackServerContext* context,
+  GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* context,
                  const v1::GenerateRequest* request);
 
   void OnWriteDone(bool ok) override;
@@ -35,20 +40,45 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void OnDone() override;
 
  private:
-  class DecodeRelay;  // the Decode call to a decode worker
-
   ~GenerateStream() override;
 
-  // The attempt loop: each attempt chooses a pair (waiting for one when none is healthy),
-  // then prefills remotely or on the decode worker.
-  void Attempt();
+  // Where the chain is. Each step's completion checks that it is where it should be.
+  enum class Phase {
+    kChoosing,           // a pair for the attempt
+    kWaitingForWorkers,  // none healthy: looking again after a short wait
+    kWaitingForRoom,     // every pair refused for load: in the LoadWaitQueue
+    kPrefilling,         // the Prefill call
+    kDecoding,           // the Decode stream (and the prefill's first token to the client)
+    kFinished,           // Finish called or the finish message being written
+  };
+
+  // One try on one pair: reset by every attempt (and by a re-plan after a refusal for load).
+  struct Attempt {
+    std::vector<int32_t> input;  // the prompt plus the tokens already sent
+    std::vector<BlockKey> keys;
+    std::chrono::system_clock::time_point wait_until;  // for a healthy pair
+    WorkerPair pair;
+    std::unique_ptr<WorkerRegistry::InFlight> decode_load, prefill_load;
+    v1::PrefillRequest prefill_request;
+    v1::PrefillResponse prefill_response;
+    v1::FinishReason decode_reason = v1::FINISH_REASON_UNSPECIFIED;
+    bool prefill_ends_at_first_token = false;  // a local prefill: its time ends there
+    uint64_t stall_id = 0;                     // the decode stream in the StallWatch
+    std::chrono::steady_clock::time_point decode_start;
+  };
+
+  // A new attempt (counted against RouterOptions::attempts when `retry`).
+  void StartAttempt(bool retry);
   void ChooseWorkers();
+  void WaitForWorkers();
   void StartRemotePrefill();
-  void OnPrefillDone(const grpc::Status& status);
-  void StartDecode(v1::DecodeRequest request, bool local);
+  void OnPrefillDone(const grpc::Status& status, bool decode_blamed);
+  void ContinueAfterFirstToken();
+  void StartDecode(v1::DecodeRequest request);
   void OnDecodeEvent(const v1::DecodeEvent& event);  // then the relay reads the next or stops
   void OnDecodeDone(const grpc::Status& status);
-  void NextAttempt();
+  // Applies DecideFailover's answer for how this attempt's call ended with `status`.
+  void Fail(const AttemptEnd& end, const grpc::Status& status);
   // Every pair left refused for load: wait at the router (LoadWaitQueue) for room, within the
   // request's deadline and RouterOptions::max_load_wait; then OnRoom.
   void WaitForRoom();
@@ -56,56 +86,50 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
   // Sends a token to the client, then runs `then` (not when the client is gone).
   void Emit(int32_t id, std::function<void()> then);
-  std::optional<v1::FinishReason> StopsAt(int32_t id) const;
-  // The request succeeded (reason set) or failed with last_error_.
-  void Complete();
+  // Why the stream ends at token `id` (a stop token, EOS, a stop string, the length), if it does.
+  std::optional<v1::FinishReason> EndsAt(int32_t id) const;
+  // The request succeeded with `reason`.
+  void Complete(v1::FinishReason reason);
+  // The request failed with `status` (or succeeded on the client's side: never called twice).
   void FinishWith(const grpc::Status& status);
+  // Whether the chain is in `expected`; if not (a bug), the call ends with INTERNAL.
+  bool InPhase(Phase expected);
 
-  // Worker calls (and the wait timer) in flight: the object lives until they are done.
+  // Worker calls, relays and timers in flight: the object lives until they are done. Each is
+  // kept (for OnCancel) and counted under mu_ by Keep, and ends with EndOp.
+  template <typename T>
+  T* Keep(std::vector<std::unique_ptr<T>>& list, std::unique_ptr<T> item, bool* cancelled);
   void BeginOp();
   void EndOp();
 
-  RouterService& router_;
+  WorkerPool& pool_;
+  RouterMetrics& metrics_;
   grpc::CallbackServerContext* const context_;
   const v1::GenerateRequest* const request_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  RouterService::CallScope scope_;
+  CallScope scope_;
   GenerateCall call_;
+  Phase phase_ = Phase::kChoosing;
 
   // What was sent to the client.
   std::vector<int32_t> generated_;
-  std::string output_bytes_;
-  size_t text_pos_ = 0;
-  std::string sent_text_;
-  bool stop_string_hit_ = false;
+  TokenTextStream text_;
   std::chrono::steady_clock::time_point last_token_time_ = start_;
   v1::Finish finish_;
   v1::GenerateResponse out_;  // the write in flight
   std::function<void()> after_write_;
 
-  // The attempts.
-  int attempt_ = 0;
+  // Across attempts.
+  int attempts_ = 0;
+  Attempt attempt_;
   std::vector<size_t> bad_prefill_, bad_decode_;    // failed: not tried again by this request
   std::vector<size_t> busy_prefill_, busy_decode_;  // refused for load: not until room comes
   std::chrono::system_clock::time_point load_wait_until_;
-  v1::FinishReason reason_ = v1::FINISH_REASON_UNSPECIFIED;
-  grpc::Status last_error_{grpc::StatusCode::UNAVAILABLE, "no worker answered"};
+  grpc::Status last_error_{grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker"};
   bool cache_reported_ = false;
   std::optional<size_t> last_prefill_;
   bool force_remote_ = false;
-  std::vector<int32_t> input_;  // this attempt's prompt plus the tokens already sent
-  std::vector<BlockKey> keys_;
-  std::chrono::system_clock::time_point wait_until_;
-  std::optional<WorkerChoice> decode_choice_, prefill_choice_;
-  bool local_ = false;
-  std::optional<WorkerRegistry::InFlight> decode_in_flight_, prefill_in_flight_;
-  v1::PrefillRequest prefill_request_;
-  v1::PrefillResponse prefill_response_;
-  v1::FinishReason decode_reason_ = v1::FINISH_REASON_UNSPECIFIED;
-  bool decode_first_token_ = true;
-  uint64_t stall_id_ = 0;             // this attempt's decode stream in the StallWatch
-  std::atomic<bool> stalled_{false};  // the StallWatch cut it: the worker failed
-  std::chrono::steady_clock::time_point decode_start_;
+  std::atomic<bool> stalled_{false};  // the StallWatch cut this attempt's stream
 
   // Read by OnCancel on another thread. Contexts and relays are kept until the end, so a
   // cancellation never races their destruction.
@@ -119,7 +143,6 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   uint64_t first_place_ = 0;    // guarded by mu_: kept across waits, so the turn is kept
   int ops_ = 0;                 // guarded by mu_
   bool done_ = false;           // guarded by mu_
-  bool finished_ = false;       // Finish called (only the chain calls it)
 };
 
 }  // namespace yoco

@@ -174,7 +174,7 @@ void RouterService::CopySnapshotLater(const WorkerChoice& choice,
     v1::CopySnapshotResponse response;
     const grpc::Status st = prefill_stubs_[holder]->CopySnapshot(&ctx, req, &response);
     if (st.ok()) {
-      if (metrics_) metrics_->snapshot_copies.Increment();
+      metrics_->snapshot_copies.Increment();
       prefill_workers_->Probe(target);
     } else {
       std::cerr << "yoco-router: copying snapshot " << key.Hex() << " from "
@@ -207,8 +207,7 @@ void RouterService::SnapshotConversation(size_t prefill_index, size_t prompt_tok
       prefill_workers_->Probe(prefill_index);  // so the follow-up is routed to it
     }
   };
-  if (!background_.Post(std::move(job)) && metrics_)
-    metrics_->conversation_snapshots_dropped.Increment();
+  if (!background_.Post(std::move(job))) metrics_->conversation_snapshots_dropped.Increment();
 }
 
 }  // namespace yoco

@@ -47,7 +47,9 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
       tokenizer_(std::move(tokenizer)),
       tokenizer_name_(std::move(tokenizer_name)),
       options_(std::move(options)),
-      metrics_(metrics),
+      own_registry_(metrics ? nullptr : std::make_unique<prometheus::Registry>()),
+      own_metrics_(metrics ? nullptr : std::make_unique<RouterMetrics>(*own_registry_)),
+      metrics_(metrics ? metrics : own_metrics_.get()),
       load_queue_(options_.max_waiting_requests),
       load_tick_(kLoadTick, [this] {
         if (load_queue_.waiting() > 0) load_queue_.WakeNext();
@@ -200,8 +202,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* RouterService::Generate(
   return new GenerateStream(*this, context, request);
 }
 
-absl::StatusOr<RouterService::CallScope> RouterService::Scope(
-    const grpc::ServerContextBase& context, bool has_salt, const std::string& request_salt) {
+absl::StatusOr<CallScope> RouterService::Scope(const grpc::ServerContextBase& context,
+                                               bool has_salt, const std::string& request_salt) {
   CallScope scope;
   if (options_.tenants == nullptr) {
     scope.salt = request_salt;
@@ -209,7 +211,7 @@ absl::StatusOr<RouterService::CallScope> RouterService::Scope(
   }
   absl::StatusOr<std::string> tenant = CallerTenant(*options_.tenants, context);
   if (!tenant.ok()) {
-    if (metrics_) metrics_->unauthenticated.Increment();
+    metrics_->unauthenticated.Increment();
     return tenant.status();
   }
   if (has_salt) {
@@ -218,10 +220,8 @@ absl::StatusOr<RouterService::CallScope> RouterService::Scope(
   }
   scope.tenant = *tenant;
   scope.salt = TenantCacheSalt(scope.tenant);
-  if (metrics_) {
-    scope.prompt_tokens = &metrics_->tenant_prompt_tokens.Add({{"tenant", scope.tenant}});
-    scope.generated_tokens = &metrics_->tenant_generated_tokens.Add({{"tenant", scope.tenant}});
-  }
+  scope.prompt_tokens = &metrics_->tenant_prompt_tokens.Add({{"tenant", scope.tenant}});
+  scope.generated_tokens = &metrics_->tenant_generated_tokens.Add({{"tenant", scope.tenant}});
   return scope;
 }
 
@@ -239,17 +239,46 @@ bool RouterService::PrefillOnDecodeWorker(const std::optional<WorkerChoice>& dec
   return load < options_.local_prefill_max_load;
 }
 
-bool RouterService::ClientGone(const grpc::ServerContextBase& context) {
-  return context.IsCancelled() || std::chrono::system_clock::now() >= context.deadline();
+uint64_t RouterService::LongestSequenceRows() const {
+  return decode_workers_->LongestSequenceRows();
 }
 
-grpc::Status RouterService::ClientGoneStatus(const grpc::ServerContextBase& context,
-                                             const grpc::Status& worker) {
-  if (std::chrono::system_clock::now() >= context.deadline()) {
-    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                        "the request's deadline passed (" + worker.error_message() + ")");
+WorkerPair RouterService::ChoosePair(const PairRequest& request) {
+  WorkerPair pair;
+  // A decode worker that holds the prompt's document needs only the question's rows shipped.
+  pair.decode = decode_workers_->Choose(request.skip_decode, request.keys,
+                                        static_cast<int64_t>(request.input_tokens),
+                                        options_.cache_load_penalty_tokens);
+  pair.prefill = prefill_workers_->Choose(request.skip_prefill, request.keys,
+                                          static_cast<int64_t>(request.input_tokens),
+                                          options_.cache_load_penalty_tokens, kDiskPenaltyTokens);
+  pair.local =
+      request.allow_local && PrefillOnDecodeWorker(pair.decode, pair.prefill, request.input_tokens);
+  return pair;
+}
+
+std::unique_ptr<WorkerRegistry::InFlight> RouterService::CountRequest(WorkerRole role,
+                                                                      size_t index) {
+  return std::make_unique<WorkerRegistry::InFlight>(
+      role == WorkerRole::kPrefill ? *prefill_workers_ : *decode_workers_, index);
+}
+
+void RouterService::MarkFailed(WorkerRole role, size_t index) {
+  if (role == WorkerRole::kPrefill) {
+    prefill_workers_->MarkFailed(index);
+    metrics_->prefill_worker_failures.Increment();
+  } else {
+    decode_workers_->MarkFailed(index);
+    metrics_->decode_worker_failures.Increment();
   }
-  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+}
+
+void RouterService::NoteHeld(size_t decode_index, const BlockKey& key) {
+  decode_workers_->NoteHeld(decode_index, key);
+}
+
+std::optional<ForgottenReason> RouterService::WhyForgotten(absl::Span<const BlockKey> keys) const {
+  return prefill_workers_->WhyForgotten(keys);
 }
 
 bool RouterService::CanAdmit() const {

@@ -1,0 +1,81 @@
+// The retry rules. Their order matters: the client's own deadline or cancellation is checked
+// before anything that would blame a worker, and a refusal for load never marks a worker failed.
+#include "services/router/failover.h"
+
+namespace yoco {
+namespace {
+
+using Next = Failover::Next;
+
+Failover PrefillFailed(const AttemptEnd& end) {
+  Failover f;
+  if (end.client_gone) {
+    f.next = Next::kEndClientGone;
+  } else if (end.decode_blamed) {
+    // The prompt was prefilled but its state could not reach the decode worker (dead before
+    // the probes noticed): that worker failed; the same prefill worker may serve the retry.
+    f.next = Next::kRetry;
+    f.mark_failed = WorkerRole::kDecode;
+  } else if (end.code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // A full queue (the prefill worker's, or the decode worker's refusing the bundle) is load:
+    // another pair, both stay healthy; once every pair has refused, the request waits for room.
+    f.next = Next::kReplan;
+    f.busy_prefill = f.busy_decode = true;
+  } else if (!RetryableStatus(end.code)) {
+    f.next = Next::kFail;
+  } else {
+    f.next = Next::kRetry;
+    f.mark_failed = WorkerRole::kPrefill;
+  }
+  return f;
+}
+
+Failover DecodeEnded(const AttemptEnd& end) {
+  Failover f;
+  const bool failed = end.code != grpc::StatusCode::OK;
+  if (end.finished) {
+    f.next = Next::kComplete;
+  } else if (end.client_gone) {
+    f.next = Next::kEndClientGone;
+  } else if (end.stalled) {
+    // Stopped sending (failed its health probe, or no token long past its pace): as if it had
+    // died, the tokens sent so far go on from another pair.
+    f.next = Next::kRetry;
+    f.mark_failed = WorkerRole::kDecode;
+  } else if (end.local && (end.code == grpc::StatusCode::FAILED_PRECONDITION ||
+                           end.code == grpc::StatusCode::RESOURCE_EXHAUSTED)) {
+    // It does not prefill (any more), or its prefill queue is full: a prefill worker's turn.
+    f.next = Next::kRetry;
+    f.force_remote = true;
+  } else if (end.code == grpc::StatusCode::FAILED_PRECONDITION) {
+    // Its whole state budget is smaller than the sequence: another decode worker may hold it.
+    f.next = Next::kReplan;
+    f.skip_decode = true;
+  } else if (end.code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // Its batch and queue are full: load, not failure.
+    f.next = Next::kReplan;
+    f.busy_decode = true;
+  } else if (failed && !RetryableStatus(end.code)) {
+    f.next = Next::kFail;
+  } else {
+    // Failed, or ended without a finish (the worker went away): the tokens sent so far go on
+    // from another pair.
+    f.next = Next::kRetry;
+    f.mark_failed = WorkerRole::kDecode;
+  }
+  return f;
+}
+
+}  // namespace
+
+bool RetryableStatus(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::ABORTED || code == grpc::StatusCode::INTERNAL ||
+         code == grpc::StatusCode::UNKNOWN;
+}
+
+Failover DecideFailover(const AttemptEnd& end) {
+  return end.call == WorkerRole::kPrefill ? PrefillFailed(end) : DecodeEnded(end);
+}
+
+}  // namespace yoco

@@ -1,0 +1,57 @@
+// The router's retry rules as one pure function: given how an attempt's worker call ended, what
+// the request does next and whom it blames. GenerateStream applies the decision; the table of
+// rules is unit-tested row by row (tests/router/failover_test.cc).
+#ifndef YOCO_SERVICES_ROUTER_FAILOVER_H_
+#define YOCO_SERVICES_ROUTER_FAILOVER_H_
+
+#include <grpcpp/support/status.h>
+
+#include <optional>
+
+namespace yoco {
+
+enum class WorkerRole { kPrefill, kDecode };
+
+// How an attempt's Prefill call (that failed) or Decode stream (that ended) ended.
+struct AttemptEnd {
+  WorkerRole call = WorkerRole::kPrefill;
+  grpc::StatusCode code = grpc::StatusCode::OK;
+  bool client_gone = false;    // the client cancelled or its deadline passed
+  bool decode_blamed = false;  // prefill: its failed-peer trailer names the decode worker
+  bool finished = false;       // decode: the worker sent a finish reason other than CANCELLED
+  bool stalled = false;        // decode: the StallWatch cut the stream
+  bool local = false;          // decode: the decode worker prefilled this attempt itself
+};
+
+struct Failover {
+  enum class Next {
+    kComplete,       // the request succeeded: the finish goes to the client
+    kEndClientGone,  // the client's doing: CANCELLED or DEADLINE_EXCEEDED, nobody blamed
+    kFail,           // the worker's status goes to the client as it is
+    kRetry,          // a new attempt on another pair (counts against RouterOptions::attempts)
+    kReplan,         // another pair within this attempt: a refusal, not a failure
+  };
+  Next next = Next::kFail;
+  // Marked failed for everyone (registry and metrics) and never tried again by this request.
+  std::optional<WorkerRole> mark_failed;
+  // The decode worker can never hold this sequence: skipped by this request, healthy for others.
+  bool skip_decode = false;
+  // Refused for load: skipped by this request until the load queue says there is room.
+  bool busy_prefill = false;
+  bool busy_decode = false;
+  // Later attempts prefill on a prefill worker (the decode worker would not prefill).
+  bool force_remote = false;
+
+  bool operator==(const Failover&) const = default;
+};
+
+// Statuses that say a worker (or the way to it) failed, so another pair may succeed.
+bool RetryableStatus(grpc::StatusCode code);
+
+// What follows `end`. A Prefill call that succeeded continues to its Decode stream and is not
+// asked about.
+Failover DecideFailover(const AttemptEnd& end);
+
+}  // namespace yoco
+
+#endif  // YOCO_SERVICES_ROUTER_FAILOVER_H_

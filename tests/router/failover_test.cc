@@ -1,0 +1,180 @@
+// The retry rules, row by row: each row is one way an attempt's worker call can end and what
+// the request must do next. The expected decisions come from the rules' statement in
+// services/router/failover.h and docs/serving.md, not from running the function.
+#include "services/router/failover.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace yoco {
+namespace {
+
+using Code = grpc::StatusCode;
+using Next = Failover::Next;
+
+struct Row {
+  std::string name;
+  AttemptEnd end;
+  Failover want;
+};
+
+AttemptEnd Prefill(Code code) {
+  AttemptEnd e;
+  e.call = WorkerRole::kPrefill;
+  e.code = code;
+  return e;
+}
+
+AttemptEnd Decode(Code code) {
+  AttemptEnd e;
+  e.call = WorkerRole::kDecode;
+  e.code = code;
+  return e;
+}
+
+template <typename F>
+AttemptEnd With(AttemptEnd e, F f) {
+  f(e);
+  return e;
+}
+
+Failover Want(Next next) {
+  Failover f;
+  f.next = next;
+  return f;
+}
+
+Failover Mark(Next next, WorkerRole role) {
+  Failover f = Want(next);
+  f.mark_failed = role;
+  return f;
+}
+
+std::vector<Row> Rows() {
+  std::vector<Row> rows;
+  auto gone = [](AttemptEnd& e) { e.client_gone = true; };
+  auto blamed = [](AttemptEnd& e) { e.decode_blamed = true; };
+  auto finished = [](AttemptEnd& e) { e.finished = true; };
+  auto stalled = [](AttemptEnd& e) { e.stalled = true; };
+  auto local = [](AttemptEnd& e) { e.local = true; };
+
+  // Prefill calls that failed.
+  rows.push_back({"prefill_client_gone", With(Prefill(Code::DEADLINE_EXCEEDED), gone),
+                  Want(Next::kEndClientGone)});
+  rows.push_back({"prefill_client_gone_beats_blame",
+                  With(With(Prefill(Code::UNAVAILABLE), gone), blamed),
+                  Want(Next::kEndClientGone)});
+  rows.push_back({"prefill_blames_decode", With(Prefill(Code::UNAVAILABLE), blamed),
+                  Mark(Next::kRetry, WorkerRole::kDecode)});
+  Failover busy_both = Want(Next::kReplan);
+  busy_both.busy_prefill = busy_both.busy_decode = true;
+  rows.push_back({"prefill_refused_for_load", Prefill(Code::RESOURCE_EXHAUSTED), busy_both});
+  for (Code code :
+       {Code::UNAVAILABLE, Code::DEADLINE_EXCEEDED, Code::ABORTED, Code::INTERNAL, Code::UNKNOWN}) {
+    rows.push_back({"prefill_failed_" + std::to_string(code), Prefill(code),
+                    Mark(Next::kRetry, WorkerRole::kPrefill)});
+  }
+  for (Code code : {Code::INVALID_ARGUMENT, Code::FAILED_PRECONDITION, Code::PERMISSION_DENIED,
+                    Code::UNAUTHENTICATED, Code::NOT_FOUND, Code::CANCELLED}) {
+    rows.push_back({"prefill_refused_" + std::to_string(code), Prefill(code), Want(Next::kFail)});
+  }
+
+  // Decode streams that ended.
+  rows.push_back({"decode_finished", With(Decode(Code::OK), finished), Want(Next::kComplete)});
+  rows.push_back({"decode_finished_then_client_gone",
+                  With(With(Decode(Code::CANCELLED), finished), gone), Want(Next::kComplete)});
+  rows.push_back(
+      {"decode_client_gone", With(Decode(Code::CANCELLED), gone), Want(Next::kEndClientGone)});
+  rows.push_back({"decode_client_gone_beats_stall",
+                  With(With(Decode(Code::CANCELLED), gone), stalled), Want(Next::kEndClientGone)});
+  rows.push_back({"decode_client_gone_without_status", With(Decode(Code::OK), gone),
+                  Want(Next::kEndClientGone)});
+  rows.push_back({"decode_stalled", With(Decode(Code::CANCELLED), stalled),
+                  Mark(Next::kRetry, WorkerRole::kDecode)});
+  rows.push_back({"decode_stalled_beats_local_refusal",
+                  With(With(Decode(Code::RESOURCE_EXHAUSTED), stalled), local),
+                  Mark(Next::kRetry, WorkerRole::kDecode)});
+  Failover remote = Want(Next::kRetry);
+  remote.force_remote = true;
+  rows.push_back(
+      {"local_prefill_not_offered", With(Decode(Code::FAILED_PRECONDITION), local), remote});
+  rows.push_back(
+      {"local_prefill_queue_full", With(Decode(Code::RESOURCE_EXHAUSTED), local), remote});
+  Failover skip = Want(Next::kReplan);
+  skip.skip_decode = true;
+  rows.push_back({"decode_can_never_hold_it", Decode(Code::FAILED_PRECONDITION), skip});
+  Failover busy_decode = Want(Next::kReplan);
+  busy_decode.busy_decode = true;
+  rows.push_back({"decode_refused_for_load", Decode(Code::RESOURCE_EXHAUSTED), busy_decode});
+  for (Code code : {Code::INVALID_ARGUMENT, Code::NOT_FOUND, Code::PERMISSION_DENIED,
+                    Code::UNAUTHENTICATED, Code::CANCELLED}) {
+    rows.push_back({"decode_refused_" + std::to_string(code), Decode(code), Want(Next::kFail)});
+  }
+  for (Code code :
+       {Code::UNAVAILABLE, Code::DEADLINE_EXCEEDED, Code::ABORTED, Code::INTERNAL, Code::UNKNOWN}) {
+    rows.push_back({"decode_failed_" + std::to_string(code), Decode(code),
+                    Mark(Next::kRetry, WorkerRole::kDecode)});
+    rows.push_back({"local_decode_failed_" + std::to_string(code), With(Decode(code), local),
+                    Mark(Next::kRetry, WorkerRole::kDecode)});
+  }
+  rows.push_back({"decode_ended_early", Decode(Code::OK), Mark(Next::kRetry, WorkerRole::kDecode)});
+  return rows;
+}
+
+std::string Describe(const Failover& f) {
+  std::string s = "next=" + std::to_string(static_cast<int>(f.next));
+  if (f.mark_failed) s += f.mark_failed == WorkerRole::kPrefill ? " mark=prefill" : " mark=decode";
+  if (f.skip_decode) s += " skip_decode";
+  if (f.busy_prefill) s += " busy_prefill";
+  if (f.busy_decode) s += " busy_decode";
+  if (f.force_remote) s += " force_remote";
+  return s;
+}
+
+TEST(FailoverTest, EveryRowOfTheRules) {
+  for (const Row& row : Rows()) {
+    const Failover got = DecideFailover(row.end);
+    EXPECT_EQ(got, row.want) << row.name << ": got " << Describe(got) << ", want "
+                             << Describe(row.want);
+  }
+}
+
+// Whatever else is true, a client that went away never gets a worker marked failed unless the
+// worker had already finished the request.
+TEST(FailoverTest, TheClientGoingAwayNeverBlamesAWorker) {
+  for (WorkerRole call : {WorkerRole::kPrefill, WorkerRole::kDecode}) {
+    for (int code = 0; code <= 16; ++code) {
+      for (int flags = 0; flags < 8; ++flags) {
+        AttemptEnd end;
+        end.call = call;
+        end.code = static_cast<Code>(code);
+        end.client_gone = true;
+        end.decode_blamed = flags & 1;
+        end.stalled = flags & 2;
+        end.local = flags & 4;
+        if (call == WorkerRole::kPrefill && end.code == Code::OK) continue;
+        const Failover f = DecideFailover(end);
+        EXPECT_EQ(f.next, Next::kEndClientGone) << "code " << code << " flags " << flags;
+        EXPECT_FALSE(f.mark_failed.has_value());
+      }
+    }
+  }
+}
+
+// A refusal for load is never a failure: nobody is marked, and it is not an attempt.
+TEST(FailoverTest, LoadIsNeverFailure) {
+  for (WorkerRole call : {WorkerRole::kPrefill, WorkerRole::kDecode}) {
+    AttemptEnd end;
+    end.call = call;
+    end.code = Code::RESOURCE_EXHAUSTED;
+    const Failover f = DecideFailover(end);
+    EXPECT_EQ(f.next, Next::kReplan);
+    EXPECT_FALSE(f.mark_failed.has_value());
+    EXPECT_TRUE(f.busy_decode);
+  }
+}
+
+}  // namespace
+}  // namespace yoco

@@ -1,0 +1,419 @@
+// GenerateStream's retry rules end to end, against fake prefill and decode workers on in-process
+// gRPC servers: the fakes' "model" is a hash of the sequence so far (so a stream continued on
+// another pair must give exactly the tokens of an uninterrupted one), and each test breaks one
+// step in one way and checks what the client gets and whom the router blames (its metrics).
+#include "services/router/generate_stream.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/engine/sampler.h"
+#include "lib/text/byte_tokenizer.h"
+#include "services/router/router_service.h"
+
+namespace yoco {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint64_t kFingerprint = 7;
+
+// The fake model: the next token is a letter chosen by a hash of the whole sequence.
+int32_t NextToken(const std::vector<int32_t>& seq) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : seq) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+  return static_cast<int32_t>('a' + kTokenizerIdOffset + h % 26);
+}
+
+std::vector<int32_t> Reference(std::vector<int32_t> seq, size_t n) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(NextToken(seq));
+    seq.push_back(out.back());
+  }
+  return out;
+}
+
+// The state a fake prefill "ships" to a fake decode worker: the sequence, by transfer id.
+struct Bundles {
+  std::mutex mu;
+  std::map<uint64_t, std::vector<int32_t>> by_id;
+  uint64_t next_id = 1;
+};
+
+class FakePrefill final : public v1::PrefillWorker::Service {
+ public:
+  explicit FakePrefill(Bundles& bundles) : bundles_(bundles) {}
+
+  // Runs first in every Prefill call; a status other than OK is the call's answer.
+  std::function<grpc::Status(grpc::ServerContext*)> before;
+  std::atomic<int> calls{0};
+  std::mutex mu;
+  std::vector<size_t> prompt_sizes;  // guarded by mu
+
+  grpc::Status GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
+                             v1::WorkerInfo* info) override {
+    info->set_worker_id("prefill");
+    info->set_model_fingerprint(kFingerprint);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListCache(grpc::ServerContext*, const v1::ListCacheRequest*,
+                         v1::ListCacheResponse*) override {
+    return grpc::Status::OK;
+  }
+  grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                       v1::PrefillResponse* response) override {
+    ++calls;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      prompt_sizes.push_back(request->prompt_size());
+    }
+    if (before) {
+      if (grpc::Status st = before(context); !st.ok()) return st;
+    }
+    std::vector<int32_t> seq(request->prompt().begin(), request->prompt().end());
+    seq.push_back(NextToken(seq));
+    response->set_first_token(seq.back());
+    response->set_bundle_shipped(true);
+    std::lock_guard<std::mutex> lock(bundles_.mu);
+    response->set_transfer_id(bundles_.next_id);
+    bundles_.by_id[bundles_.next_id++] = std::move(seq);
+    return grpc::Status::OK;
+  }
+
+ private:
+  Bundles& bundles_;
+};
+
+class FakeDecode final : public v1::DecodeWorker::Service {
+ public:
+  explicit FakeDecode(Bundles& bundles) : bundles_(bundles) {}
+
+  std::atomic<bool> healthy{true};
+  bool offers_local_prefill = false;  // advertised
+  bool prefills = true;               // what a Decode with a prompt then finds
+  // Runs before the `sent`-th token of a stream; a status other than OK ends it with that.
+  std::function<grpc::Status(int sent)> before_token;
+  std::atomic<int> calls{0};
+
+  grpc::Status GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
+                             v1::WorkerInfo* info) override {
+    if (!healthy) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
+    info->set_worker_id("decode");
+    info->set_model_fingerprint(kFingerprint);
+    info->set_ucx_address("fake");
+    info->set_local_prefill(offers_local_prefill);
+    return grpc::Status::OK;
+  }
+  grpc::Status Decode(grpc::ServerContext*, const v1::DecodeRequest* request,
+                      grpc::ServerWriter<v1::DecodeEvent>* writer) override {
+    ++calls;
+    std::vector<int32_t> seq;
+    if (request->prompt_size() > 0) {
+      if (!prefills) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this worker does not prefill");
+      }
+      seq.assign(request->prompt().begin(), request->prompt().end());
+    } else {
+      std::lock_guard<std::mutex> lock(bundles_.mu);
+      auto it = bundles_.by_id.find(request->transfer_id());
+      if (it == bundles_.by_id.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no bundle");
+      seq = it->second;
+    }
+    for (uint32_t sent = 0; sent < request->max_new_tokens(); ++sent) {
+      if (before_token) {
+        if (grpc::Status st = before_token(static_cast<int>(sent)); !st.ok()) return st;
+      }
+      seq.push_back(NextToken(seq));
+      v1::DecodeEvent event;
+      event.mutable_token()->set_id(seq.back());
+      writer->Write(event);
+    }
+    v1::DecodeEvent finish;
+    finish.mutable_finish()->set_reason(v1::FINISH_REASON_LENGTH);
+    writer->Write(finish);
+    return grpc::Status::OK;
+  }
+
+ private:
+  Bundles& bundles_;
+};
+
+struct Result {
+  grpc::Status status;
+  std::vector<int32_t> ids;
+  v1::Finish finish;
+};
+
+class GenerateStreamTest : public ::testing::Test {
+ protected:
+  GenerateStreamTest() {
+    config_.vocab_size = 300;
+    config_.max_seq_len = 4096;
+    options_.probe_interval = absl::Milliseconds(50);
+    options_.wait_for_workers = absl::Seconds(20);
+  }
+  ~GenerateStreamTest() override {
+    if (router_server_) router_server_->Shutdown();
+    for (auto& s : worker_servers_) s->Shutdown();
+  }
+
+  FakePrefill& AddPrefill() {
+    prefills_.push_back(std::make_unique<FakePrefill>(bundles_));
+    options_.prefill_workers.push_back(Serve(prefills_.back().get()));
+    return *prefills_.back();
+  }
+  FakeDecode& AddDecode() {
+    decodes_.push_back(std::make_unique<FakeDecode>(bundles_));
+    options_.decode_workers.push_back(Serve(decodes_.back().get()));
+    return *decodes_.back();
+  }
+  std::string Serve(grpc::Service* service) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service);
+    worker_servers_.push_back(builder.BuildAndStart());
+    return "127.0.0.1:" + std::to_string(port);
+  }
+
+  // Starts the router over the workers added so far; with `ready`, waits until it can admit.
+  void StartRouter(bool ready = true) {
+    router_ = std::make_unique<RouterService>(config_, std::make_unique<ByteTokenizer>(), "byte",
+                                              options_, &metrics_);
+    ASSERT_TRUE(router_->Start().ok());
+    grpc::ServerBuilder builder;
+    builder.RegisterService(router_.get());
+    router_server_ = builder.BuildAndStart();
+    stub_ = v1::Yoco::NewStub(router_server_->InProcessChannel(grpc::ChannelArguments()));
+    for (int i = 0; ready && !router_->CanAdmit() && i < 200; ++i) {
+      std::this_thread::sleep_for(milliseconds(25));
+    }
+    if (ready) ASSERT_TRUE(router_->CanAdmit());
+  }
+
+  Result Generate(uint32_t max_new_tokens, milliseconds timeout = milliseconds(20000),
+                  std::function<void(grpc::ClientContext*)> during = nullptr) {
+    v1::GenerateRequest request;
+    for (int32_t id : prompt_) request.mutable_tokens()->add_ids(id);
+    request.mutable_sampling()->set_max_new_tokens(max_new_tokens);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    std::thread side;
+    if (during) side = std::thread([&] { during(&context); });
+    Result result;
+    auto reader = stub_->Generate(&context, request);
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+      if (response.has_token()) result.ids.push_back(response.token().id());
+      if (response.has_finish()) result.finish = response.finish();
+    }
+    result.status = reader->Finish();
+    if (side.joinable()) side.join();
+    return result;
+  }
+
+  // Waits (briefly) for the router to count an outcome: it may finish after its client.
+  double Outcomes(grpc::StatusCode code) {
+    for (int i = 0; i < 100 && metrics_.Outcome(code).Value() == 0; ++i) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return metrics_.Outcome(code).Value();
+  }
+
+  ModelConfig config_;
+  RouterOptions options_;
+  prometheus::Registry registry_;
+  RouterMetrics metrics_{registry_};
+  Bundles bundles_;
+  const std::vector<int32_t> prompt_ = {kBosId, 'h' + kTokenizerIdOffset, 'i' + kTokenizerIdOffset};
+  std::vector<std::unique_ptr<FakePrefill>> prefills_;
+  std::vector<std::unique_ptr<FakeDecode>> decodes_;
+  std::vector<std::unique_ptr<grpc::Server>> worker_servers_;
+  std::unique_ptr<RouterService> router_;
+  std::unique_ptr<grpc::Server> router_server_;
+  std::unique_ptr<v1::Yoco::Stub> stub_;
+};
+
+TEST_F(GenerateStreamTest, TokensAreTheModelsAndTheStreamEndsAtTheLength) {
+  AddPrefill();
+  AddDecode();
+  StartRouter();
+  const Result r = Generate(12);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 12));
+  EXPECT_EQ(r.finish.reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(r.finish.usage().generated_tokens(), 12u);
+  EXPECT_EQ(metrics_.retries.Value(), 0);
+}
+
+TEST_F(GenerateStreamTest, DecodeDiesAfterTokenKAndTheStreamContinuesExactly) {
+  AddPrefill();
+  std::atomic<bool> died{false};
+  for (int i = 0; i < 2; ++i) {
+    AddDecode().before_token = [&died](int sent) {
+      if (sent == 3 && !died.exchange(true)) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died");
+      }
+      return grpc::Status::OK;
+    };
+  }
+  StartRouter();
+  const Result r = Generate(12);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 12));
+  EXPECT_EQ(r.finish.reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(metrics_.decode_worker_failures.Value(), 1);
+  EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 0);
+  EXPECT_EQ(metrics_.retries.Value(), 1);
+  // The retry prefilled the prompt plus the 4 tokens already sent (the prefill's + 3 decoded).
+  std::lock_guard<std::mutex> lock(prefills_[0]->mu);
+  EXPECT_EQ(prefills_[0]->prompt_sizes, (std::vector<size_t>{3, 7}));
+  EXPECT_EQ(decodes_[0]->calls + decodes_[1]->calls, 2);
+}
+
+TEST_F(GenerateStreamTest, PrefillRefusedForLoadTriesAnotherPairAndMarksNobody) {
+  std::atomic<bool> refused{false};
+  for (int i = 0; i < 2; ++i) {
+    AddPrefill().before = [&refused](grpc::ServerContext*) {
+      if (!refused.exchange(true)) {
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
+      }
+      return grpc::Status::OK;
+    };
+  }
+  AddDecode();
+  AddDecode();
+  StartRouter();
+  const Result r = Generate(6);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 6));
+  EXPECT_EQ(prefills_[0]->calls.load(), 1);  // one each: the refusing one was not asked again
+  EXPECT_EQ(prefills_[1]->calls.load(), 1);
+  EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 0);
+  EXPECT_EQ(metrics_.decode_worker_failures.Value(), 0);
+  EXPECT_EQ(metrics_.retries.Value(), 0);
+  EXPECT_EQ(metrics_.load_waits.Value(), 0);
+}
+
+TEST_F(GenerateStreamTest, EveryPairRefusedForLoadWaitsForRoomThenIsServed) {
+  std::atomic<bool> refused{false};
+  AddPrefill().before = [&refused](grpc::ServerContext*) {
+    if (!refused.exchange(true)) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
+    }
+    return grpc::Status::OK;
+  };
+  AddDecode();
+  StartRouter();
+  const Result r = Generate(6);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 6));
+  EXPECT_EQ(prefills_[0]->calls.load(), 2);
+  EXPECT_EQ(metrics_.load_waits.Value(), 1);
+  EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 0);
+  EXPECT_EQ(metrics_.retries.Value(), 0);
+}
+
+TEST_F(GenerateStreamTest, RefusedForLoadPastTheWaitIsResourceExhausted) {
+  options_.max_load_wait = absl::Milliseconds(200);
+  AddPrefill().before = [](grpc::ServerContext*) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
+  };
+  AddDecode();
+  StartRouter();
+  const Result r = Generate(6);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(r.status.error_message(), "queue full");
+  EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 0);
+}
+
+TEST_F(GenerateStreamTest, TheClientsDeadlineMarksNobody) {
+  AddPrefill().before = [](grpc::ServerContext* context) {
+    // Slow: still working when the client's deadline (propagated here) passes.
+    for (int i = 0; i < 200 && !context->IsCancelled(); ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "too slow");
+  };
+  AddDecode();
+  StartRouter();
+  const Result r = Generate(6, milliseconds(300));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(Outcomes(grpc::StatusCode::DEADLINE_EXCEEDED), 1);
+  EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 0);
+  EXPECT_EQ(metrics_.decode_worker_failures.Value(), 0);
+  EXPECT_TRUE(router_->CanAdmit());
+}
+
+TEST_F(GenerateStreamTest, CancelWhileWaitingForWorkersIsCancelledAtOnce) {
+  AddPrefill();
+  AddDecode().healthy = false;
+  StartRouter(/*ready=*/false);
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = Generate(6, milliseconds(30000), [](grpc::ClientContext* context) {
+    std::this_thread::sleep_for(milliseconds(300));
+    context->TryCancel();
+  });
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::CANCELLED);
+  // The router ended the request itself, long before its 20 s wait for workers.
+  EXPECT_EQ(Outcomes(grpc::StatusCode::CANCELLED), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(prefills_[0]->calls.load(), 0);
+}
+
+TEST_F(GenerateStreamTest, NoHealthyWorkerAfterTheWaitIsUnavailable) {
+  options_.wait_for_workers = absl::Milliseconds(300);
+  AddPrefill();
+  AddDecode().healthy = false;
+  StartRouter(/*ready=*/false);
+  const Result r = Generate(6);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find("no healthy"), std::string::npos)
+      << r.status.error_message();
+}
+
+TEST_F(GenerateStreamTest, ALocalPrefillRefusalGoesRemote) {
+  options_.local_prefill_max_tokens = 128;
+  AddPrefill();
+  FakeDecode& decode = AddDecode();
+  decode.offers_local_prefill = true;  // advertised, but it refuses when asked
+  decode.prefills = false;
+  StartRouter();
+  const Result r = Generate(6);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 6));
+  EXPECT_EQ(prefills_[0]->calls.load(), 1);
+  EXPECT_EQ(decode.calls.load(), 2);  // the refused local prefill, then the shipped decode
+  EXPECT_EQ(metrics_.decode_worker_failures.Value(), 0);
+  EXPECT_EQ(metrics_.local_prefills.Value(), 1);
+}
+
+TEST_F(GenerateStreamTest, AFailingWorkerOnEveryAttemptEndsWithItsStatus) {
+  options_.attempts = 2;
+  for (int i = 0; i < 3; ++i) {
+    AddPrefill().before = [](grpc::ServerContext*) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "broken");
+    };
+  }
+  AddDecode();
+  StartRouter();
+  const Result r = Generate(6);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(r.status.error_message(), "broken");
+  EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 2);  // two attempts, two workers
+  EXPECT_EQ(prefills_[0]->calls + prefills_[1]->calls + prefills_[2]->calls, 2);
+}
+
+}  // namespace
+}  // namespace yoco
