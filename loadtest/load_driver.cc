@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -13,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "yoco/v1/yoco.grpc.pb.h"
 
 namespace yoco {
@@ -44,8 +44,8 @@ struct LoadDriver::State {
   const Workload* workload = nullptr;
   LoadOptions options;
 
-  std::mutex mu;
-  std::condition_variable changed;
+  absl::Mutex mu;
+  absl::CondVar changed;
   Clock::time_point start;
   Clock::time_point stop_starting;  // no request starts after this
   uint64_t next = 0;                // sessions started (a session: turns() requests; else 1)
@@ -91,14 +91,14 @@ namespace {
 class LiveCall {
  public:
   explicit LiveCall(LoadDriver::State& state) : state_(state) {
-    std::lock_guard<std::mutex> lock(state_.mu);
+    absl::MutexLock lock(&state_.mu);
     ++state_.live_calls;
   }
   ~LiveCall() {
     // Notified under the lock: the waiter cannot return, and free State, before it is released.
-    std::lock_guard<std::mutex> lock(state_.mu);
+    absl::MutexLock lock(&state_.mu);
     --state_.live_calls;
-    state_.changed.notify_all();
+    state_.changed.SignalAll();
   }
   LiveCall(const LiveCall&) = delete;
   LiveCall& operator=(const LiveCall&) = delete;
@@ -107,9 +107,9 @@ class LiveCall {
   LoadDriver::State& state_;
 };
 
-class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
+class LoadGenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
-  GenerateCall(LoadDriver::State& state, uint64_t index, PlannedRequest plan)
+  LoadGenerateCall(LoadDriver::State& state, uint64_t index, PlannedRequest plan)
       : live_(state), state_(state), plan_(std::move(plan)) {
     record_.index = index;
     record_.document = plan_.document;
@@ -187,7 +187,7 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
 
 void LoadDriver::State::Launch(uint64_t index, PlannedRequest plan) {
   if (http == nullptr) {
-    (new GenerateCall(*this, index, std::move(plan)))->Start();
+    (new LoadGenerateCall(*this, index, std::move(plan)))->Start();
     return;
   }
   RequestRecord record;
@@ -216,7 +216,7 @@ void LoadDriver::State::Finished(RequestRecord record, const PlannedRequest& pla
   uint64_t next_index = 0;
   bool launch = false;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     if (!record.ok()) ++errors;
     records.push_back(std::move(record));
     ++done;
@@ -225,7 +225,7 @@ void LoadDriver::State::Finished(RequestRecord record, const PlannedRequest& pla
       // Closed loop: a finished session makes room for the next.
       if (options.concurrency > 0) launch = TakeNextLocked(&next_index);
     }
-    changed.notify_all();
+    changed.SignalAll();
   }
   if (next_turn) Launch(index + 1, workload->NextTurn(plan.prompt, answer, index + 1));
   if (launch) Launch(next_index, workload->Request(next_index));
@@ -273,9 +273,9 @@ std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
                         : s.start + absl::ToChronoNanoseconds(s.options.duration);
   bool running = true;
   std::thread progress([&s, &running] {
-    std::unique_lock<std::mutex> lock(s.mu);
+    absl::MutexLock lock(&s.mu);
     while (running) {
-      s.changed.wait_for(lock, std::chrono::seconds(1));
+      s.changed.WaitWithTimeout(&s.mu, absl::Seconds(1));
       if (!running || !s.options.progress) continue;
       const double t = std::chrono::duration<double>(Clock::now() - s.start).count();
       std::cerr << absl::StrFormat(
@@ -290,7 +290,7 @@ std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
   if (s.options.concurrency > 0) {
     std::vector<uint64_t> first;
     {
-      std::lock_guard<std::mutex> lock(s.mu);
+      absl::MutexLock lock(&s.mu);
       uint64_t index;
       while (first.size() < static_cast<size_t>(s.options.concurrency) &&
              s.TakeNextLocked(&index)) {
@@ -307,7 +307,7 @@ std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
     while (true) {
       uint64_t index;
       {
-        std::lock_guard<std::mutex> lock(s.mu);
+        absl::MutexLock lock(&s.mu);
         if (!s.TakeNextLocked(&index)) break;
       }
       if (replay) {  // the file's arrival times
@@ -324,16 +324,16 @@ std::vector<RequestRecord> LoadDriver::Run(double* duration_s) {
       std::this_thread::sleep_until(at);
     }
   }
-  std::unique_lock<std::mutex> lock(s.mu);
-  s.changed.wait(lock, [&s] {
-    return s.in_flight == 0 && s.live_calls == 0 &&
+  s.mu.Lock();
+  while (!(s.in_flight == 0 && s.live_calls == 0 &&
            (s.options.concurrency == 0 ||
             (s.options.requests > 0 && s.next * s.workload->turns() >= s.options.requests) ||
-            Clock::now() > s.stop_starting);
-  });
+            Clock::now() > s.stop_starting))) {
+    s.changed.Wait(&s.mu);
+  }
   running = false;
-  s.changed.notify_all();
-  lock.unlock();
+  s.changed.SignalAll();
+  s.mu.Unlock();
   progress.join();
   if (s.options.progress) std::cerr << "\n";
   double last_end = 0;

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The test command: installs what the project needs, builds everything, runs every test, then
-# runs the transport, prefix-cache, routing (the Kubernetes API client too), tenant, worker,
-# parser, HTTP and serving tests again under AddressSanitizer, LeakSanitizer and UBSan, and every fuzz
-# target briefly.
+# The test command: installs what the project needs, builds everything, runs every test, checks
+# every lock with clang's thread-safety analysis, then runs the transport, prefix-cache, routing
+# (the Kubernetes API client too), tenant, worker, parser, HTTP and serving tests again under
+# AddressSanitizer, LeakSanitizer and UBSan, and every fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 (cd build && ctest --output-on-failure --parallel "$(nproc)" --timeout 900)
+
+# Every ABSL_GUARDED_BY member used with its lock held (clang, libraries and services).
+bash scripts/thread-safety.sh
 
 # Sanitizer pass: what owns raw resources across a process boundary (UCX handles, buffers,
 # threads), manages memory by hand (the snapshot store's shared blocks, the disk tier) or parses
@@ -20,7 +23,7 @@ cmake --build build-asan --parallel "$(nproc)" \
   loadtest_test eval_test forged_call concurrent_streams yoco yoco-loadtest yoco-eval \
   yoco-cli yoco-router yoco-prefill yoco-decode yoco_tiny_model
 (cd build-asan && ctest --output-on-failure --timeout 900 \
-  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|ReflectionV1|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|HttpServer|OpenAi|ChatTemplate|StopStringTrimmer|Workload|LoadSummary|MetricsScrape|SseStream|HttpCompletion|DocQaTask|TaskFile|NiahEval|LocalPrefill|AsyncAdmission|CallerAllowList|LoadWaitQueue|StallWatch|ResidentKv|KvChunkArena|WarmBufferPool|KvRows|BundlePart|Crc32c|DecodeAttentionPaged|DecodeBatcher|integration.serving|integration.tls|integration.burst|integration.stall|integration.local_prefill|integration.openai_http|integration.loadtest|integration.niah')
+  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|ReflectionV1|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|HttpServer|OpenAi|ChatTemplate|StopStringTrimmer|Workload|LoadSummary|MetricsScrape|SseStream|HttpCompletion|DocQaTask|TaskFile|NiahEval|LocalPrefill|AsyncAdmission|CallerAllowList|LoadWaitQueue|StallWatch|ResidentKv|KvChunkArena|WarmBufferPool|KvRows|BundlePart|Crc32c|DecodeAttentionPaged|DecodeBatcher|GenerateStream|Failover|TokenTextStream|StopStrings|integration.serving|integration.tls|integration.burst|integration.stall|integration.local_prefill|integration.openai_http|integration.loadtest|integration.niah')
 
 # Every fuzz target for a short while from its seed corpus (scripts/fuzz.sh runs them longer).
 bash scripts/fuzz.sh 20

@@ -10,6 +10,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/engine/strict_json.h"
 #include "lib/files/bounded_file.h"
 
@@ -144,7 +145,7 @@ absl::StatusOr<std::unique_ptr<TenantDirectory>> TenantDirectory::Open(
 }
 
 absl::Status TenantDirectory::ReloadIfChanged() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   checked_ = now_();
   struct stat st;
   if (stat(path_.c_str(), &st) != 0) {
@@ -174,11 +175,11 @@ absl::Status TenantDirectory::ReloadIfChanged() {
 std::shared_ptr<const TenantTable> TenantDirectory::Current() {
   bool due;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     due = now_() - checked_ >= reload_interval_;
   }
   if (due) ReloadIfChanged().IgnoreError();  // a bad file was reported; the old set stays
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return table_;
 }
 
@@ -207,7 +208,7 @@ absl::StatusOr<std::string> TenantDirectory::ByIdentity(absl::Span<const std::st
 std::vector<std::string> TenantDirectory::Names() { return Current()->names; }
 
 uint64_t TenantDirectory::loads() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return loads_;
 }
 

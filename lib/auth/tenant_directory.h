@@ -18,12 +18,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
@@ -82,12 +82,12 @@ class TenantDirectory {
   const std::string path_;
   const absl::Duration reload_interval_;
   const std::function<absl::Time()> now_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const TenantTable> table_;
-  FileStamp stamp_;
-  FileStamp failed_stamp_;  // a bad file is reported once, not at every check
-  absl::Time checked_ = absl::InfinitePast();
-  uint64_t loads_ = 0;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const TenantTable> table_ ABSL_GUARDED_BY(mu_);
+  FileStamp stamp_ ABSL_GUARDED_BY(mu_);
+  FileStamp failed_stamp_ ABSL_GUARDED_BY(mu_);  // a bad file is reported once, not at every check
+  absl::Time checked_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t loads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace yoco

@@ -3,7 +3,6 @@
 #include "lib/batching/decode_batcher.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 
@@ -41,10 +41,10 @@ class DecodeBatcher::Loop {
 
   ~Loop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
 
@@ -59,7 +59,7 @@ class DecodeBatcher::Loop {
                                                         "decode worker's whole budget of ",
                                                         options_.memory_budget_bytes));
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (static_cast<int>(queue_.size()) >= options_.max_queue) {
       return absl::ResourceExhaustedError(
           absl::StrCat("decode queue is full (", options_.max_queue, ")"));
@@ -68,18 +68,18 @@ class DecodeBatcher::Loop {
     const int64_t growth = bytes - seq.generation.state().bytes();
     queue_.push_back(
         std::make_unique<Entry>(Entry{id, std::move(seq), bytes, growth, {}, 0, false}));
-    cv_.notify_all();
+    cv_.SignalAll();
     return id;
   }
 
   void Cancel(uint64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     cancelled_.push_back(id);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   DecodeBatcherStats stats() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     DecodeBatcherStats s = stats_;
     s.memory_budget_bytes = options_.memory_budget_bytes;
     return s;
@@ -107,10 +107,10 @@ class DecodeBatcher::Loop {
       std::vector<std::unique_ptr<Entry>> retired_queued;
       bool stopping = false;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] {
-          return stopping_ || !active.empty() || !queue_.empty() || !cancelled_.empty();
-        });
+        absl::MutexLock lock(&mu_);
+        while (!stopping_ && active.empty() && queue_.empty() && cancelled_.empty()) {
+          cv_.Wait(&mu_);
+        }
         stopping = stopping_;
         if (stopping_) {
           for (auto& e : queue_) retired_queued.push_back(std::move(e));
@@ -236,7 +236,7 @@ class DecodeBatcher::Loop {
   }
 
   void PublishStats(const std::vector<std::unique_ptr<Entry>>& active, int64_t in_use, int batch) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stats_.active = static_cast<int>(active.size());
     stats_.memory_in_use_bytes = in_use;
     if (batch > 0) {
@@ -248,13 +248,13 @@ class DecodeBatcher::Loop {
   Backend& backend_;
   const DecodeBatcherOptions options_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Entry>> queue_;  // guarded by mu_
-  std::vector<uint64_t> cancelled_;           // guarded by mu_
-  DecodeBatcherStats stats_;                  // guarded by mu_
-  uint64_t next_id_ = 0;                      // guarded by mu_
-  bool stopping_ = false;                     // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::unique_ptr<Entry>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
+  DecodeBatcherStats stats_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 
@@ -22,7 +23,7 @@ absl::Status ResidentKv::Attach(StateBundle* bundle) {
   k.Reserve(state.position);
   v.Reserve(state.position);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (int64_t i = 0; i < bundle->resident_chunks; ++i) {
       auto it = entries_.find(bundle->chunk_names[i]);
       if (it == entries_.end() || it->second.k.dtype() != k.dtype() ||
@@ -54,7 +55,7 @@ void ResidentKv::Keep(const StateBundle& bundle) {
   const SequenceState& state = bundle.state;
   const int64_t C = KvRows::kChunkRows;
   const int64_t named = std::min<int64_t>(bundle.chunk_names.size(), state.shared_k.rows() / C);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (int64_t i = 0; i < named; ++i) {
     Entry& e = entries_[bundle.chunk_names[i]];
     if (e.k.rows() == 0) {
@@ -88,7 +89,7 @@ void ResidentKv::EvictLocked() {
 }
 
 ResidentKvStats ResidentKv::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ResidentKvStats s = stats_;
   for (const auto& [name, e] : entries_) {
     const int64_t bytes = e.k.chunk_bytes() + e.v.chunk_bytes();

@@ -13,9 +13,9 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/engine/kv_rows.h"
 #include "lib/engine/state_bundle.h"
 
@@ -53,13 +53,13 @@ class ResidentKv {
   };
   // Whether a sequence (or a bundle) still holds the entry's chunks.
   static bool InUse(const Entry& e);
-  void EvictLocked();
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t budget_bytes_;
-  mutable std::mutex mu_;
-  std::map<ChunkName, Entry> entries_;  // guarded by mu_
-  uint64_t clock_ = 0;                  // guarded by mu_
-  ResidentKvStats stats_;               // guarded by mu_ (chunks/bytes computed in stats())
+  mutable absl::Mutex mu_;
+  std::map<ChunkName, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  ResidentKvStats stats_ ABSL_GUARDED_BY(mu_);  // (chunks/bytes computed in stats)
 };
 
 }  // namespace yoco

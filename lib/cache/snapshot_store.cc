@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 
@@ -78,7 +79,7 @@ SnapshotStore::SnapshotStore(const ModelConfig& config, SnapshotStoreOptions opt
       disk_(std::move(disk)) {}
 
 void SnapshotStore::ReportDiscarded(const std::vector<DiscardedSnapshot>& discarded) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const DiscardedSnapshot& d : discarded) {
     RememberRemovalLocked(d.key, CacheMissOfFileError(d.reason));
     ++stats_.discarded;
@@ -134,7 +135,8 @@ absl::Status SnapshotStore::PutOnDiskLocked(const Snapshot& s, bool durable) {
   manifest.pinned = s.pinned;
   manifest.expires = s.expires;
   manifest.first_block = blocks_.at(s.chain.front()).tokens;
-  auto rows = [&](size_t i) {
+  // Called by Put, within this call: mu_ is held (the analysis does not follow lambdas).
+  auto rows = [&](size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     const KvBlock& block = blocks_.at(s.chain[i]);
     return KvBlockRowsOf(block.tokens, block.k, block.v, 0);
   };
@@ -263,7 +265,7 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Import(const SnapshotFile& file) {
 }
 
 absl::StatusOr<SnapshotFile> SnapshotStore::Export(const BlockKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ExpireLocked();
   auto it = snapshots_.find(key);
   if (it != snapshots_.end()) return ToFileLocked(it->second);
@@ -285,7 +287,7 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::Save(absl::Span<const BlockKey> keys
   }
   // Pre-cached documents (pinned or with a TTL) are written through to disk.
   const bool write_through = pinned || expires != absl::InfiniteFuture();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ExpireLocked();
   auto it = snapshots_.find(keys.back());
   if (it != snapshots_.end()) {
@@ -352,7 +354,7 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::SaveOnDiskOnlyLocked(absl::Span<cons
 SnapshotHit SnapshotStore::Lookup(absl::Span<const BlockKey> keys,
                                   absl::Span<const int32_t> tokens) {
   SnapshotHit hit;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ExpireLocked();
   ++stats_.lookups;
   auto same_tokens = [&](const std::vector<int32_t>& stored) {
@@ -437,7 +439,7 @@ bool DiskMadeUnder(const DiskSnapshotInfo& d, const std::optional<BlockKey>& roo
 }  // namespace
 
 std::vector<SnapshotInfo> SnapshotStore::List(const std::optional<BlockKey>& root) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ExpireLocked();
   std::vector<SnapshotInfo> out;
   for (const auto& [key, s] : snapshots_) {
@@ -452,7 +454,7 @@ std::vector<SnapshotInfo> SnapshotStore::List(const std::optional<BlockKey>& roo
 }
 
 bool SnapshotStore::Evict(const BlockKey& key, const std::optional<BlockKey>& root) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = snapshots_.find(key);
   if (root.has_value()) {  // another salt's snapshot is not there for this caller
     bool owned = it != snapshots_.end() && MadeUnderLocked(it->second, root);
@@ -475,7 +477,7 @@ bool SnapshotStore::Evict(const BlockKey& key, const std::optional<BlockKey>& ro
 }
 
 size_t SnapshotStore::EvictAll(const std::optional<BlockKey>& root) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::set<BlockKey> keys;
   for (const auto& [key, s] : snapshots_) {
     if (MadeUnderLocked(s, root)) keys.insert(key);
@@ -497,12 +499,12 @@ size_t SnapshotStore::EvictAll(const std::optional<BlockKey>& root) {
 }
 
 uint64_t SnapshotStore::generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return generation_;
 }
 
 SnapshotStoreStats SnapshotStore::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   SnapshotStoreStats s = stats_;
   s.snapshots = static_cast<int64_t>(snapshots_.size());
   if (disk_) {

@@ -16,12 +16,12 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
@@ -159,38 +159,43 @@ class SnapshotStore {
                                     absl::Span<const int32_t> tokens, const SequenceState& state,
                                     bool pinned, absl::Time expires);
   int64_t SnapshotBytes(const Snapshot& s) const;
-  bool MadeUnderLocked(const Snapshot& s, const std::optional<BlockKey>& root) const;
-  SnapshotInfo InfoLocked(const BlockKey& key, const Snapshot& s) const;
+  bool MadeUnderLocked(const Snapshot& s, const std::optional<BlockKey>& root) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SnapshotInfo InfoLocked(const BlockKey& key, const Snapshot& s) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::map<BlockKey, Snapshot>::iterator> InsertLocked(
       absl::Span<const BlockKey> keys, absl::Span<const int32_t> tokens, const SequenceState& state,
-      bool pinned, absl::Time expires);
-  SnapshotFile ToFileLocked(const Snapshot& s) const;
+      bool pinned, absl::Time expires) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SnapshotFile ToFileLocked(const Snapshot& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When memory cannot take a snapshot: the disk tier alone, or `memory_error`.
   absl::StatusOr<SnapshotInfo> SaveOnDiskOnlyLocked(absl::Span<const BlockKey> keys,
                                                     absl::Span<const int32_t> tokens,
                                                     const SequenceState& state, bool pinned,
                                                     absl::Time expires,
-                                                    const absl::Status& memory_error);
+                                                    const absl::Status& memory_error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes to the disk tier, recording the files its budget pushed out.
   // `durable`: synced before it returns (pre-cached documents); a spilled snapshot is a cache
   // entry that a crash may lose (its files then fail their checks and are dropped at start-up).
-  absl::Status PutOnDiskLocked(const Snapshot& s, bool durable);
-  void RememberRemovalLocked(const BlockKey& key, CacheMiss reason);
+  absl::Status PutOnDiskLocked(const Snapshot& s, bool durable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberRemovalLocked(const BlockKey& key, CacheMiss reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops a snapshot from memory; with `reason` kHit it moved to disk and is not gone.
-  void RemoveLocked(std::map<BlockKey, Snapshot>::iterator it, CacheMiss reason);
-  void ExpireLocked();
+  void RemoveLocked(std::map<BlockKey, Snapshot>::iterator it, CacheMiss reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts least recently used unpinned snapshots other than `keep` until within budget.
-  void EnforceBudgetLocked(const BlockKey& keep);
+  void EnforceBudgetLocked(const BlockKey& keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t kv_dim_;
   const KvDtype kv_dtype_;  // how blocks hold K/V: the engine's (config.kv_dtype)
   const int64_t block_bytes_;
   const SnapshotStoreOptions options_;
-  const std::unique_ptr<SnapshotDiskTier> disk_;  // guarded by mu_
+  const std::unique_ptr<SnapshotDiskTier> disk_ ABSL_GUARDED_BY(mu_);
 
-  mutable std::mutex mu_;
-  std::map<BlockKey, KvBlock> blocks_;
-  std::map<BlockKey, Snapshot> snapshots_;
+  mutable absl::Mutex mu_;
+  std::map<BlockKey, KvBlock> blocks_ ABSL_GUARDED_BY(mu_);
+  std::map<BlockKey, Snapshot> snapshots_ ABSL_GUARDED_BY(mu_);
   // Why a snapshot went, for miss reasons: the last `remembered_removals` removals. Each entry
   // carries the number of its removal so that an older queue entry of a key removed again
   // does not forget the newer one.
@@ -198,12 +203,12 @@ class SnapshotStore {
     CacheMiss reason;
     uint64_t number;
   };
-  std::map<BlockKey, Removal> removed_;
-  std::deque<std::pair<BlockKey, uint64_t>> removed_order_;
-  uint64_t removals_ = 0;
-  uint64_t use_clock_ = 0;
-  uint64_t generation_ = 0;
-  SnapshotStoreStats stats_;
+  std::map<BlockKey, Removal> removed_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<BlockKey, uint64_t>> removed_order_ ABSL_GUARDED_BY(mu_);
+  uint64_t removals_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t use_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  SnapshotStoreStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace yoco

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <new>
 
+#include "absl/synchronization/mutex.h"
+
 namespace yoco {
 namespace {
 
@@ -53,7 +55,7 @@ std::shared_ptr<uint8_t> KvChunkArena::Allocate(std::size_t bytes) {
   uint8_t* chunk = nullptr;
   bool recycled = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     SizeClass& c = sizes_[size];
     if (!c.recycled.empty()) {
       chunk = c.recycled.back();
@@ -90,7 +92,7 @@ int64_t KvChunkArena::Reserve(std::size_t chunk_bytes, std::size_t bytes) {
   return 0;
 #endif
   const std::size_t size = RoundUp(std::max<std::size_t>(chunk_bytes, 1), cpu::kCacheLineBytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int64_t mapped = 0;
   for (;;) {
     const SizeClass& c = sizes_[size];
@@ -101,13 +103,13 @@ int64_t KvChunkArena::Reserve(std::size_t chunk_bytes, std::size_t bytes) {
 }
 
 void KvChunkArena::Free(uint8_t* chunk, std::size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   sizes_[bytes].recycled.push_back(chunk);
   free_bytes_ += static_cast<int64_t>(bytes);
 }
 
 KvChunkArenaStats KvChunkArena::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return {slab_bytes_, free_bytes_};
 }
 

@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "kernels/cpu/cache_line_allocator.h"
 
 namespace yoco {
@@ -47,7 +47,7 @@ class KvChunkArena {
 
  private:
   // Maps a slab for chunks of `size` onto their fresh list; returns its bytes. mu_ held.
-  std::size_t AddSlabLocked(std::size_t size, bool touch);
+  std::size_t AddSlabLocked(std::size_t size, bool touch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts a chunk of `bytes` back on its free list.
   void Free(uint8_t* chunk, std::size_t bytes);
 
@@ -55,10 +55,10 @@ class KvChunkArena {
     std::vector<uint8_t*> fresh;     // never handed out: still zero
     std::vector<uint8_t*> recycled;  // freed: zeroed again when handed out
   };
-  mutable std::mutex mu_;
-  std::map<std::size_t, SizeClass> sizes_;  // guarded by mu_; by chunk size
-  int64_t slab_bytes_ = 0;                  // guarded by mu_
-  int64_t free_bytes_ = 0;                  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::size_t, SizeClass> sizes_ ABSL_GUARDED_BY(mu_);  // by chunk size
+  int64_t slab_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t free_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace yoco

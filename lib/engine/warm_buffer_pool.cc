@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+
 namespace yoco {
 namespace {
 
@@ -21,7 +23,7 @@ WarmBuffer::~WarmBuffer() { shelf_->Return(std::move(buffer_)); }
 
 void WarmBuffer::Shelf::Return(HugePageBuffer buffer) {
   std::vector<HugePageBuffer> dropped;  // freed outside the lock
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   const auto capacity = static_cast<int64_t>(buffer.size());
   stats.in_use_bytes -= capacity;
   if (buffer.size() > max_kept_bytes) {
@@ -45,7 +47,7 @@ WarmBufferPool::WarmBufferPool(std::size_t max_kept_bytes)
 std::unique_ptr<WarmBuffer> WarmBufferPool::Take(std::size_t bytes) {
   const std::size_t capacity = Capacity(bytes);
   {
-    std::lock_guard<std::mutex> lock(shelf_->mu);
+    absl::MutexLock lock(&shelf_->mu);
     auto fit = shelf_->idle.lower_bound(capacity);
     if (fit != shelf_->idle.end()) {
       HugePageBuffer buffer = std::move(fit->second);
@@ -59,7 +61,7 @@ std::unique_ptr<WarmBuffer> WarmBufferPool::Take(std::size_t bytes) {
   }
   HugePageBuffer buffer(capacity);  // allocated outside the lock
   {
-    std::lock_guard<std::mutex> lock(shelf_->mu);
+    absl::MutexLock lock(&shelf_->mu);
     shelf_->stats.in_use_bytes += static_cast<int64_t>(capacity);
     ++shelf_->stats.fresh;
   }
@@ -79,7 +81,7 @@ void WarmBufferPool::Prefault(std::size_t bytes, std::size_t piece) {
 }
 
 WarmBufferPoolStats WarmBufferPool::stats() const {
-  std::lock_guard<std::mutex> lock(shelf_->mu);
+  absl::MutexLock lock(&shelf_->mu);
   return shelf_->stats;
 }
 

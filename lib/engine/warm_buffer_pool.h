@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "absl/synchronization/mutex.h"
 #include "lib/engine/huge_page_buffer.h"
 
 namespace yoco {
@@ -77,9 +77,9 @@ struct WarmBuffer::Shelf {
   void Return(HugePageBuffer buffer);
 
   const std::size_t max_kept_bytes;
-  mutable std::mutex mu;
-  std::multimap<std::size_t, HugePageBuffer> idle;  // guarded by mu; by capacity
-  WarmBufferPoolStats stats;                        // guarded by mu
+  mutable absl::Mutex mu;
+  std::multimap<std::size_t, HugePageBuffer> idle ABSL_GUARDED_BY(mu);  // by capacity
+  WarmBufferPoolStats stats ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace yoco

@@ -14,13 +14,13 @@
 #include <iostream>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/files/bounded_file.h"
 
 namespace yoco {
@@ -98,13 +98,13 @@ class KubernetesPodWatch::Impl {
   }
 
   absl::StatusOr<std::vector<std::string>> Addresses() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!listed_) return absl::UnavailableError("no pod list from the Kubernetes API yet");
     return WorkerAddresses(pods_, target_.port);
   }
 
   Counters counters() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return counters_;
   }
 
@@ -128,7 +128,7 @@ class KubernetesPodWatch::Impl {
         co_await Watch(&resource_version, &outcome);
       }
       if (outcome.http_status == 410) {  // too old a version (status or event): list again now
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         ++counters_.gone;
         need_list = true;
         continue;
@@ -141,7 +141,7 @@ class KubernetesPodWatch::Impl {
       }
       Report(outcome.status);
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         ++counters_.failures;
         if (outcome.http_status == 401 || outcome.http_status == 403) ++counters_.forbidden;
       }
@@ -161,7 +161,7 @@ class KubernetesPodWatch::Impl {
     if (line == last_report_) return;
     size_t known;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       known = WorkerAddresses(pods_, target_.port).size();
     }
     if (status.ok()) {
@@ -283,7 +283,7 @@ class KubernetesPodWatch::Impl {
           absl::StrCat("the pod list does not parse: ", list.status().message()));
       co_return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     pods_.clear();
     for (PodView& pod : list->pods) pods_[pod.name] = std::move(pod);
     *resource_version = list->resource_version;
@@ -298,7 +298,7 @@ class KubernetesPodWatch::Impl {
       return {absl::UnavailableError(
           absl::StrCat("a watch event does not parse: ", event.status().message()))};
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     switch (event->type) {
       case WatchEvent::Type::kError:
         if (event->error_code == 410) return {absl::OkStatus(), 410};
@@ -333,7 +333,7 @@ class KubernetesPodWatch::Impl {
         out);
     if (!out->status.ok()) co_return;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++counters_.watches;
     }
     beast::flat_buffer buffer;
@@ -393,10 +393,10 @@ class KubernetesPodWatch::Impl {
   const std::string what_;
   std::mt19937_64 rng_{std::random_device{}()};
   std::string last_report_;  // the watch thread's
-  mutable std::mutex mu_;
-  std::map<std::string, PodView> pods_;  // by pod name
-  bool listed_ = false;
-  Counters counters_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, PodView> pods_ ABSL_GUARDED_BY(mu_);  // by pod name
+  bool listed_ ABSL_GUARDED_BY(mu_) = false;
+  Counters counters_ ABSL_GUARDED_BY(mu_);
   asio::io_context io_;
   std::thread thread_;  // last: it runs io_, which uses the members above
 };

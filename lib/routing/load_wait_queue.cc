@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 
 absl::StatusOr<uint64_t> LoadWaitQueue::Push(const std::string& tenant, Wake wake, uint64_t place) {
   Wake displaced;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (waiters_.size() >= max_waiting_) {
       // Full: the busiest tenant's newest waiter gives way to a tenant that waits with fewer.
       auto busiest = by_tenant_.end();
@@ -43,7 +44,7 @@ absl::StatusOr<uint64_t> LoadWaitQueue::Push(const std::string& tenant, Wake wak
 }
 
 bool LoadWaitQueue::Remove(uint64_t place) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = waiters_.find(place);
   if (it == waiters_.end()) return false;
   auto tenant = by_tenant_.find(it->second.tenant);
@@ -57,7 +58,7 @@ bool LoadWaitQueue::Remove(uint64_t place) {
 void LoadWaitQueue::WakeNext(size_t n) {
   std::vector<Wake> woken;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     while (woken.size() < n && !by_tenant_.empty()) {
       // The first tenant after the last one woken, in name order, wrapping around.
       auto tenant = by_tenant_.upper_bound(last_tenant_);
@@ -74,7 +75,7 @@ void LoadWaitQueue::WakeNext(size_t n) {
 }
 
 size_t LoadWaitQueue::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return waiters_.size();
 }
 

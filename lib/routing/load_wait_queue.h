@@ -17,10 +17,10 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 
@@ -56,11 +56,11 @@ class LoadWaitQueue {
   };
 
   const size_t max_waiting_;
-  mutable std::mutex mu_;
-  uint64_t next_place_ = 1;             // guarded by mu_
-  std::map<uint64_t, Waiter> waiters_;  // guarded by mu_: by place (arrival order)
-  std::map<std::string, std::deque<uint64_t>> by_tenant_;  // guarded by mu_: places, sorted
-  std::string last_tenant_;                                // guarded by mu_: the last one woken
+  mutable absl::Mutex mu_;
+  uint64_t next_place_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // by place (arrival order)
+  std::map<std::string, std::deque<uint64_t>> by_tenant_ ABSL_GUARDED_BY(mu_);  // places, sorted
+  std::string last_tenant_ ABSL_GUARDED_BY(mu_);  // the last one woken
 };
 
 }  // namespace yoco

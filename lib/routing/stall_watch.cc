@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
+
 namespace yoco {
 
 StallWatch::StallWatch(StallWatchOptions options, std::function<bool(size_t worker)> healthy,
@@ -17,14 +19,14 @@ StallWatch::StallWatch(StallWatchOptions options, std::function<bool(size_t work
 StallWatch::~StallWatch() { sweeper_.reset(); }
 
 uint64_t StallWatch::Watch(size_t worker, std::function<void()> on_stall, absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
   streams_[id] = Stream{worker, std::move(on_stall), now, 0, absl::ZeroDuration()};
   return id;
 }
 
 void StallWatch::Progress(uint64_t id, absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = it->second;
@@ -34,12 +36,12 @@ void StallWatch::Progress(uint64_t id, absl::Time now) {
 }
 
 void StallWatch::Unwatch(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   streams_.erase(id);
 }
 
 void StallWatch::Sweep(absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto it = streams_.begin(); it != streams_.end();) {
     const Stream& s = it->second;
     const absl::Duration gap = now - s.last;
@@ -62,7 +64,7 @@ void StallWatch::Sweep(absl::Time now) {
 }
 
 size_t StallWatch::watched() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return streams_.size();
 }
 

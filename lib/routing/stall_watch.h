@@ -21,8 +21,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "lib/threading/periodic_task.h"
@@ -69,9 +69,9 @@ class StallWatch {
   const StallWatchOptions options_;
   const std::function<bool(size_t)> healthy_;
   const std::function<bool(size_t)> others_healthy_;
-  mutable std::mutex mu_;
-  uint64_t next_id_ = 1;                   // guarded by mu_
-  std::map<uint64_t, Stream> streams_;     // guarded by mu_
+  mutable absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<PeriodicTask> sweeper_;  // last: it uses the members above
 };
 

@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include "absl/synchronization/mutex.h"
+
 namespace yoco {
 
 WorkerDiscovery::WorkerDiscovery(std::string what, Lookup lookup, Change join, Change leave,
@@ -18,7 +20,7 @@ WorkerDiscovery::WorkerDiscovery(std::string what, Lookup lookup, Change join, C
 WorkerDiscovery::~WorkerDiscovery() = default;
 
 absl::Status WorkerDiscovery::Sync() {
-  std::lock_guard<std::mutex> lock(sync_mu_);
+  absl::MutexLock lock(&sync_mu_);
   absl::StatusOr<std::vector<std::string>> found = lookup_();
   if (!found.ok()) {
     ++failed_lookups_;

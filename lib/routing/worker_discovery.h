@@ -8,12 +8,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/threading/periodic_task.h"
 
@@ -39,10 +39,11 @@ class WorkerDiscovery {
   const std::string what_;  // for log lines, e.g. "prefill workers (dns:///...)"
   const Lookup lookup_;
   const Change join_, leave_;
-  std::mutex sync_mu_;  // one Sync at a time
-  std::set<std::string> members_;
-  bool failing_ = false;
-  bool said_empty_ = false;  // the last round found no address, and said so
+  absl::Mutex sync_mu_;  // one Sync at a time
+  std::set<std::string> members_ ABSL_GUARDED_BY(sync_mu_);
+  bool failing_ ABSL_GUARDED_BY(sync_mu_) = false;
+  bool said_empty_ ABSL_GUARDED_BY(sync_mu_) =
+      false;  // the last round found no address, and said so
   std::atomic<uint64_t> failed_lookups_{0};
   std::unique_ptr<PeriodicTask> rounds_;  // last: it syncs through the members above
 };

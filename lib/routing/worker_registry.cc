@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/synchronization/mutex.h"
+
 namespace yoco {
 
 WorkerRegistry::WorkerRegistry(std::vector<std::string> addresses, WorkerProbes probes,
@@ -23,7 +25,7 @@ WorkerRegistry::~WorkerRegistry() = default;
 void WorkerRegistry::ProbeAll() {
   std::vector<size_t> members;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < workers_.size(); ++i) {
       if (!workers_[i].removed) members.push_back(i);
     }
@@ -34,7 +36,7 @@ void WorkerRegistry::ProbeAll() {
 size_t WorkerRegistry::Add(const std::string& address) {
   size_t index = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (index = 0; index < workers_.size(); ++index) {
       if (workers_[index].address == address) break;
     }
@@ -50,7 +52,7 @@ size_t WorkerRegistry::Add(const std::string& address) {
 }
 
 void WorkerRegistry::Remove(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (Worker& w : workers_) {
     if (w.address != address) continue;
     w.removed = true;
@@ -61,7 +63,7 @@ void WorkerRegistry::Remove(const std::string& address) {
 }
 
 std::vector<std::string> WorkerRegistry::Members() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const Worker& w : workers_) {
     if (!w.removed) out.push_back(w.address);
@@ -70,26 +72,26 @@ std::vector<std::string> WorkerRegistry::Members() const {
 }
 
 std::string WorkerRegistry::address(size_t index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return workers_[index].address;
 }
 
 size_t WorkerRegistry::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return workers_.size();
 }
 
 void WorkerRegistry::Probe(size_t index) {
   absl::StatusOr<v1::WorkerInfo> info = probes_.info(index);
   if (!info.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     MarkFailedLocked(workers_[index]);
     return;
   }
   std::optional<std::vector<IndexedSnapshot>> listed;
   bool relist = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const Worker& w = workers_[index];
     relist = probes_.snapshots && (!w.listed || w.listed_generation != info->cache_generation() ||
                                    w.info.model_fingerprint() != info->model_fingerprint());
@@ -98,7 +100,7 @@ void WorkerRegistry::Probe(size_t index) {
     absl::StatusOr<std::vector<IndexedSnapshot>> keys = probes_.snapshots(index);
     if (keys.ok()) listed = std::move(*keys);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Worker& w = workers_[index];
   if (w.removed) return;  // removed while the probe ran
   w.healthy = true;
@@ -132,7 +134,7 @@ void WorkerRegistry::RememberGoneLocked(const Worker& w, const std::vector<Index
 }
 
 std::optional<ForgottenReason> WorkerRegistry::WhyForgotten(absl::Span<const BlockKey> keys) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (size_t j = keys.size(); j > 0; --j) {
     for (const Worker& w : workers_) {
       if (w.healthy && w.snapshots.count(keys[j - 1]) > 0) return std::nullopt;
@@ -143,7 +145,7 @@ std::optional<ForgottenReason> WorkerRegistry::WhyForgotten(absl::Span<const Blo
 }
 
 void WorkerRegistry::MarkFailed(size_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   MarkFailedLocked(workers_[index]);
 }
 
@@ -155,7 +157,7 @@ void WorkerRegistry::MarkFailedLocked(Worker& w) {
 }
 
 void WorkerRegistry::NoteHeld(size_t index, const BlockKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Worker& w = workers_[index];
   if (probes_.snapshots || !w.snapshots.emplace(key, IndexedSnapshot{key}).second) return;
   w.noted.push_back(key);
@@ -172,7 +174,7 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
                                                    int64_t disk_penalty_tokens) {
   for (int round = 0; round < 2; ++round) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       std::optional<WorkerChoice> best;
       int64_t best_cost = INT64_MAX;
       std::optional<size_t> holder;  // longest snapshot
@@ -219,22 +221,22 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
 
 WorkerRegistry::InFlight::InFlight(WorkerRegistry& registry, size_t index)
     : registry_(registry), index_(index) {
-  std::lock_guard<std::mutex> lock(registry_.mu_);
+  absl::MutexLock lock(&registry_.mu_);
   ++registry_.workers_[index_].in_flight;
 }
 
 WorkerRegistry::InFlight::~InFlight() {
-  std::lock_guard<std::mutex> lock(registry_.mu_);
+  absl::MutexLock lock(&registry_.mu_);
   --registry_.workers_[index_].in_flight;
 }
 
 bool WorkerRegistry::healthy(size_t index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return workers_[index].healthy;
 }
 
 uint64_t WorkerRegistry::fingerprint() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const Worker& w : workers_) {
     if (w.healthy) return w.info.model_fingerprint();
   }
@@ -242,7 +244,7 @@ uint64_t WorkerRegistry::fingerprint() const {
 }
 
 uint64_t WorkerRegistry::LongestSequenceRows() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   uint64_t longest = 0;
   for (const Worker& w : workers_) {
     if (!w.healthy) continue;
@@ -253,7 +255,7 @@ uint64_t WorkerRegistry::LongestSequenceRows() const {
 }
 
 std::vector<size_t> WorkerRegistry::HealthyWorkers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<size_t> out;
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (workers_[i].healthy) out.push_back(i);

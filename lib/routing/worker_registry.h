@@ -17,13 +17,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
@@ -141,14 +141,14 @@ class WorkerRegistry {
   // Snapshots that vanished from a relisting, oldest first, at most kMaxForgotten.
   static constexpr size_t kMaxForgotten = 4096;
   void RememberGoneLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
-                          absl::Time now);
-  void MarkFailedLocked(Worker& w);
+                          absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkFailedLocked(Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WorkerProbes probes_;
-  std::deque<Worker> workers_;  // grows (Add), never shrinks; guarded by mu_
+  std::deque<Worker> workers_ ABSL_GUARDED_BY(mu_);  // grows (Add), never shrinks
   std::map<BlockKey, ForgottenReason> forgotten_;
   std::deque<BlockKey> forgotten_order_;
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::unique_ptr<PeriodicTask> prober_;  // last: it probes through the members above
 };
 

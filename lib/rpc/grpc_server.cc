@@ -5,9 +5,9 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <deque>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/rpc/health_watchers.h"
 #include "lib/rpc/quiet_protobuf_logs.h"
 #include "lib/rpc/reflection_v1.h"
@@ -20,10 +20,10 @@ namespace {
 // must outlive its server, which the caller owns, so each is kept until the process ends, as
 // the library keeps its own.
 grpc::Service* KeptForTheProcess(std::unique_ptr<ReflectionV1> service) {
-  static std::mutex mu;
+  static absl::Mutex mu;
   static std::deque<std::unique_ptr<ReflectionV1>>* kept =
       new std::deque<std::unique_ptr<ReflectionV1>>;
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   kept->push_back(std::move(service));
   return kept->back().get();
 }

@@ -6,16 +6,17 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstring>
-#include <mutex>
 #include <set>
+
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 namespace {
 
 constexpr char kWatchMethod[] = "/grpc.health.v1.Health/Watch";
 
-std::mutex& Mutex() {
-  static std::mutex mu;
+absl::Mutex& Mutex() {
+  static absl::Mutex mu;
   return mu;
 }
 
@@ -27,11 +28,11 @@ std::set<grpc::ServerContextBase*>& Open() {
 class WatchInterceptor : public grpc::experimental::Interceptor {
  public:
   explicit WatchInterceptor(grpc::ServerContextBase* context) : context_(context) {
-    std::lock_guard<std::mutex> lock(Mutex());
+    absl::MutexLock lock(&Mutex());
     Open().insert(context_);
   }
   ~WatchInterceptor() override {
-    std::lock_guard<std::mutex> lock(Mutex());
+    absl::MutexLock lock(&Mutex());
     Open().erase(context_);
   }
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -60,7 +61,7 @@ std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> HealthWat
 }
 
 int EndHealthWatches() {
-  std::lock_guard<std::mutex> lock(Mutex());
+  absl::MutexLock lock(&Mutex());
   for (grpc::ServerContextBase* context : Open()) context->TryCancel();
   return static_cast<int>(Open().size());
 }

@@ -6,8 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
-#include <mutex>
 #include <string>
+
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 namespace {
@@ -16,10 +17,10 @@ std::atomic<uint64_t> suppressed{0};
 
 void Handler(google::protobuf::LogLevel level, const char* file, int line,
              const std::string& message) {
-  static std::mutex mu;
+  static absl::Mutex mu;
   static auto last = std::chrono::steady_clock::time_point();
   static uint64_t held_back = 0;
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   const auto now = std::chrono::steady_clock::now();
   if (level < google::protobuf::LOGLEVEL_FATAL && now - last < std::chrono::seconds(1)) {
     ++held_back;

@@ -6,12 +6,12 @@
 #define YOCO_LIB_THREADING_BOUNDED_JOB_QUEUE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 
@@ -20,10 +20,10 @@ class BoundedJobQueue {
   explicit BoundedJobQueue(size_t capacity) : capacity_(capacity), thread_([this] { Run(); }) {}
   ~BoundedJobQueue() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
   BoundedJobQueue(const BoundedJobQueue&) = delete;
@@ -32,46 +32,46 @@ class BoundedJobQueue {
   // False (and the job dropped) when the queue is full.
   bool Post(std::function<void()> job) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (jobs_.size() >= capacity_) {
         ++dropped_;
         return false;
       }
       jobs_.push_back(std::move(job));
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     return true;
   }
 
   uint64_t dropped() const { return dropped_.load(); }
   // Jobs queued or running.
   size_t pending() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return jobs_.size() + (running_ ? 1 : 0);
   }
 
  private:
   void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      while (!stop_ && jobs_.empty()) cv_.Wait(&mu_);
       if (jobs_.empty()) return;  // stopping, and nothing left
       std::function<void()> job = std::move(jobs_.front());
       jobs_.pop_front();
       running_ = true;
-      lock.unlock();
+      mu_.Unlock();
       job();
-      lock.lock();
+      mu_.Lock();
       running_ = false;
     }
   }
 
   const size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  bool running_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> dropped_{0};
   std::thread thread_;  // last: starts after the members it uses
 };

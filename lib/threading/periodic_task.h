@@ -5,11 +5,10 @@
 #ifndef YOCO_LIB_THREADING_PERIODIC_TASK_H_
 #define YOCO_LIB_THREADING_PERIODIC_TASK_H_
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace yoco {
@@ -20,29 +19,32 @@ class PeriodicTask {
   PeriodicTask(absl::Duration interval, std::function<void()> run) {
     if (interval <= absl::ZeroDuration()) return;
     thread_ = std::thread([this, interval, run = std::move(run)] {
-      std::unique_lock<std::mutex> lock(mu_);
-      while (!cv_.wait_for(lock, absl::ToChronoNanoseconds(interval), [this] { return stop_; })) {
-        lock.unlock();
+      absl::MutexLock lock(&mu_);
+      while (true) {
+        const absl::Time next = absl::Now() + interval;
+        while (!stop_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
+        if (stop_) return;
+        mu_.Unlock();
         run();
-        lock.lock();
+        mu_.Lock();
       }
     });
   }
   ~PeriodicTask() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (thread_.joinable()) thread_.join();
   }
   PeriodicTask(const PeriodicTask&) = delete;
   PeriodicTask& operator=(const PeriodicTask&) = delete;
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: it uses the members above
 };
 

@@ -6,15 +6,13 @@
 #ifndef YOCO_LIB_THREADING_TURN_QUEUE_H_
 #define YOCO_LIB_THREADING_TURN_QUEUE_H_
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 
@@ -47,7 +45,7 @@ class TurnQueue {
   // Waits for the turn. `cancelled` (may be empty) is polled while waiting; true leaves the
   // queue with CANCELLED.
   Turn Acquire(const std::function<bool()>& cancelled = nullptr) {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!busy_ && waiting_.empty()) {
       busy_ = true;
       return Turn(this, absl::OkStatus());
@@ -62,7 +60,7 @@ class TurnQueue {
     const uint64_t ticket = next_ticket_++;
     waiting_.push_back(ticket);
     while (busy_ || waiting_.front() != ticket) {
-      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
       if (cancelled && cancelled() && (busy_ || waiting_.front() != ticket)) {
         Leave(ticket);
         return Turn(nullptr, absl::CancelledError("cancelled while waiting for the engine"));
@@ -74,48 +72,48 @@ class TurnQueue {
   }
 
   size_t waiting() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return waiting_.size();
   }
   bool busy() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return busy_;
   }
   // Whether one more caller would be refused.
   bool full() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return waiting_.size() >= max_waiting_;
   }
   uint64_t refused() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return refused_;
   }
 
  private:
   void Release() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       busy_ = false;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
-  void Leave(uint64_t ticket) {
+  void Leave(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
       if (*it == ticket) {
         waiting_.erase(it);
         break;
       }
     }
-    cv_.notify_all();  // the next in line may be at the front now
+    cv_.SignalAll();  // the next in line may be at the front now
   }
 
   const size_t max_waiting_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool busy_ = false;
-  std::deque<uint64_t> waiting_;  // tickets in arrival order
-  uint64_t next_ticket_ = 0;
-  uint64_t refused_ = 0;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<uint64_t> waiting_ ABSL_GUARDED_BY(mu_);  // tickets in arrival order
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace yoco

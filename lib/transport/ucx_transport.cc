@@ -17,13 +17,13 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <new>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/checksum/crc32c.h"
 #include "lib/transport/transport_address.h"
 #include "lib/transport/ucx_handles.h"
@@ -294,7 +294,7 @@ class UcxTransport::Impl {
       return;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       commands_.push_back(std::move(fn));
     }
     Wake();
@@ -335,14 +335,14 @@ class UcxTransport::Impl {
   }
 
   bool commands_empty() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return commands_.empty();
   }
 
   void RunCommands() {
     std::deque<std::function<void()>> batch;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       batch.swap(commands_);
     }
     for (auto& fn : batch) fn();
@@ -881,8 +881,8 @@ class UcxTransport::Impl {
   std::map<IncomingKey, std::unique_ptr<Incoming>> incoming_;
   std::map<void*, std::unique_ptr<ControlMessage>> control_;
 
-  std::mutex mu_;
-  std::deque<std::function<void()>> commands_;  // guarded by mu_
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> commands_ ABSL_GUARDED_BY(mu_);
   int wake_fd_ = -1;
   int epoll_fd_ = -1;
   std::thread thread_;

@@ -1,11 +1,12 @@
 #include "lib/workers/bundle_part_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace yoco {
 
 absl::Status BundlePartStore::Put(uint64_t sender, BundlePart part, int64_t bytes, absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Parts& parts = parts_[{sender, part.parts_id}];
   const int32_t index = part.index;
   if (!parts.by_index.emplace(index, std::move(part)).second) {
@@ -20,7 +21,7 @@ absl::Status BundlePartStore::Put(uint64_t sender, BundlePart part, int64_t byte
 absl::StatusOr<int64_t> BundlePartStore::Join(uint64_t sender, StateBundle* bundle) {
   Parts parts;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = parts_.find({sender, bundle->parts_id});
     if (it != parts_.end()) {
       parts = std::move(it->second);
@@ -67,7 +68,7 @@ absl::StatusOr<int64_t> BundlePartStore::Join(uint64_t sender, StateBundle* bund
 }
 
 void BundlePartStore::DropArrivedBefore(absl::Time cutoff) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto it = parts_.begin(); it != parts_.end();) {
     if (it->second.last_arrival < cutoff) {
       bytes_ -= it->second.bytes;
@@ -79,7 +80,7 @@ void BundlePartStore::DropArrivedBefore(absl::Time cutoff) {
 }
 
 int64_t BundlePartStore::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return bytes_;
 }
 

@@ -7,11 +7,11 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/engine/bundle_part.h"
 #include "lib/engine/state_bundle.h"
@@ -43,9 +43,9 @@ class BundlePartStore {
   };
   using Key = std::pair<uint64_t, uint64_t>;  // sender, parts id
 
-  mutable std::mutex mu_;
-  std::map<Key, Parts> parts_;  // guarded by mu_
-  int64_t bytes_ = 0;           // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<Key, Parts> parts_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace yoco

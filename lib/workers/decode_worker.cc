@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/cache/cached_prefill.h"
 #include "lib/engine/bundle_part.h"
 #include "lib/engine/kv_chunk_arena.h"
@@ -24,35 +24,35 @@ class AdmissionAnswer : public std::enable_shared_from_this<AdmissionAnswer> {
  public:
   std::function<void(absl::StatusOr<uint64_t>)> Callback() {
     return [self = shared_from_this()](absl::StatusOr<uint64_t> result) {
-      std::lock_guard<std::mutex> lock(self->mu_);
+      absl::MutexLock lock(&self->mu_);
       self->result_ = std::move(result);
-      self->cv_.notify_all();
+      self->cv_.SignalAll();
     };
   }
   // Waits for the answer, polling `cancelled` meanwhile (this often, so an abandoned call does
   // not hold its thread long) and calling `on_cancel` once when it says so.
   absl::StatusOr<uint64_t> Wait(const std::function<bool()>& cancelled,
                                 const std::function<void()>& on_cancel) {
-    constexpr auto kCancelPoll = std::chrono::milliseconds(50);
-    std::unique_lock<std::mutex> lock(mu_);
+    constexpr absl::Duration kCancelPoll = absl::Milliseconds(50);
+    absl::MutexLock lock(&mu_);
     bool cancel_sent = false;
     while (!result_.has_value()) {
       if (!cancel_sent && cancelled && cancelled()) {
         cancel_sent = true;
-        lock.unlock();
+        mu_.Unlock();
         on_cancel();
-        lock.lock();
+        mu_.Lock();
         continue;
       }
-      cv_.wait_for(lock, kCancelPoll);
+      cv_.WaitWithTimeout(&mu_, kCancelPoll);
     }
     return *std::move(result_);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<absl::StatusOr<uint64_t>> result_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::optional<absl::StatusOr<uint64_t>> result_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -143,10 +143,10 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
 DecodeWorker::~DecodeWorker() {
   std::map<uint64_t, Waiter> waiters;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     waiters.swap(waiters_);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   for (auto& [ticket, w] : waiters) w.on_admitted(absl::CancelledError("the worker is stopping"));
   if (sweeper_.joinable()) sweeper_.join();
@@ -156,7 +156,7 @@ DecodeWorker::~DecodeWorker() {
 }
 
 absl::Status DecodeWorker::OnBundleStart(const IncomingTransfer& t) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   DropUnclaimedLocked(absl::Now());
   const int64_t held = arrived_bytes_ + parts_.bytes();
   if (held + static_cast<int64_t>(t.size) > memory_budget_bytes_) {
@@ -173,13 +173,13 @@ void DecodeWorker::OnBundle(const IncomingTransfer& t, ByteBuffer data) {
   std::optional<Waiter> waiter;
   StateBundle bundle;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const auto key = std::make_pair(t.sender, t.id);
     if (auto it = arrived_.find(key); it != arrived_.end()) arrived_bytes_ -= it->second.bytes;
     const int64_t bytes = static_cast<int64_t>(data.size()) + verified_part_bytes_;
     arrived_[key] = Arrived{std::move(verified_), bytes, absl::Now()};
     arrived_bytes_ += bytes;
-    cv_.notify_all();
+    cv_.SignalAll();
     for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
       if (it->second.key == key) {
         waiter = std::move(it->second);
@@ -218,7 +218,7 @@ uint64_t DecodeWorker::DecodeWhenArrived(
   const auto key = std::make_pair(sender, transfer_id);
   StateBundle bundle;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (arrived_.count(key) == 0) {
       if (stopping_) {
         on_admitted(absl::UnavailableError("the worker is stopping"));
@@ -227,7 +227,7 @@ uint64_t DecodeWorker::DecodeWhenArrived(
       const uint64_t ticket = next_ticket_++;
       waiters_.emplace(ticket, Waiter{key, max_new_tokens, stop_at_eos, absl::Now() + wait,
                                       std::move(on_event), std::move(on_admitted)});
-      cv_.notify_all();  // the sweeper may need to wake sooner
+      cv_.SignalAll();  // the sweeper may need to wake sooner
       return ticket;
     }
     bundle = TakeArrivedLocked(key);
@@ -239,7 +239,7 @@ uint64_t DecodeWorker::DecodeWhenArrived(
 void DecodeWorker::CancelWaiting(uint64_t ticket) {
   std::optional<Waiter> waiter;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = waiters_.find(ticket);
     if (it == waiters_.end()) return;
     waiter = std::move(it->second);
@@ -266,12 +266,11 @@ void DecodeWorker::DropUnclaimedLocked(absl::Time now) {
 // whose bundle never comes would wait for ever. Wakes at the interval or at the earliest
 // waiter's deadline.
 void DecodeWorker::SweepLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stopping_) {
     absl::Time wake = absl::Now() + sweep_interval_;
     for (const auto& [ticket, w] : waiters_) wake = std::min(wake, w.deadline);
-    cv_.wait_for(lock,
-                 absl::ToChronoNanoseconds(std::max(wake - absl::Now(), absl::ZeroDuration())));
+    cv_.WaitWithDeadline(&mu_, wake);
     const absl::Time now = absl::Now();
     DropUnclaimedLocked(now);
     std::vector<Waiter> expired;
@@ -284,21 +283,21 @@ void DecodeWorker::SweepLoop() {
       }
     }
     if (expired.empty()) continue;
-    lock.unlock();
+    mu_.Unlock();
     for (Waiter& w : expired) {
       w.on_admitted(absl::DeadlineExceededError("the state bundle did not arrive in time"));
     }
-    lock.lock();
+    mu_.Lock();
   }
 }
 
 size_t DecodeWorker::waiting_bundles() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return arrived_.size();
 }
 
 int64_t DecodeWorker::waiting_bundle_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return arrived_bytes_ + parts_.bytes();
 }
 

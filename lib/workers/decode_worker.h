@@ -10,16 +10,15 @@
 #define YOCO_LIB_WORKERS_DECODE_WORKER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/batching/decode_batcher.h"
 #include "lib/cache/resident_kv.h"
@@ -142,7 +141,7 @@ class DecodeWorker {
   // Before a bundle's data: refused when the waiting bundles would outgrow the budget.
   absl::Status OnBundleStart(const IncomingTransfer& t);
   // Drops bundles older than the TTL; mu_ held.
-  void DropUnclaimedLocked(absl::Time now);
+  void DropUnclaimedLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepLoop();
   // What PrefillAndDecode refuses before any work (the prefill backend exists).
   absl::Status CheckLocalPrefill(const LocalPrefillCall& call) const;
@@ -161,7 +160,8 @@ class DecodeWorker {
     std::function<void(absl::StatusOr<uint64_t>)> on_admitted;
   };
   // Takes the bundle of `key` out of arrived_; mu_ held, the key present.
-  StateBundle TakeArrivedLocked(const std::pair<uint64_t, uint64_t>& key);
+  StateBundle TakeArrivedLocked(const std::pair<uint64_t, uint64_t>& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> prefill_backend_;  // null: no local prefill
@@ -183,13 +183,13 @@ class DecodeWorker {
     int64_t bytes = 0;
     absl::Time arrival;
   };
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::pair<uint64_t, uint64_t>, Arrived> arrived_;  // guarded by mu_
-  int64_t arrived_bytes_ = 0;                                 // guarded by mu_
-  bool stopping_ = false;                                     // guarded by mu_
-  std::map<uint64_t, Waiter> waiters_;                        // guarded by mu_; by ticket
-  uint64_t next_ticket_ = 1;                                  // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::map<std::pair<uint64_t, uint64_t>, Arrived> arrived_ ABSL_GUARDED_BY(mu_);
+  int64_t arrived_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // by ticket
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   StateBundle verified_;             // transport thread only: from verify to on_received
   int64_t verified_part_bytes_ = 0;  // transport thread only: the parts joined into verified_
   // Parts of bundles not yet arrived.

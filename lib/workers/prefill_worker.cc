@@ -5,6 +5,7 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/cache/block_key.h"
 #include "lib/cache/snapshot_file.h"
 #include "lib/engine/bundle_part.h"
@@ -155,7 +156,7 @@ std::unique_ptr<PartSender> PrefillWorker::MakePartSender(const PrefillCall& cal
     return nullptr;
   }
   {
-    std::lock_guard<std::mutex> lock(no_parts_mu_);
+    absl::MutexLock lock(&no_parts_mu_);
     if (no_parts_peers_.count(call.decode_address) > 0) return nullptr;
   }
   PartSenderOptions options;
@@ -185,7 +186,7 @@ absl::Status PrefillWorker::ShipBundle(const PrefillCall& call, PartSender* part
     } else if (st.code() == absl::StatusCode::kInvalidArgument ||
                st.code() == absl::StatusCode::kFailedPrecondition) {
       // A decode worker of an older version reads a part as a bundle and refuses it.
-      std::lock_guard<std::mutex> lock(no_parts_mu_);
+      absl::MutexLock lock(&no_parts_mu_);
       no_parts_peers_.insert(call.decode_address);
     }
   }

@@ -12,12 +12,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/cache/cached_prefill.h"
 #include "lib/cache/snapshot_store.h"
@@ -175,9 +175,9 @@ class PrefillWorker {
   ShippedChunks shipped_;  // what each decode worker was sent
   std::atomic<uint64_t> next_parts_id_{1};
   // Decode workers that refused a part as no bundle (an older version): sent bundles whole.
-  mutable std::mutex no_parts_mu_;
-  std::set<std::string> no_parts_peers_;  // guarded by no_parts_mu_
-  WarmBufferPool bundle_buffers_;         // serialised bundles, memory reused from one to the next
+  mutable absl::Mutex no_parts_mu_;
+  std::set<std::string> no_parts_peers_ ABSL_GUARDED_BY(no_parts_mu_);
+  WarmBufferPool bundle_buffers_;  // serialised bundles, memory reused from one to the next
   // Copied-in snapshots are kept off the transport thread: saving one may write to disk.
   std::unique_ptr<BoundedJobQueue> imports_;
   SnapshotFile received_;                    // transport thread only: from verify to on_received

@@ -1,11 +1,13 @@
 // ShippedChunks: a bounded set of names per decode worker.
 #include "lib/workers/shipped_chunks.h"
 
+#include "absl/synchronization/mutex.h"
+
 namespace yoco {
 
 int64_t ShippedChunks::LeadingHeld(const std::string& peer,
                                    absl::Span<const ChunkName> names) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = peers_.find(peer);
   if (it == peers_.end()) return 0;
   int64_t n = 0;
@@ -14,7 +16,7 @@ int64_t ShippedChunks::LeadingHeld(const std::string& peer,
 }
 
 void ShippedChunks::Record(const std::string& peer, absl::Span<const ChunkName> names) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Peer& p = peers_[peer];
   for (const ChunkName& name : names) {
     if (!p.names.insert(name).second) continue;
@@ -27,7 +29,7 @@ void ShippedChunks::Record(const std::string& peer, absl::Span<const ChunkName> 
 }
 
 void ShippedChunks::Forget(const std::string& peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   peers_.erase(peer);
 }
 

@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "lib/engine/state_bundle.h"
 
@@ -37,8 +37,8 @@ class ShippedChunks {
     std::deque<ChunkName> order;  // oldest first
   };
   const size_t per_peer_;
-  mutable std::mutex mu_;
-  std::map<std::string, Peer> peers_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace yoco

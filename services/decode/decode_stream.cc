@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 
@@ -59,7 +60,7 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
                                 request->stop_at_eos(), wait, on_event, on_admitted);
   bool cancel = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (ticket != 0 && !admission_done_) {
       ticket_ = ticket;
       cancel = cancelled_.load();
@@ -71,49 +72,49 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
 void DecodeStream::OnAdmitted(const absl::StatusOr<uint64_t>& id) {
   if (!id.ok()) {
     FinishOnce(ToGrpcStatus(id.status()));
-    EngineDone(true, true);  // a refused sequence sends no events
+    EngineDone(/*admission=*/true, /*events=*/true);  // a refused sequence sends no events
     return;
   }
   if (*id == 0) {  // ended on its first token: its finished event came already
-    EngineDone(true, false);
+    EngineDone(/*admission=*/true, /*events=*/false);
     return;
   }
   bool cancel;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     sequence_ = *id;
     ticket_ = 0;
     cancel = cancelled_.load() || finished_;
   }
   if (cancel) worker_.Cancel(*id);
-  EngineDone(true, false);
+  EngineDone(/*admission=*/true, /*events=*/false);
 }
 
 void DecodeStream::OnEvent(const DecodeEvent& event) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!finished_) events_.push_back(event);
   }
   Pump();
-  if (event.finished) EngineDone(false, true);
+  if (event.finished) EngineDone(/*admission=*/false, /*events=*/true);
 }
 
 void DecodeStream::Pump() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (writing_ || finished_ || events_.empty()) return;
   const DecodeEvent e = events_.front();
   events_.pop_front();
   out_.Clear();
   if (e.finished) {
     if (e.reason == DecodeFinish::kError) {
-      lock.unlock();
+      lock.Release();
       FinishOnce(ToGrpcStatus(e.status));
       return;
     }
     if (e.reason == DecodeFinish::kCancelled) {
       // Only this call cancels its sequence, and then nobody reads this; should anything else
       // ever cut it, the router must see a failure to retry, never a finished stream.
-      lock.unlock();
+      lock.Release();
       FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, "the sequence was cancelled"));
       return;
     }
@@ -125,14 +126,14 @@ void DecodeStream::Pump() {
     out_.mutable_token()->set_index(index_++);
   }
   writing_ = true;
-  lock.unlock();
+  lock.Release();
   StartWrite(&out_);
 }
 
 void DecodeStream::OnWriteDone(bool ok) {
   bool final_write;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     writing_ = false;
     final_write = final_write_;
   }
@@ -152,7 +153,7 @@ void DecodeStream::OnCancel() {
   uint64_t sequence, ticket;
   bool idle;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     sequence = sequence_;
     ticket = ticket_;
     idle = !writing_;
@@ -166,7 +167,7 @@ void DecodeStream::OnCancel() {
 void DecodeStream::FinishOnce(const grpc::Status& status) {
   uint64_t sequence;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (finished_) return;
     finished_ = true;
     events_.clear();
@@ -180,7 +181,7 @@ void DecodeStream::FinishOnce(const grpc::Status& status) {
 void DecodeStream::EngineDone(bool admission, bool events) {
   bool last;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     admission_done_ |= admission;
     events_done_ |= events;
     last = admission_done_ && events_done_ && done_;
@@ -191,7 +192,7 @@ void DecodeStream::EngineDone(bool admission, bool events) {
 void DecodeStream::OnDone() {
   bool last;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     done_ = true;
     last = admission_done_ && events_done_;
   }

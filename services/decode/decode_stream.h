@@ -11,8 +11,8 @@
 
 #include <atomic>
 #include <deque>
-#include <mutex>
 
+#include "absl/synchronization/mutex.h"
 #include "lib/workers/decode_worker.h"
 #include "yoco/v1/worker.grpc.pb.h"
 
@@ -44,18 +44,18 @@ class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
   DecodeWorker& worker_;
   std::atomic<bool> cancelled_{false};  // polled by a local prefill
 
-  std::mutex mu_;
-  std::deque<DecodeEvent> events_;  // guarded by mu_
-  bool writing_ = false;            // guarded by mu_
-  bool final_write_ = false;        // guarded by mu_: the finish message is in flight
-  bool finished_ = false;           // guarded by mu_: Finish called
-  uint64_t sequence_ = 0;           // guarded by mu_: the batcher's id, once admitted
-  uint64_t ticket_ = 0;             // guarded by mu_: waiting for the bundle
-  bool admission_done_ = false;     // guarded by mu_
-  bool events_done_ = false;        // guarded by mu_
-  bool done_ = false;               // guarded by mu_: OnDone called
-  uint32_t index_ = 0;              // the next token's index (Pump's)
-  v1::DecodeEvent out_;             // the write in flight
+  absl::Mutex mu_;
+  std::deque<DecodeEvent> events_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_write_ ABSL_GUARDED_BY(mu_) = false;  // the finish message is in flight
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;     // Finish called
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;     // the batcher's id, once admitted
+  uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;       // waiting for the bundle
+  bool admission_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool events_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone called
+  uint32_t index_ = 0;                      // the next token's index (Pump's)
+  v1::DecodeEvent out_;                     // the write in flight
 };
 
 }  // namespace yoco

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/engine/sampler.h"
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
@@ -56,7 +57,7 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
   }
   scope_ = *std::move(scope);
   if (!scope_.tenant.empty()) metrics_.tenant_requests.Add({{"tenant", scope_.tenant}}).Increment();
-  absl::StatusOr<GenerateCall> call = CheckGenerateRequest(
+  absl::StatusOr<CheckedGenerateRequest> call = CheckGenerateRequest(
       *request_, pool_.config(), pool_.tokenizer(), pool_.options().default_max_new_tokens);
   if (!call.ok()) {
     if (const std::string field = InvalidField(call.status()); !field.empty()) {
@@ -76,24 +77,21 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
 GenerateStream::~GenerateStream() = default;
 
 template <typename T>
-T* GenerateStream::Keep(std::vector<std::unique_ptr<T>>& list, std::unique_ptr<T> item,
-                        bool* cancelled) {
-  std::lock_guard<std::mutex> lock(mu_);
+T* GenerateStream::KeepLocked(std::vector<std::unique_ptr<T>>& list, std::unique_ptr<T> item) {
   list.push_back(std::move(item));
   ++ops_;
-  *cancelled = cancelled_;
   return list.back().get();
 }
 
 void GenerateStream::BeginOp() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++ops_;
 }
 
 void GenerateStream::EndOp() {
   bool last;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     last = --ops_ == 0 && done_;
   }
   if (last) delete this;
@@ -102,7 +100,7 @@ void GenerateStream::EndOp() {
 void GenerateStream::OnDone() {
   bool last;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     done_ = true;
     last = ops_ == 0;
   }
@@ -117,7 +115,7 @@ void GenerateStream::OnCancel() {
   std::vector<grpc::Alarm*> alarms;
   uint64_t waiting;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     cancelled_ = true;
     for (auto& c : prefill_contexts_) contexts.push_back(c.get());
     for (auto& r : relays_) relays.push_back(r.get());
@@ -232,7 +230,12 @@ void GenerateStream::ChooseWorkers() {
 void GenerateStream::WaitForWorkers() {
   phase_ = Phase::kWaitingForWorkers;
   bool cancelled;
-  grpc::Alarm* alarm = Keep(alarms_, std::make_unique<grpc::Alarm>(), &cancelled);
+  grpc::Alarm* alarm;
+  {
+    absl::MutexLock lock(&mu_);
+    alarm = KeepLocked(alarms_, std::make_unique<grpc::Alarm>());
+    cancelled = cancelled_;
+  }
   if (cancelled) {
     EndOp();  // the alarm is never set
     FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
@@ -262,7 +265,7 @@ void GenerateStream::WaitForRoom() {
   BeginOp();  // this function's: OnRoom may run on another thread before it returns
   uint64_t first;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     room_answered_ = false;
     first = first_place_;
   }
@@ -278,7 +281,7 @@ void GenerateStream::WaitForRoom() {
   // Cancelled before the place was known here, OnCancel could not take it out: this does.
   bool cancelled = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (first_place_ == 0) first_place_ = *place;
     if (!room_answered_) {
       waiting_place_ = *place;
@@ -291,7 +294,7 @@ void GenerateStream::WaitForRoom() {
 
 void GenerateStream::OnRoom(bool turn) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     waiting_place_ = 0;
     room_answered_ = true;
   }
@@ -327,10 +330,13 @@ void GenerateStream::StartRemotePrefill() {
   req.set_decode_resident_blocks(static_cast<uint32_t>(decode.cached_tokens / kCacheBlockTokens));
   attempt_.prefill_load = pool_.CountRequest(WorkerRole::kPrefill, prefill.index);
   // Propagates the client's deadline and cancellation to the prefill worker.
-  bool cancelled;
-  grpc::ClientContext* context = Keep(
-      prefill_contexts_, grpc::ClientContext::FromCallbackServerContext(*context_), &cancelled);
-  if (cancelled) context->TryCancel();
+  grpc::ClientContext* context;
+  {
+    absl::MutexLock lock(&mu_);
+    context =
+        KeepLocked(prefill_contexts_, grpc::ClientContext::FromCallbackServerContext(*context_));
+    if (cancelled_) context->TryCancel();
+  }
   pool_.PrefillStub(prefill.index)
       .async()
       ->Prefill(context, &req, &attempt_.prefill_response, [this, context](grpc::Status status) {
@@ -414,13 +420,14 @@ void GenerateStream::ContinueAfterFirstToken() {
 void GenerateStream::StartDecode(v1::DecodeRequest request) {
   phase_ = Phase::kDecoding;
   attempt_.decode_start = std::chrono::steady_clock::now();
-  bool cancelled;
-  DecodeRelay* relay =
-      Keep(relays_,
-           std::make_unique<DecodeRelay>(
-               std::move(request), [this](const v1::DecodeEvent& event) { OnDecodeEvent(event); },
-               [this](const grpc::Status& status) { OnDecodeDone(status); }),
-           &cancelled);
+  auto made = std::make_unique<DecodeRelay>(
+      std::move(request), [this](const v1::DecodeEvent& event) { OnDecodeEvent(event); },
+      [this](const grpc::Status& status) { OnDecodeDone(status); });
+  DecodeRelay* relay;
+  {
+    absl::MutexLock lock(&mu_);
+    relay = KeepLocked(relays_, std::move(made));
+  }
   const size_t decode_index = attempt_.pair.decode->index;
   // Watched before it starts, so that its end (Unwatch) always comes after.
   attempt_.stall_id = pool_.stall_watch().Watch(decode_index, [this, relay] {
@@ -428,14 +435,14 @@ void GenerateStream::StartDecode(v1::DecodeRequest request) {
     relay->Cancel();
   });
   relay->Start(pool_.DecodeStub(decode_index), context_->deadline());
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (cancelled_) relay->Cancel();
 }
 
 void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
   DecodeRelay* relay;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     relay = relays_.back().get();
   }
   if (event.has_finish()) {
@@ -575,7 +582,7 @@ void GenerateStream::OnWriteDone(bool ok) {
     FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
     DecodeRelay* relay = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!relays_.empty()) relay = relays_.back().get();
     }
     if (relay != nullptr) relay->Abandon();  // a no-op on an earlier attempt's

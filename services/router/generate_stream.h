@@ -15,11 +15,11 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "lib/text/token_text_stream.h"
 #include "services/router/decode_relay.h"
 #include "services/router/failover.h"
@@ -96,9 +96,10 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   bool InPhase(Phase expected);
 
   // Worker calls, relays and timers in flight: the object lives until they are done. Each is
-  // kept (for OnCancel) and counted under mu_ by Keep, and ends with EndOp.
+  // kept (for OnCancel) and counted by KeepLocked, and ends with EndOp.
   template <typename T>
-  T* Keep(std::vector<std::unique_ptr<T>>& list, std::unique_ptr<T> item, bool* cancelled);
+  T* KeepLocked(std::vector<std::unique_ptr<T>>& list, std::unique_ptr<T> item)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BeginOp();
   void EndOp();
 
@@ -108,7 +109,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   const v1::GenerateRequest* const request_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   CallScope scope_;
-  GenerateCall call_;
+  CheckedGenerateRequest call_;
   Phase phase_ = Phase::kChoosing;
 
   // What was sent to the client.
@@ -133,16 +134,16 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
   // Read by OnCancel on another thread. Contexts and relays are kept until the end, so a
   // cancellation never races their destruction.
-  std::mutex mu_;
-  std::vector<std::unique_ptr<grpc::ClientContext>> prefill_contexts_;  // guarded by mu_
-  std::vector<std::unique_ptr<DecodeRelay>> relays_;                    // guarded by mu_
-  std::vector<std::unique_ptr<grpc::Alarm>> alarms_;                    // guarded by mu_
-  bool cancelled_ = false;                                              // guarded by mu_
-  uint64_t waiting_place_ = 0;  // guarded by mu_: while in the load queue
-  bool room_answered_ = false;  // guarded by mu_: OnRoom ran for the last wait
-  uint64_t first_place_ = 0;    // guarded by mu_: kept across waits, so the turn is kept
-  int ops_ = 0;                 // guarded by mu_
-  bool done_ = false;           // guarded by mu_
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<grpc::ClientContext>> prefill_contexts_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<DecodeRelay>> relays_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<grpc::Alarm>> alarms_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t waiting_place_ ABSL_GUARDED_BY(mu_) = 0;  // while in the load queue
+  bool room_answered_ ABSL_GUARDED_BY(mu_) = false;  // OnRoom ran for the last wait
+  uint64_t first_place_ ABSL_GUARDED_BY(mu_) = 0;    // kept across waits, so the turn is kept
+  int ops_ ABSL_GUARDED_BY(mu_) = 0;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace yoco

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/openai/openai_response.h"
 #include "lib/openai/stop_string_trimmer.h"
 #include "lib/rpc/invalid_field.h"
@@ -91,13 +92,13 @@ void RunUnary(OpenAiFront& front, const HttpRequest& http, std::shared_ptr<HttpE
 // A Generate call answered as a completion, whole or streamed. It owns itself from Start to
 // OnDone. A hold keeps the call open while a streamed chunk is being written: the next token
 // is read only once the client has taken the last one.
-class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
+class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   static void Start(OpenAiFront& front, v1::Yoco::Stub& stub, const HttpRequest& http,
                     std::shared_ptr<HttpExchange> exchange, OpenAiGenerate request,
                     CompletionHeader header) {
-    auto call = std::shared_ptr<GenerateCall>(
-        new GenerateCall(front, std::move(exchange), std::move(request), std::move(header)));
+    auto call = std::shared_ptr<HttpGenerateCall>(
+        new HttpGenerateCall(front, std::move(exchange), std::move(request), std::move(header)));
     if (absl::Status st = front.PrepareContext(http, call->context_); !st.ok()) {
       return front.Fail(*call->exchange_, st);
     }
@@ -105,7 +106,7 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
       return front.Fail(*call->exchange_, absl::UnavailableError("the router is shutting down"));
     }
     call->self_ = call;
-    call->exchange_->OnClientGone([weak = std::weak_ptr<GenerateCall>(call)] {
+    call->exchange_->OnClientGone([weak = std::weak_ptr<HttpGenerateCall>(call)] {
       if (auto c = weak.lock()) c->context_.TryCancel();
     });
     stub.async()->Generate(&call->context_, &call->request_.request, call.get());
@@ -196,8 +197,8 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
     return ParamError(param, error.message());
   }
 
-  GenerateCall(OpenAiFront& front, std::shared_ptr<HttpExchange> exchange, OpenAiGenerate request,
-               CompletionHeader header)
+  HttpGenerateCall(OpenAiFront& front, std::shared_ptr<HttpExchange> exchange,
+                   OpenAiGenerate request, CompletionHeader header)
       : front_(front),
         exchange_(std::move(exchange)),
         request_(std::move(request)),
@@ -227,7 +228,7 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
   bool finished_ = false;
   bool stream_started_ = false;
   bool first_chunk_ = true;
-  std::shared_ptr<GenerateCall> self_;
+  std::shared_ptr<HttpGenerateCall> self_;
 };
 
 }  // namespace
@@ -259,24 +260,25 @@ void OpenAiFront::Fail(HttpExchange& exchange, const absl::Status& status) {
 }
 
 bool OpenAiFront::Begin(grpc::ClientContext* context) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (shutting_down_) return false;
   calls_.insert(context);
   return true;
 }
 
 void OpenAiFront::End(grpc::ClientContext* context) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   calls_.erase(context);
-  if (calls_.empty()) idle_.notify_all();
+  if (calls_.empty()) idle_.SignalAll();
 }
 
 bool OpenAiFront::Shutdown(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   shutting_down_ = true;
   for (grpc::ClientContext* context : calls_) context->TryCancel();
-  return idle_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
-                        [this] { return calls_.empty(); });
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!calls_.empty() && absl::Now() < deadline) idle_.WaitWithDeadline(&mu_, deadline);
+  return calls_.empty();
 }
 
 absl::Status OpenAiFront::PrepareContext(const HttpRequest& request,
@@ -313,7 +315,7 @@ void OpenAiFront::Handle(HttpRequest request, std::shared_ptr<HttpExchange> exch
     return false;
   };
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutting_down_ && path != "/health") {
       return Fail(*exchange, absl::UnavailableError("the router is shutting down"));
     }
@@ -382,8 +384,8 @@ void OpenAiFront::Generate(const HttpRequest& request, std::shared_ptr<HttpExcha
   header.model = options_.model_name;
   const std::string request_id = request.Header("x-request-id");
   parsed->request.set_request_id(request_id.empty() ? header.id : request_id.substr(0, 128));
-  GenerateCall::Start(*this, *stub_, request, std::move(exchange), *std::move(parsed),
-                      std::move(header));
+  HttpGenerateCall::Start(*this, *stub_, request, std::move(exchange), *std::move(parsed),
+                          std::move(header));
 }
 
 void OpenAiFront::Models(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {

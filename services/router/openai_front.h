@@ -8,14 +8,13 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/http/http_server.h"
 #include "lib/openai/chat_template.h"
@@ -77,10 +76,10 @@ class OpenAiFront {
   prometheus::Family<prometheus::Counter>* const responses_;
   const int64_t started_unix_;
 
-  std::mutex mu_;
-  std::condition_variable idle_;
-  std::set<grpc::ClientContext*> calls_;  // in flight
-  bool shutting_down_ = false;
+  absl::Mutex mu_;
+  absl::CondVar idle_;
+  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);  // in flight
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace yoco

@@ -46,11 +46,11 @@ std::string InvalidField(const absl::Status& status) {
   return field.has_value() ? std::string(*field) : std::string();
 }
 
-absl::StatusOr<GenerateCall> CheckGenerateRequest(const v1::GenerateRequest& request,
-                                                  const ModelConfig& config,
-                                                  const Tokenizer& tokenizer,
-                                                  uint32_t default_max_new_tokens) {
-  GenerateCall call;
+absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRequest& request,
+                                                            const ModelConfig& config,
+                                                            const Tokenizer& tokenizer,
+                                                            uint32_t default_max_new_tokens) {
+  CheckedGenerateRequest call;
   absl::StatusOr<std::vector<int32_t>> prompt =
       PromptTokens(request.has_tokens(), request.tokens(), request.text(), config, tokenizer);
   if (!prompt.ok()) return prompt.status();

@@ -23,7 +23,7 @@ inline constexpr size_t kMaxStopStringBytes = 256;
 inline constexpr uint32_t kMaxNewTokensLimit = 1u << 20;
 
 // A GenerateRequest, checked.
-struct GenerateCall {
+struct CheckedGenerateRequest {
   std::vector<int32_t> prompt;  // text prompts start with BOS
   SamplingParams sampling;
   uint32_t max_new_tokens = 0;  // the request's, or the default for 0
@@ -39,10 +39,10 @@ std::string InvalidField(const absl::Status& status);
 // outside the vocabulary, a text the tokenizer refuses (it must be UTF-8), bad sampling settings,
 // too many or too long stop strings, an absurd max_new_tokens, or a prompt + max_new_tokens beyond
 // max_seq_len (with both lengths in the message).
-absl::StatusOr<GenerateCall> CheckGenerateRequest(const v1::GenerateRequest& request,
-                                                  const ModelConfig& config,
-                                                  const Tokenizer& tokenizer,
-                                                  uint32_t default_max_new_tokens);
+absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRequest& request,
+                                                            const ModelConfig& config,
+                                                            const Tokenizer& tokenizer,
+                                                            uint32_t default_max_new_tokens);
 
 // A PrecacheRequest's document, checked the same way (it must fit max_seq_len).
 absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequest& request,

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/rpc/grpc_status.h"
 #include "services/router/request_checks.h"
 #include "services/router/router_service.h"
@@ -159,7 +160,7 @@ void RouterService::CopySnapshotLater(const WorkerChoice& choice,
   const BlockKey key = keys[choice.better_cached_tokens / kCacheBlockTokens - 1];
   const size_t holder = *choice.better_holder, target = choice.index;
   {
-    std::lock_guard<std::mutex> lock(copies_mu_);
+    absl::MutexLock lock(&copies_mu_);
     if (!copies_.insert({key, target}).second) return;  // already on its way
   }
   const std::string target_address = choice.info.ucx_address();
@@ -181,11 +182,11 @@ void RouterService::CopySnapshotLater(const WorkerChoice& choice,
                 << prefill_workers_->address(holder) << " to " << prefill_workers_->address(target)
                 << " failed: " << st.error_message() << std::endl;
     }
-    std::lock_guard<std::mutex> lock(copies_mu_);
+    absl::MutexLock lock(&copies_mu_);
     copies_.erase({key, target});
   });
   if (!posted) {
-    std::lock_guard<std::mutex> lock(copies_mu_);
+    absl::MutexLock lock(&copies_mu_);
     copies_.erase({key, target});
   }
 }

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/auth/caller_tenant.h"
 #include "lib/engine/sampler.h"
 #include "lib/routing/dns_lookup.h"
@@ -161,12 +163,12 @@ absl::Status RouterService::StartMembership(const std::vector<std::string>& spec
 }
 
 void RouterService::JoinPrefill(const std::string& address, const std::string& tls_name) {
-  std::lock_guard<std::mutex> lock(join_mu_);
+  absl::MutexLock lock(&join_mu_);
   JoinWorker<v1::PrefillWorker>(address, tls_name, prefill_stubs_, *prefill_workers_);
 }
 
 void RouterService::JoinDecode(const std::string& address, const std::string& tls_name) {
-  std::lock_guard<std::mutex> lock(join_mu_);
+  absl::MutexLock lock(&join_mu_);
   JoinWorker<v1::DecodeWorker>(address, tls_name, decode_stubs_, *decode_workers_);
 }
 
@@ -181,7 +183,11 @@ void RouterService::JoinWorker(const std::string& address, const std::string& tl
       return;
     }
   }
-  if (stubs.size() == kMaxWorkers) return;
+  if (stubs.size() == kMaxWorkers) {
+    std::cerr << "yoco-router: " << address << " is not used: the router takes at most "
+              << kMaxWorkers << " workers of a role\n";
+    return;
+  }
   grpc::ChannelArguments args = channel_args_;
   if (!tls_name.empty()) args.SetSslTargetNameOverride(tls_name);
   stubs.push_back(

@@ -7,12 +7,12 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "lib/auth/tenant_directory.h"
 #include "lib/engine/model_config.h"
 #include "lib/routing/kubernetes_pod_watch.h"
@@ -142,7 +142,7 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   static constexpr size_t kMaxWorkers = 4096;
   grpc::ChannelArguments channel_args_;
   std::shared_ptr<grpc::ChannelCredentials> worker_credentials_;
-  std::mutex join_mu_;  // JoinPrefill / JoinDecode
+  absl::Mutex join_mu_;  // JoinPrefill / JoinDecode
   std::vector<std::unique_ptr<v1::PrefillWorker::Stub>> prefill_stubs_;
   std::vector<std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
   std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
@@ -151,8 +151,9 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   std::unique_ptr<StallWatch> stall_watch_;
   std::vector<std::unique_ptr<KubernetesPodWatch>> pod_watches_;  // read by discovery_
   std::vector<std::unique_ptr<WorkerDiscovery>> discovery_;       // after the registries it feeds
-  std::mutex copies_mu_;
-  std::set<std::pair<BlockKey, size_t>> copies_;  // (snapshot, target worker) queued or running
+  absl::Mutex copies_mu_;
+  std::set<std::pair<BlockKey, size_t>> copies_
+      ABSL_GUARDED_BY(copies_mu_);  // (snapshot, target worker) queued or running
   LoadWaitQueue load_queue_;
   BoundedJobQueue background_{64};  // its jobs use the members above
   // Wakes a waiter now and then, for room nothing at this router announces (other routers'
