@@ -7,6 +7,13 @@ namespace {
 
 using Next = Failover::Next;
 
+// Statuses that say a worker (or the way to it) failed, so another pair may succeed.
+bool RetryableStatus(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::ABORTED || code == grpc::StatusCode::INTERNAL ||
+         code == grpc::StatusCode::UNKNOWN;
+}
+
 Failover PrefillFailed(const AttemptEnd& end) {
   Failover f;
   if (end.client_gone) {
@@ -67,12 +74,6 @@ Failover DecodeEnded(const AttemptEnd& end) {
 }
 
 }  // namespace
-
-bool RetryableStatus(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         code == grpc::StatusCode::ABORTED || code == grpc::StatusCode::INTERNAL ||
-         code == grpc::StatusCode::UNKNOWN;
-}
 
 Failover DecideFailover(const AttemptEnd& end) {
   return end.call == WorkerRole::kPrefill ? PrefillFailed(end) : DecodeEnded(end);

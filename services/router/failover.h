@@ -45,9 +45,6 @@ struct Failover {
   bool operator==(const Failover&) const = default;
 };
 
-// Statuses that say a worker (or the way to it) failed, so another pair may succeed.
-bool RetryableStatus(grpc::StatusCode code);
-
 // What follows `end`. A Prefill call that succeeded continues to its Decode stream and is not
 // asked about.
 Failover DecideFailover(const AttemptEnd& end);

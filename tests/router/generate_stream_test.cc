@@ -149,6 +149,16 @@ class FakeDecode final : public v1::DecodeWorker::Service {
   Bundles& bundles_;
 };
 
+// A FakePrefill::before that refuses the first call of all that share `refused` for load.
+std::function<grpc::Status(grpc::ServerContext*)> RefuseOnceForLoad(std::atomic<bool>& refused) {
+  return [&refused](grpc::ServerContext*) {
+    if (!refused.exchange(true)) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
+    }
+    return grpc::Status::OK;
+  };
+}
+
 struct Result {
   grpc::Status status;
   std::vector<int32_t> ids;
@@ -285,12 +295,7 @@ TEST_F(GenerateStreamTest, DecodeDiesAfterTokenKAndTheStreamContinuesExactly) {
 TEST_F(GenerateStreamTest, PrefillRefusedForLoadTriesAnotherPairAndMarksNobody) {
   std::atomic<bool> refused{false};
   for (int i = 0; i < 2; ++i) {
-    AddPrefill().before = [&refused](grpc::ServerContext*) {
-      if (!refused.exchange(true)) {
-        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
-      }
-      return grpc::Status::OK;
-    };
+    AddPrefill().before = RefuseOnceForLoad(refused);
   }
   AddDecode();
   AddDecode();
@@ -308,12 +313,7 @@ TEST_F(GenerateStreamTest, PrefillRefusedForLoadTriesAnotherPairAndMarksNobody) 
 
 TEST_F(GenerateStreamTest, EveryPairRefusedForLoadWaitsForRoomThenIsServed) {
   std::atomic<bool> refused{false};
-  AddPrefill().before = [&refused](grpc::ServerContext*) {
-    if (!refused.exchange(true)) {
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
-    }
-    return grpc::Status::OK;
-  };
+  AddPrefill().before = RefuseOnceForLoad(refused);
   AddDecode();
   StartRouter();
   const Result r = Generate(6);
