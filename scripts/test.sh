@@ -15,15 +15,19 @@ bash scripts/thread-safety.sh
 # Sanitizer pass: what owns raw resources across a process boundary (UCX handles, buffers,
 # threads), manages memory by hand (the snapshot store's shared blocks, the disk tier) or parses
 # outside bytes, plus the three services end to end; sized for two cores.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOCO_SANITIZE=ON -DYOCO_CUDA=OFF
+# -O1 -g1 (line tables only) compiles the Beast- and coroutine-heavy files about 2.8x faster than
+# -O2 -g under g++'s sanitizers (http_server.cc: 148 s against 418 s) and still names file:line
+# in every report.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOCO_SANITIZE=ON -DYOCO_CUDA=OFF \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
 cmake --build build-asan --parallel "$(nproc)" \
   --target ucx_transport_test transport_address_test transfer_peer cache_test routing_test \
   threading_test workers_test engine_test checksum_test batching_test kernels_cpu_test text_test router_test \
   rpc_test auth_test http_test openai_test \
-  loadtest_test eval_test forged_call concurrent_streams yoco yoco-loadtest yoco-eval \
+  loadtest_test eval_test forged_call cluster_test cluster_load_test yoco yoco-loadtest yoco-eval \
   yoco-cli yoco-router yoco-prefill yoco-decode yoco_tiny_model
 (cd build-asan && ctest --output-on-failure --timeout 900 \
-  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|ReflectionV1|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|HttpServer|OpenAi|ChatTemplate|StopStringTrimmer|Workload|LoadSummary|MetricsScrape|SseStream|HttpCompletion|DocQaTask|TaskFile|NiahEval|LocalPrefill|AsyncAdmission|CallerAllowList|LoadWaitQueue|StallWatch|ResidentKv|KvChunkArena|WarmBufferPool|KvRows|BundlePart|Crc32c|DecodeAttentionPaged|DecodeBatcher|GenerateStream|Failover|TokenTextStream|StopStrings|integration.serving|integration.tls|integration.burst|integration.stall|integration.local_prefill|integration.openai_http|integration.loadtest|integration.niah')
+  -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|ReflectionV1|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|HttpServer|OpenAi|ChatTemplate|StopStringTrimmer|Workload|LoadSummary|MetricsScrape|SseStream|HttpCompletion|DocQaTask|TaskFile|NiahEval|LocalPrefill|AsyncAdmission|CallerAllowList|LoadWaitQueue|StallWatch|ResidentKv|KvChunkArena|WarmBufferPool|KvRows|BundlePart|Crc32c|DecodeAttentionPaged|DecodeBatcher|GenerateStream|Failover|TokenTextStream|StopStrings|Cluster|integration.serving|integration.tls|integration.local_prefill|integration.openai_http|integration.loadtest|integration.niah')
 
 # Every fuzz target for a short while from its seed corpus (scripts/fuzz.sh runs them longer).
 bash scripts/fuzz.sh 20

@@ -58,6 +58,12 @@ class MetricsServer::Impl {
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MetricsServer::~MetricsServer() = default;
 
+int MetricsServer::port() const {
+  if (!impl_->exposer) return 0;
+  const std::vector<int> ports = impl_->exposer->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& listen, std::shared_ptr<prometheus::Registry> registry,
     std::shared_ptr<ScrapeCallbacks> callbacks) {

@@ -35,11 +35,15 @@ class ScrapeCallbacks {
 
 class MetricsServer {
  public:
-  // Serves `registry` and `callbacks` at http://LISTEN/metrics. An empty `listen` serves nothing.
+  // Serves `registry` and `callbacks` at http://LISTEN/metrics (port 0 picks one). An empty
+  // `listen` serves nothing.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& listen, std::shared_ptr<prometheus::Registry> registry,
       std::shared_ptr<ScrapeCallbacks> callbacks);
   ~MetricsServer();
+
+  // The port bound; 0 when nothing is served.
+  int port() const;
 
  private:
   class Impl;

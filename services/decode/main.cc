@@ -215,6 +215,9 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-decode: " << metrics_server.status().message() << "\n";
     return 1;
   }
+  if ((*metrics_server)->port() != 0) {
+    std::cerr << "yoco-decode: metrics on port " << (*metrics_server)->port() << std::endl;
+  }
   yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen), backend_description,
                               std::move(*callers));
   int port = 0;

@@ -204,6 +204,9 @@ int main(int argc, char** argv) {
     std::cerr << "yoco-prefill: " << metrics_server.status().message() << "\n";
     return 1;
   }
+  if ((*metrics_server)->port() != 0) {
+    std::cerr << "yoco-prefill: metrics on port " << (*metrics_server)->port() << std::endl;
+  }
   int port = 0;
   auto credentials = yoco::MakeServerCredentials(yoco::TlsFilesFromFlags());
   if (!credentials.ok()) {

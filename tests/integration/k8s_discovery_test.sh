@@ -101,7 +101,7 @@ for i in $(seq 1 500); do [ -s "$log/long.out" ] && break; sleep 0.01; done
 # A fast machine finishes the stream in well under a second: the worker serving it is paused
 # (SIGSTOP) while the events arrive and other requests run, so it is certainly mid-stream, and
 # resumed before the stream is checked. (The router's --min-stall-ms keeps the pause from
-# counting as a stalled worker, whose streams would move: tests/integration/stall_test.sh.)
+# counting as a stalled worker, whose streams would move: tests/cluster/stall_test.cc.)
 kill -STOP "$d1"
 control decode MODIFIED yoco-decode-1 127.0.0.3 true
 control decode DELETED yoco-decode-0 127.0.0.2 true

@@ -35,6 +35,8 @@
 #include "lib/files/bounded_file.h"
 #include "lib/files/key_file.h"
 #include "lib/rpc/grpc_server.h"
+#include "lib/rpc/grpc_status.h"
+#include "lib/rpc/health_check.h"
 #include "lib/rpc/tls_credentials.h"
 #include "tools/yoco/command_line.h"
 #include "yoco/v1/yoco.grpc.pb.h"
@@ -209,43 +211,12 @@ int EvictCache(const std::string& router, const std::vector<std::string>& args) 
   return 0;
 }
 
-// grpc.health.v1 messages, hand-encoded so the client needs no generated health code. Request:
-// field 1, the service name. Response: field 1, the status enum.
-std::string HealthRequestBytes(const std::string& service) {
-  if (service.empty()) return "";
-  return std::string{0x0a, static_cast<char>(service.size())} + service;
-}
-
-std::string Bytes(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (buffer.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) {
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-  }
-  return bytes;
-}
-
-// 1 is SERVING. Proto3 leaves a zero enum out: an empty message is UNKNOWN.
-int HealthStatus(const grpc::ByteBuffer& response) {
-  const std::string bytes = Bytes(response);
-  const int status = bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
-  return status >= 0 && status <= 3 ? status : 0;
-}
-
-const char* HealthStatusName(int status) {
-  static const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
-  return kNames[status];
-}
-
 // Health/Watch as a generic streaming call: prints every status the server sends until the
 // stream ends (the server shutting down ends it).
 class HealthWatch : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   HealthWatch(grpc::GenericStub& stub, const std::string& service) {
-    grpc::Slice slice(HealthRequestBytes(service));
-    request_ = grpc::ByteBuffer(&slice, 1);
+    request_ = yoco::HealthCheckRequest(service);
     stub.PrepareBidiStreamingCall(&context_, "/grpc.health.v1.Health/Watch", grpc::StubOptions(),
                                   this);
     StartWrite(&request_);
@@ -255,7 +226,7 @@ class HealthWatch : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteB
   void OnWriteDone(bool) override { StartWritesDone(); }
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    std::cout << HealthStatusName(HealthStatus(response_)) << std::endl;
+    std::cout << yoco::HealthStateName(yoco::ParseHealthCheckResponse(response_)) << std::endl;
     StartRead(&response_);
   }
   void OnDone(const grpc::Status& status) override { done_.set_value(status); }
@@ -274,24 +245,17 @@ int Health(const std::string& address, const std::vector<std::string>& args) {
   if (service.size() > 127) return Fail("--service: at most 127 bytes");
   absl::StatusOr<int64_t> timeout_ms = cl->Int("timeout-ms", 5000);
   if (!timeout_ms.ok()) return Fail(std::string(timeout_ms.status().message()));
-  grpc::GenericStub stub(grpc::CreateChannel(address, Credentials()));
   if (cl->Has("watch")) {
+    grpc::GenericStub stub(grpc::CreateChannel(address, Credentials()));
     HealthWatch watch(stub, service);
     const grpc::Status st = watch.Wait();
     return st.ok() || st.error_code() == grpc::StatusCode::CANCELLED ? 0 : Fail(st);
   }
-  grpc::Slice slice(HealthRequestBytes(service));
-  grpc::ByteBuffer request(&slice, 1), response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(*timeout_ms));
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&done](grpc::Status st) { done.set_value(st); });
-  const grpc::Status st = done.get_future().get();
-  if (!st.ok()) return Fail(st);
-  const int status = HealthStatus(response);
-  std::cout << HealthStatusName(status) << "\n";
-  return status == 1 ? 0 : 1;
+  absl::StatusOr<yoco::HealthState> state = yoco::CheckHealth(
+      grpc::CreateChannel(address, Credentials()), service, absl::Milliseconds(*timeout_ms));
+  if (!state.ok()) return Fail(yoco::ToGrpcStatus(state.status()));
+  std::cout << yoco::HealthStateName(*state) << "\n";
+  return *state == yoco::HealthState::kServing ? 0 : 1;
 }
 
 int Generate(const std::string& router, const std::vector<std::string>& args) {

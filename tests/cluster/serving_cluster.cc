@@ -1,0 +1,320 @@
+// The cluster fixture: starting, readiness, metrics, the in-process reference.
+#include "tests/cluster/serving_cluster.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <barrier>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/engine/cpu_backend.h"
+#include "lib/engine/model.h"
+#include "lib/rpc/health_check.h"
+#include "loadtest/metrics_scrape.h"
+
+namespace yoco::testing {
+namespace {
+
+const char* BinaryName(Role role) {
+  switch (role) {
+    case Role::kPrefill:
+      return "yoco-prefill";
+    case Role::kDecode:
+      return "yoco-decode";
+    case Role::kRouter:
+      return "yoco-router";
+  }
+  return "";
+}
+
+// The gRPC service whose health says the role takes requests.
+const char* ReadinessService(Role role) {
+  switch (role) {
+    case Role::kPrefill:
+      return "yoco.v1.PrefillWorker";
+    case Role::kDecode:
+      return "yoco.v1.DecodeWorker";
+    case Role::kRouter:
+      return "yoco.v1.Yoco";
+  }
+  return "";
+}
+
+constexpr absl::Duration kStartTimeout = absl::Seconds(120);
+
+}  // namespace
+
+std::string BinaryPath(absl::string_view name) { return absl::StrCat(YOCO_BIN_DIR, "/", name); }
+std::string TinyModelDir() { return YOCO_TINY_MODEL_DIR; }
+
+std::string MakeTestDir() {
+  const char* tmp = getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/yoco-cluster-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) return "";
+  return pattern;
+}
+
+bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<Service>> Service::Start(
+    Role role, std::vector<std::string> flags, std::string log_path, int port,
+    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  std::unique_ptr<Service> service(
+      new Service(role, std::move(flags), std::move(log_path), std::move(credentials)));
+  absl::Status started = service->Launch(port);
+  if (!started.ok()) return started;
+  return service;
+}
+
+absl::Status Service::Launch(int port) {
+  std::vector<std::string> args = flags_;
+  args.insert(args.end(),
+              {"--listen", absl::StrCat("127.0.0.1:", port), "--metrics-listen", "127.0.0.1:0"});
+  absl::StatusOr<std::unique_ptr<ServiceProcess>> process = ServiceProcess::Start(
+      BinaryPath(BinaryName(role_)), args, log_path_, {"UCX_WARN_UNUSED_ENV_VARS=n"});
+  if (!process.ok()) return process.status();
+  process_ = *std::move(process);
+  absl::StatusOr<int> bound = process_->WaitForNumberAfter("serving on port", kStartTimeout);
+  if (!bound.ok()) return bound.status();
+  port_ = *bound;
+  // Printed before the gRPC port, so it is there by now.
+  absl::StatusOr<int> metrics = process_->WaitForNumberAfter("metrics on port", absl::Seconds(1));
+  if (!metrics.ok()) return metrics.status();
+  metrics_port_ = *metrics;
+  const std::shared_ptr<grpc::Channel> channel = Channel();
+  absl::Status last = absl::UnavailableError("no answer");
+  const bool ready = WaitFor(
+      [&] {
+        absl::StatusOr<HealthState> state =
+            CheckHealth(channel, ReadinessService(role_), absl::Seconds(5));
+        last = state.ok() ? absl::UnavailableError(HealthStateName(*state)) : state.status();
+        return state.ok() && *state == HealthState::kServing;
+      },
+      kStartTimeout);
+  if (!ready) {
+    return absl::UnavailableError(absl::StrCat(BinaryName(role_), " on port ", port_,
+                                               " never became ready: ", last.ToString(),
+                                               "; log: ", process_->LogTail()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Service::Restart() {
+  if (process_) process_->Kill();
+  return Launch(port_);
+}
+
+std::string Service::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+std::shared_ptr<grpc::Channel> Service::Channel() const {
+  return grpc::CreateChannel(address(),
+                             credentials_ ? credentials_ : grpc::InsecureChannelCredentials());
+}
+
+double Service::Metric(absl::string_view prefix) const {
+  absl::StatusOr<std::string> text =
+      HttpGet(absl::StrCat("http://127.0.0.1:", metrics_port_, "/metrics"));
+  if (!text.ok()) return -1;
+  double sum = 0;
+  for (const auto& [series, value] : ParsePrometheusText(*text)) {
+    if (absl::StartsWith(series, prefix)) sum += value;
+  }
+  return sum;
+}
+
+v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_new_tokens,
+                            const SamplingParams& sampling) {
+  v1::GenerateRequest request;
+  request.mutable_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  v1::SamplingParams* s = request.mutable_sampling();
+  s->set_temperature(sampling.temperature);
+  s->set_top_k(sampling.top_k);
+  s->set_top_p(sampling.top_p);
+  s->set_seed(sampling.seed);
+  s->set_max_new_tokens(max_new_tokens);
+  return request;
+}
+
+std::vector<int32_t> InProcessTokens(const std::vector<int32_t>& prompt, int max_new_tokens,
+                                     const SamplingParams& sampling, const std::string& model_dir,
+                                     const std::string& weights, const std::string& kv_dtype) {
+  static absl::Mutex mu;
+  static auto* models =
+      new std::map<std::tuple<std::string, std::string, std::string>, std::shared_ptr<const Model>>;
+  std::shared_ptr<const Model> model;
+  {
+    absl::MutexLock lock(&mu);
+    std::shared_ptr<const Model>& kept = (*models)[{model_dir, weights, kv_dtype}];
+    if (!kept) {
+      absl::StatusOr<WeightFormat> format = ParseWeightFormat(weights);
+      absl::StatusOr<KvDtype> dtype = ParseKvDtype(kv_dtype);
+      if (!format.ok() || !dtype.ok()) return {};
+      absl::StatusOr<std::shared_ptr<const Model>> loaded = Model::Load(model_dir, *format, *dtype);
+      if (!loaded.ok()) return {};
+      kept = *loaded;
+    }
+    model = kept;
+  }
+  CpuBackend backend(model);
+  GenerateOptions options;
+  options.max_new_tokens = max_new_tokens;
+  options.sampling = sampling;
+  absl::StatusOr<std::vector<int32_t>> tokens = yoco::Generate(backend, prompt, options);
+  return tokens.ok() ? *tokens : std::vector<int32_t>{};
+}
+
+std::vector<int32_t> RandomPrompt(uint32_t seed, int length) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> prompt = {0};
+  while (static_cast<int>(prompt.size()) < length) {
+    prompt.push_back(4 + static_cast<int32_t>(rng() % 508));
+  }
+  return prompt;
+}
+
+absl::StatusOr<std::unique_ptr<ServingCluster>> ServingCluster::Start(
+    const ClusterOptions& options) {
+  std::unique_ptr<ServingCluster> cluster(new ServingCluster);
+  cluster->dir_ = MakeTestDir();
+  if (cluster->dir_.empty()) return absl::InternalError("cannot make a test folder");
+  std::vector<std::string> worker_flags = {
+      "--model", options.model_dir, "--tls", "tcp", "--net-devices", "lo", "--threads", "1"};
+  worker_flags.insert(worker_flags.end(), options.worker_flags.begin(), options.worker_flags.end());
+  std::vector<std::string> prefill_addresses, decode_addresses;
+  for (int i = 0; i < options.prefill_workers; ++i) {
+    std::vector<std::string> flags = worker_flags;
+    flags.insert(flags.end(), options.prefill_flags.begin(), options.prefill_flags.end());
+    auto started =
+        Service::Start(Role::kPrefill, flags, absl::StrCat(cluster->dir_, "/prefill", i));
+    if (!started.ok()) return started.status();
+    prefill_addresses.push_back((*started)->address());
+    cluster->prefill_.push_back(*std::move(started));
+  }
+  for (int i = 0; i < options.decode_workers; ++i) {
+    std::vector<std::string> flags = worker_flags;
+    flags.insert(flags.end(), options.decode_flags.begin(), options.decode_flags.end());
+    auto started = Service::Start(Role::kDecode, flags, absl::StrCat(cluster->dir_, "/decode", i));
+    if (!started.ok()) return started.status();
+    decode_addresses.push_back((*started)->address());
+    cluster->decode_.push_back(*std::move(started));
+  }
+  std::vector<std::string> router_flags = {"--model",
+                                           options.model_dir,
+                                           "--prefill",
+                                           absl::StrJoin(prefill_addresses, ","),
+                                           "--decode",
+                                           absl::StrJoin(decode_addresses, ","),
+                                           "--probe-interval-ms",
+                                           "200"};
+  router_flags.insert(router_flags.end(), options.router_flags.begin(), options.router_flags.end());
+  auto router = Service::Start(Role::kRouter, router_flags, cluster->dir_ + "/router");
+  if (!router.ok()) return router.status();
+  cluster->router_ = *std::move(router);
+  cluster->stub_ = v1::Yoco::NewStub(cluster->router_->Channel());
+  absl::Status serving = cluster->WaitUntilServing();
+  if (!serving.ok()) return serving;
+  return cluster;
+}
+
+ServingCluster::~ServingCluster() {
+  router_.reset();
+  prefill_.clear();
+  decode_.clear();
+  if (!dir_.empty()) std::filesystem::remove_all(dir_);
+}
+
+Generated ServingCluster::Generate(const v1::GenerateRequest& request, absl::Duration timeout) {
+  return testing::Generate(*stub_, request, timeout);
+}
+
+Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request,
+                   absl::Duration timeout) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> stream =
+      stub.Generate(&context, request);
+  Generated generated;
+  v1::GenerateResponse event;
+  while (stream->Read(&event)) {
+    if (event.has_token()) generated.tokens.push_back(event.token().id());
+    if (event.has_finish()) generated.finish = event.finish();
+  }
+  generated.status = stream->Finish();
+  return generated;
+}
+
+std::vector<Generated> GenerateAtOnce(v1::Yoco::Stub& stub,
+                                      const std::vector<v1::GenerateRequest>& requests,
+                                      absl::Duration timeout) {
+  std::vector<Generated> generated(requests.size());
+  std::barrier start(static_cast<std::ptrdiff_t>(requests.size()));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      generated[i] = Generate(stub, requests[i], timeout);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return generated;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(address);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+absl::Status ServingCluster::WaitUntilServing(absl::Duration timeout) {
+  grpc::Status last;
+  const bool served = WaitFor(
+      [&] {
+        last = Generate(Request({0, 5}, 1), absl::Seconds(20)).status;
+        return last.ok();
+      },
+      timeout);
+  if (served) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("the router serves nothing: ", last.error_code(), " ",
+                                             last.error_message(), "\n", Logs()));
+}
+
+std::string ServingCluster::Logs() const {
+  std::string logs;
+  auto add = [&](const std::string& name, const std::unique_ptr<Service>& s) {
+    if (s) absl::StrAppend(&logs, "--- ", name, ":\n", s->process().LogTail(), "\n");
+  };
+  add("router", router_);
+  for (size_t i = 0; i < prefill_.size(); ++i) add(absl::StrCat("prefill", i), prefill_[i]);
+  for (size_t i = 0; i < decode_.size(); ++i) add(absl::StrCat("decode", i), decode_[i]);
+  return logs;
+}
+
+}  // namespace yoco::testing

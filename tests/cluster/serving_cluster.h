@@ -1,0 +1,171 @@
+// ServingCluster: the whole stack as real processes on loopback for a GoogleTest — prefill and
+// decode workers and a router (yoco-prefill, yoco-decode, yoco-router from the build), each on a
+// port the OS picks (read back from its "serving on port N" line), ready when its gRPC health
+// says SERVING, never after a fixed sleep. Helpers: kill, freeze, restart on the same port,
+// SIGTERM; metrics scraped from each service; Generate through the router; the in-process
+// engine's tokens to compare with. A new scenario is a short test:
+//
+//   ClusterOptions options;
+//   options.decode_workers = 2;
+//   auto cluster = ServingCluster::Start(options);
+//   ASSERT_TRUE(cluster.ok()) << cluster.status();
+//   Generated got = (*cluster)->Generate(Request(prompt, 20));
+//   EXPECT_EQ(got.tokens, InProcessTokens(prompt, 20));
+#ifndef YOCO_TESTS_CLUSTER_SERVING_CLUSTER_H_
+#define YOCO_TESTS_CLUSTER_SERVING_CLUSTER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "lib/engine/generation.h"
+#include "tests/cluster/service_process.h"
+#include "yoco/v1/yoco.grpc.pb.h"
+
+namespace yoco::testing {
+
+// The build's binaries and the random test model (set by CMake).
+std::string BinaryPath(absl::string_view name);
+std::string TinyModelDir();
+
+enum class Role { kPrefill, kDecode, kRouter };
+
+// One service process and how to start it again.
+class Service {
+ public:
+  // Starts `role` with `flags` (plus --listen 127.0.0.1:`port`, 0: the OS picks, and
+  // --metrics-listen on a port the OS picks), its log at `log_path`; returns once its health
+  // check says SERVING. `worker_tls`: credentials to reach it (null: plaintext).
+  static absl::StatusOr<std::unique_ptr<Service>> Start(
+      Role role, std::vector<std::string> flags, std::string log_path, int port = 0,
+      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+
+  Role role() const { return role_; }
+  int port() const { return port_; }
+  std::string address() const;  // 127.0.0.1:PORT
+  int metrics_port() const { return metrics_port_; }
+  ServiceProcess& process() { return *process_; }
+  bool running() { return !process_->ExitStatus().has_value(); }
+
+  // Kills the process if it runs and starts it again with the same flags on the same port.
+  absl::Status Restart();
+
+  // The sum of the values of every series whose "name{labels}" starts with `prefix` (0 when
+  // none does), scraped now from /metrics. -1 when the scrape fails.
+  double Metric(absl::string_view prefix) const;
+
+  std::shared_ptr<grpc::Channel> Channel() const;
+
+ private:
+  Service(Role role, std::vector<std::string> flags, std::string log_path,
+          std::shared_ptr<grpc::ChannelCredentials> credentials)
+      : role_(role),
+        flags_(std::move(flags)),
+        log_path_(std::move(log_path)),
+        credentials_(std::move(credentials)) {}
+  absl::Status Launch(int port);
+
+  const Role role_;
+  const std::vector<std::string> flags_;
+  const std::string log_path_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  std::unique_ptr<ServiceProcess> process_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+};
+
+struct ClusterOptions {
+  std::string model_dir = TinyModelDir();
+  int prefill_workers = 1;
+  int decode_workers = 1;
+  // Added to every worker's (e.g. --weights bf16), to the prefill or decode workers', and to the
+  // router's flags.
+  std::vector<std::string> worker_flags;
+  std::vector<std::string> prefill_flags;
+  std::vector<std::string> decode_flags;
+  std::vector<std::string> router_flags;
+};
+
+// What a Generate call through the router gave.
+struct Generated {
+  std::vector<int32_t> tokens;
+  grpc::Status status;
+  v1::Finish finish;  // the last event, when the stream ended with one
+};
+
+// Generate on `stub`, the stream read to its end.
+Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request,
+                   absl::Duration timeout = absl::Seconds(120));
+
+// Every request opened at once (one thread each, released together), each read to its end.
+std::vector<Generated> GenerateAtOnce(v1::Yoco::Stub& stub,
+                                      const std::vector<v1::GenerateRequest>& requests,
+                                      absl::Duration timeout = absl::Seconds(300));
+
+// A GenerateRequest for `prompt`: greedy unless `sampling` says otherwise.
+v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_new_tokens,
+                            const SamplingParams& sampling = {});
+
+// The tokens the in-process engine generates for the same request (the model loaded once per
+// model folder, weight format and K/V dtype).
+std::vector<int32_t> InProcessTokens(const std::vector<int32_t>& prompt, int max_new_tokens,
+                                     const SamplingParams& sampling = {},
+                                     const std::string& model_dir = TinyModelDir(),
+                                     const std::string& weights = "as-stored",
+                                     const std::string& kv_dtype = "f32");
+
+// A random prompt: BOS, then `length` - 1 ids in [4, 512), the same for the same seed.
+std::vector<int32_t> RandomPrompt(uint32_t seed, int length);
+
+// A loopback port nothing listens on now, from the OS (for a service that must be named before
+// it starts).
+int FreePort();
+
+// Polls `done` every 20 ms until it holds or `timeout` passes; says whether it held.
+bool WaitFor(const std::function<bool()>& done, absl::Duration timeout);
+
+class ServingCluster {
+ public:
+  // Starts the workers, then the router over them, and returns once a one-token request is
+  // served through the router.
+  static absl::StatusOr<std::unique_ptr<ServingCluster>> Start(const ClusterOptions& options);
+  ~ServingCluster();
+
+  Service& router() { return *router_; }
+  Service& prefill(int i) { return *prefill_[i]; }
+  Service& decode(int i) { return *decode_[i]; }
+  const std::string& dir() const { return dir_; }
+
+  // Generate through the router; the stream read to its end.
+  Generated Generate(const v1::GenerateRequest& request,
+                     absl::Duration timeout = absl::Seconds(120));
+  v1::Yoco::Stub& stub() { return *stub_; }
+
+  // Until a one-token request is served through the router.
+  absl::Status WaitUntilServing(absl::Duration timeout = absl::Seconds(60));
+
+  // Every service's log tail, for a failure message.
+  std::string Logs() const;
+
+ private:
+  ServingCluster() = default;
+
+  std::string dir_;
+  std::vector<std::unique_ptr<Service>> prefill_, decode_;
+  std::unique_ptr<Service> router_;
+  std::unique_ptr<v1::Yoco::Stub> stub_;
+};
+
+// A fresh folder under $TMPDIR (or /tmp) for one test's logs and files, removed by the caller.
+std::string MakeTestDir();
+
+}  // namespace yoco::testing
+
+#endif  // YOCO_TESTS_CLUSTER_SERVING_CLUSTER_H_
