@@ -9,6 +9,7 @@
 
 #include <barrier>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/model.h"
 #include "lib/rpc/health_check.h"
+#include "lib/rpc/tls_credentials.h"
 #include "loadtest/metrics_scrape.h"
 
 namespace yoco::testing {
@@ -190,20 +192,88 @@ std::vector<int32_t> RandomPrompt(uint32_t seed, int length) {
   return prompt;
 }
 
+absl::Status MakeTestCertificates(const std::string& dir, const std::vector<std::string>& names) {
+  auto openssl = [&](const std::string& name, std::vector<std::string> args) -> absl::Status {
+    auto run = ServiceProcess::Start("/usr/bin/openssl", args, dir + "/openssl.log");
+    if (!run.ok()) return run.status();
+    absl::StatusOr<int> status = (*run)->Wait(absl::Seconds(30));
+    if (!status.ok()) return status.status();
+    if (*status != 0) {
+      return absl::InternalError(absl::StrCat("openssl for ", name, ": ", (*run)->Log()));
+    }
+    return absl::OkStatus();
+  };
+  const std::string ca = dir + "/ca";
+  absl::Status made = openssl(
+      "ca", {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", ca + ".key", "-out", ca + ".pem", "-days", "2", "-subj", "/CN=ca"});
+  if (!made.ok()) return made;
+  std::ofstream(dir + "/san.ext")
+      << "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,DNS:localhost\n";
+  int serial = 100;
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    made = openssl(name, {"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                          "-keyout", path + ".key", "-out", path + ".csr", "-subj", "/CN=" + name});
+    if (!made.ok()) return made;
+    made = openssl(name, {"x509", "-req", "-in", path + ".csr", "-CA", ca + ".pem", "-CAkey",
+                          ca + ".key", "-out", path + ".pem", "-days", "2", "-set_serial",
+                          absl::StrCat(serial++), "-extfile", dir + "/san.ext"});
+    if (!made.ok()) return made;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServingCluster::MakeSecrets() {
+  absl::Status made = MakeTestCertificates(dir_, {"server", "client"});
+  if (!made.ok()) return made;
+  std::ofstream(dir_ + "/transport.key") << "cluster-test-transport-key\n";
+  std::ofstream(dir_ + "/cache.key") << "cluster-test-cache-key\n";
+  auto credentials = [&](const std::string& name) {
+    TlsFiles files;
+    files.cert = dir_ + "/" + name + ".pem";
+    files.key = dir_ + "/" + name + ".key";
+    files.ca = dir_ + "/ca.pem";
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> made = MakeChannelCredentials(files);
+    return made.ok() ? *made : nullptr;
+  };
+  client_ = credentials("client");
+  router_side_ = credentials("server");
+  if (!client_ || !router_side_) return absl::InternalError("cannot load the test certificates");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ServingCluster>> ServingCluster::Start(
     const ClusterOptions& options) {
   std::unique_ptr<ServingCluster> cluster(new ServingCluster);
-  cluster->dir_ = MakeTestDir();
-  if (cluster->dir_.empty()) return absl::InternalError("cannot make a test folder");
+  const std::string dir = cluster->dir_ = MakeTestDir();
+  if (dir.empty()) return absl::InternalError("cannot make a test folder");
   std::vector<std::string> worker_flags = {
       "--model", options.model_dir, "--tls", "tcp", "--net-devices", "lo", "--threads", "1"};
+  std::vector<std::string> prefill_flags, router_flags;
+  if (options.secure) {
+    absl::Status made = cluster->MakeSecrets();
+    if (!made.ok()) return made;
+    const std::vector<std::string> tls = {"--tls-cert", dir + "/server.pem",
+                                          "--tls-key",  dir + "/server.key",
+                                          "--tls-ca",   dir + "/ca.pem"};
+    worker_flags.insert(worker_flags.end(), tls.begin(), tls.end());
+    worker_flags.insert(worker_flags.end(), {"--allowed-callers", "server", "--transport-key-file",
+                                             dir + "/transport.key"});
+    prefill_flags = {"--cache-key-file", dir + "/cache.key"};
+    router_flags = tls;
+  }
   worker_flags.insert(worker_flags.end(), options.worker_flags.begin(), options.worker_flags.end());
   std::vector<std::string> prefill_addresses, decode_addresses;
   for (int i = 0; i < options.prefill_workers; ++i) {
     std::vector<std::string> flags = worker_flags;
+    flags.insert(flags.end(), prefill_flags.begin(), prefill_flags.end());
+    if (options.prefill_cache_dirs) {
+      flags.insert(flags.end(), {"--cache-dir", absl::StrCat(dir, "/cache", i)});
+    }
     flags.insert(flags.end(), options.prefill_flags.begin(), options.prefill_flags.end());
-    auto started =
-        Service::Start(Role::kPrefill, flags, absl::StrCat(cluster->dir_, "/prefill", i));
+    auto started = Service::Start(Role::kPrefill, flags, absl::StrCat(dir, "/prefill", i), 0,
+                                  cluster->router_side_);
     if (!started.ok()) return started.status();
     prefill_addresses.push_back((*started)->address());
     cluster->prefill_.push_back(*std::move(started));
@@ -211,21 +281,18 @@ absl::StatusOr<std::unique_ptr<ServingCluster>> ServingCluster::Start(
   for (int i = 0; i < options.decode_workers; ++i) {
     std::vector<std::string> flags = worker_flags;
     flags.insert(flags.end(), options.decode_flags.begin(), options.decode_flags.end());
-    auto started = Service::Start(Role::kDecode, flags, absl::StrCat(cluster->dir_, "/decode", i));
+    auto started = Service::Start(Role::kDecode, flags, absl::StrCat(dir, "/decode", i), 0,
+                                  cluster->router_side_);
     if (!started.ok()) return started.status();
     decode_addresses.push_back((*started)->address());
     cluster->decode_.push_back(*std::move(started));
   }
-  std::vector<std::string> router_flags = {"--model",
-                                           options.model_dir,
-                                           "--prefill",
-                                           absl::StrJoin(prefill_addresses, ","),
-                                           "--decode",
-                                           absl::StrJoin(decode_addresses, ","),
-                                           "--probe-interval-ms",
-                                           "200"};
+  router_flags.insert(
+      router_flags.end(),
+      {"--model", options.model_dir, "--prefill", absl::StrJoin(prefill_addresses, ","), "--decode",
+       absl::StrJoin(decode_addresses, ","), "--probe-interval-ms", "200"});
   router_flags.insert(router_flags.end(), options.router_flags.begin(), options.router_flags.end());
-  auto router = Service::Start(Role::kRouter, router_flags, cluster->dir_ + "/router");
+  auto router = Service::Start(Role::kRouter, router_flags, dir + "/router", 0, cluster->client_);
   if (!router.ok()) return router.status();
   cluster->router_ = *std::move(router);
   cluster->stub_ = v1::Yoco::NewStub(cluster->router_->Channel());
@@ -254,7 +321,10 @@ Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request,
   Generated generated;
   v1::GenerateResponse event;
   while (stream->Read(&event)) {
-    if (event.has_token()) generated.tokens.push_back(event.token().id());
+    if (event.has_token()) {
+      generated.tokens.push_back(event.token().id());
+      generated.text += event.token().text();
+    }
     if (event.has_finish()) generated.finish = event.finish();
   }
   generated.status = stream->Finish();
@@ -275,6 +345,29 @@ std::vector<Generated> GenerateAtOnce(v1::Yoco::Stub& stub,
   }
   for (std::thread& t : threads) t.join();
   return generated;
+}
+
+ToolRun RunToCompletion(const std::string& binary, const std::vector<std::string>& args,
+                        const std::string& log_path, absl::Duration timeout) {
+  ToolRun run;
+  auto process = ServiceProcess::Start(binary, args, log_path);
+  if (!process.ok()) {
+    run.output = std::string(process.status().message());
+    return run;
+  }
+  absl::StatusOr<int> status = (*process)->Wait(timeout);
+  run.status = status.ok() ? *status : -1;
+  run.output = (*process)->Log();
+  return run;
+}
+
+std::vector<std::string> ServingCluster::CliFlags() const {
+  std::vector<std::string> flags = {"--router", router_->address()};
+  if (client_) {
+    flags.insert(flags.end(), {"--tls-ca", dir_ + "/ca.pem", "--tls-cert", dir_ + "/client.pem",
+                               "--tls-key", dir_ + "/client.key"});
+  }
+  return flags;
 }
 
 int FreePort() {

@@ -91,11 +91,24 @@ struct ClusterOptions {
   std::vector<std::string> prefill_flags;
   std::vector<std::string> decode_flags;
   std::vector<std::string> router_flags;
+  // As a deployment mounts its secrets: every gRPC connection mutual TLS (a CA, a "server"
+  // certificate for the services, the router calling workers with it, and a "client" one for
+  // callers of the router; workers admit only "server"), workers taking only transport
+  // addresses sealed with the cluster's transport key, prefill workers only snapshots tagged with
+  // its cache key.
+  bool secure = false;
+  // Each prefill worker writes snapshots through to DIR/cacheN (--cache-dir).
+  bool prefill_cache_dirs = false;
 };
+
+// A CA and certificates for the loopback addresses, made with openssl in `dir`: DIR/NAME.pem and
+// DIR/NAME.key for "ca", and for each of `names` (signed by the CA).
+absl::Status MakeTestCertificates(const std::string& dir, const std::vector<std::string>& names);
 
 // What a Generate call through the router gave.
 struct Generated {
   std::vector<int32_t> tokens;
+  std::string text;  // the tokens' text, as the router streamed it
   grpc::Status status;
   v1::Finish finish;  // the last event, when the stream ended with one
 };
@@ -124,6 +137,15 @@ std::vector<int32_t> InProcessTokens(const std::vector<int32_t>& prompt, int max
 // A random prompt: BOS, then `length` - 1 ids in [4, 512), the same for the same seed.
 std::vector<int32_t> RandomPrompt(uint32_t seed, int length);
 
+// A tool (yoco-cli, a test helper) run to its end: its exit status (-1 when it did not end within
+// `timeout`) and what it printed on stdout and stderr together.
+struct ToolRun {
+  int status = -1;
+  std::string output;
+};
+ToolRun RunToCompletion(const std::string& binary, const std::vector<std::string>& args,
+                        const std::string& log_path, absl::Duration timeout = absl::Seconds(60));
+
 // A loopback port nothing listens on now, from the OS (for a service that must be named before
 // it starts).
 int FreePort();
@@ -142,6 +164,13 @@ class ServingCluster {
   Service& prefill(int i) { return *prefill_[i]; }
   Service& decode(int i) { return *decode_[i]; }
   const std::string& dir() const { return dir_; }
+  // With ClusterOptions::secure: credentials of a caller of the router ("client"), and of the
+  // router ("server", what workers admit); null otherwise.
+  std::shared_ptr<grpc::ChannelCredentials> client_credentials() const { return client_; }
+  std::shared_ptr<grpc::ChannelCredentials> router_credentials() const { return router_side_; }
+
+  // yoco-cli's flags to reach the router: --router and, with `secure`, the client's certificate.
+  std::vector<std::string> CliFlags() const;
 
   // Generate through the router; the stream read to its end.
   Generated Generate(const v1::GenerateRequest& request,
@@ -156,11 +185,13 @@ class ServingCluster {
 
  private:
   ServingCluster() = default;
+  absl::Status MakeSecrets();  // certificates and keys in dir_
 
   std::string dir_;
   std::vector<std::unique_ptr<Service>> prefill_, decode_;
   std::unique_ptr<Service> router_;
   std::unique_ptr<v1::Yoco::Stub> stub_;
+  std::shared_ptr<grpc::ChannelCredentials> client_, router_side_;
 };
 
 // A fresh folder under $TMPDIR (or /tmp) for one test's logs and files, removed by the caller.

@@ -70,13 +70,12 @@ TEST(ClusterStallTest, PromptFileFromTheCommandLine) {
   std::ofstream(file) << text;
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   auto run = [&](const std::string& name, std::vector<std::string> args) {
-    std::vector<std::string> all = {"--router", c.router().address(), "generate",
-                                    "--max-new-tokens", "12"};
+    std::vector<std::string> all = c.CliFlags();
+    all.insert(all.end(), {"generate", "--max-new-tokens", "12"});
     all.insert(all.end(), args.begin(), args.end());
-    auto cli = ServiceProcess::Start(BinaryPath("yoco-cli"), all, c.dir() + "/" + name);
-    if (!cli.ok()) return std::string("cannot start: ") + std::string(cli.status().message());
-    absl::StatusOr<int> status = (*cli)->Wait(absl::Seconds(30));
-    return absl::StrCat("exit ", status.ok() ? *status : -1, ": ", (*cli)->Log());
+    const ToolRun cli =
+        RunToCompletion(BinaryPath("yoco-cli"), all, c.dir() + "/" + name, absl::Seconds(30));
+    return absl::StrCat("exit ", cli.status, ": ", cli.output);
   };
   const std::string inline_text = run("inline", {"--prompt", text});
   EXPECT_TRUE(absl::StartsWith(inline_text, "exit 0: ")) << inline_text;

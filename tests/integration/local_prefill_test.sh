@@ -96,7 +96,7 @@ result forged-local-prefills-refused-where-none "$c" "$out"
 
 # The decode worker that prefilled is killed mid-stream (frozen first, so certainly midway):
 # the router continues on the other with the tokens sent so far. (600 tokens, as in
-# serving_test.sh: the retry's prefill matches decoding to rounding only.)
+# tests/cluster/serving_test.cc: the retry's prefill matches decoding to rounding only.)
 tokens=$(prompt 5 40)
 want=$("$BIN/yoco" generate --model "$MODEL" --tokens "$tokens" --max-new-tokens 600)
 cli generate --tokens "$tokens" --max-new-tokens 600 --stats > "$log/killed.out" \

@@ -1,0 +1,288 @@
+// The stack as a deployment runs it (every gRPC connection mutual TLS, the cluster's transport
+// and cache keys on every worker; two prefill and two decode workers): greedy and sampled
+// tokens through the router equal the in-process engine's, also for prompts longer than one
+// retention chunk and for 32 concurrent streams; workers dying or draining lose no token; bad
+// input is refused with a clear status and serving goes on; a client that leaves or runs out of
+// time frees what the workers held for it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "tests/cluster/serving_cluster.h"
+
+namespace yoco::testing {
+namespace {
+
+class ClusterServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions options;
+    options.secure = true;
+    options.prefill_workers = 2;
+    options.decode_workers = 2;
+    auto started = ServingCluster::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster_ = *std::move(started);
+  }
+
+  // Generate through the router, expecting the in-process engine's tokens.
+  void ExpectEngineTokens(const std::vector<int32_t>& prompt, int max_new_tokens,
+                          const SamplingParams& sampling = {}) {
+    const Generated got = cluster_->Generate(Request(prompt, max_new_tokens, sampling));
+    EXPECT_TRUE(got.status.ok()) << got.status.error_message();
+    EXPECT_EQ(got.tokens, InProcessTokens(prompt, max_new_tokens, sampling));
+  }
+
+  // Summed over both workers of a role.
+  double DecodeMetric(absl::string_view name) {
+    return cluster_->decode(0).Metric(name) + cluster_->decode(1).Metric(name);
+  }
+  double PrefillMetric(absl::string_view name) {
+    return cluster_->prefill(0).Metric(name) + cluster_->prefill(1).Metric(name);
+  }
+  bool DecodeFreed() {
+    return WaitFor(
+        [&] {
+          return DecodeMetric("yoco_decode_active_sequences") == 0 &&
+                 DecodeMetric("yoco_decode_state_memory_bytes") == 0;
+        },
+        absl::Seconds(10));
+  }
+
+  std::unique_ptr<ServingCluster> cluster_;
+};
+
+SamplingParams Sampled(float temperature, int top_k, float top_p, uint64_t seed) {
+  SamplingParams s;
+  s.temperature = temperature;
+  s.top_k = top_k;
+  s.top_p = top_p;
+  s.seed = seed;
+  return s;
+}
+
+TEST_F(ClusterServingTest, TokensEqualTheInProcessEngine) {
+  ExpectEngineTokens(RandomPrompt(1, 12), 20);
+  ExpectEngineTokens(RandomPrompt(2, 300), 20);  // longer than one retention chunk
+  ExpectEngineTokens({0}, 8);
+  ExpectEngineTokens(RandomPrompt(3, 100), 30, Sampled(0.8f, 50, 1.0f, 7));
+  ExpectEngineTokens(RandomPrompt(4, 40), 30, Sampled(1.2f, 0, 0.9f, 9));
+
+  // 32 concurrent streams of mixed lengths.
+  std::vector<v1::GenerateRequest> requests;
+  for (int i = 1; i <= 32; ++i) {
+    requests.push_back(
+        Request(RandomPrompt(100 + i, 5 + 13 * i), 4 + i, Sampled(0.7f, 0, 1.0f, i)));
+  }
+  const std::vector<Generated> served = GenerateAtOnce(cluster_->stub(), requests);
+  for (int i = 1; i <= 32; ++i) {
+    SCOPED_TRACE(absl::StrCat("concurrent stream ", i));
+    EXPECT_TRUE(served[i - 1].status.ok()) << served[i - 1].status.error_message();
+    EXPECT_EQ(served[i - 1].tokens,
+              InProcessTokens(RandomPrompt(100 + i, 5 + 13 * i), 4 + i, Sampled(0.7f, 0, 1.0f, i)));
+  }
+
+  // The counters saw that traffic, and both workers say where they run the model.
+  Service& router = cluster_->router();
+  EXPECT_GE(router.Metric("yoco_router_requests_total{outcome=\"ok\"}"), 37);
+  EXPECT_GE(router.Metric("yoco_router_time_to_first_token_seconds_count"), 37);
+  EXPECT_GT(DecodeMetric("yoco_decode_steps_total"), 0);
+  EXPECT_GT(DecodeMetric("yoco_decode_transfers_received_total"), 0);
+  EXPECT_GT(PrefillMetric("yoco_prefill_transfers_sent_total"), 0);
+  EXPECT_EQ(cluster_->decode(0).Metric("yoco_worker_backend_info{backend=\"cpu\""), 1);
+  EXPECT_EQ(cluster_->prefill(0).Metric("yoco_worker_backend_info{backend=\"cpu\""), 1);
+}
+
+// Questions on one document go to the decode worker the document went to, which keeps its K/V,
+// so every question after the first ships only its own rows and the self-decoder states.
+TEST_F(ClusterServingTest, LaterQuestionsOnADocumentShipLess) {
+  const std::vector<int32_t> doc = RandomPrompt(50, 700);
+  std::vector<uint64_t> shipped;
+  for (int q = 1; q <= 3; ++q) {
+    std::vector<int32_t> prompt = doc;
+    const std::vector<int32_t> question = RandomPrompt(60 + q, 20);
+    prompt.insert(prompt.end(), question.begin() + 1, question.end());
+    const Generated got = cluster_->Generate(Request(prompt, 6));
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    EXPECT_EQ(got.tokens, InProcessTokens(prompt, 6));
+    shipped.push_back(got.finish.transfer_bytes());
+  }
+  EXPECT_LT(2 * shipped[1], shipped[0]);
+  EXPECT_LT(2 * shipped[2], shipped[0]);
+}
+
+// Requests that end on their first token ship no state bundle: nothing is left waiting on a
+// decode worker.
+TEST_F(ClusterServingTest, FirstTokenRequestsShipNothing) {
+  const double sent = PrefillMetric("yoco_prefill_transfers_sent_total");
+  const double received = DecodeMetric("yoco_decode_transfers_received_total");
+  for (int i = 1; i <= 12; ++i) {
+    EXPECT_TRUE(cluster_->Generate(Request(RandomPrompt(40 + i, 300), 1)).status.ok());
+  }
+  EXPECT_EQ(PrefillMetric("yoco_prefill_transfers_sent_total"), sent);
+  EXPECT_EQ(DecodeMetric("yoco_decode_transfers_received_total"), received);
+  EXPECT_EQ(DecodeMetric("yoco_decode_waiting_bundles"), 0);
+}
+
+// A stop string ends the stream right after the token that completes it.
+TEST_F(ClusterServingTest, StopStringEndsTheStream) {
+  v1::GenerateRequest request;
+  request.set_text("Hello, world");
+  request.mutable_sampling()->set_max_new_tokens(60);
+  const Generated full = cluster_->Generate(request);
+  ASSERT_TRUE(full.status.ok()) << full.status.error_message();
+  std::string stop;
+  for (size_t i = 3; i < full.text.size() && stop.empty(); ++i) {
+    if (isalnum(static_cast<unsigned char>(full.text[i]))) stop = full.text.substr(i, 1);
+  }
+  ASSERT_FALSE(stop.empty()) << "no character to stop at in: " << full.text;
+  request.mutable_sampling()->add_stop_strings(stop);
+  const Generated cut = cluster_->Generate(request);
+  ASSERT_TRUE(cut.status.ok()) << cut.status.error_message();
+  EXPECT_EQ(cut.finish.reason(), v1::FINISH_REASON_STOP);
+  EXPECT_TRUE(full.text.starts_with(cut.text)) << cut.text << " | " << full.text;
+  EXPECT_TRUE(cut.text.ends_with(stop)) << cut.text;
+  EXPECT_LT(cut.text.size(), full.text.size());
+}
+
+// A client that goes away mid-stream, and one whose deadline passes: either way the decode worker
+// ends the sequence and frees its memory. A deadline that passes during prefill stops the
+// prefill: no bundle is shipped, and the worker is not blamed.
+TEST_F(ClusterServingTest, DepartedClientsFreeTheWorkers) {
+  {
+    grpc::ClientContext context;
+    auto stream = cluster_->stub().Generate(&context, Request(RandomPrompt(8, 30), 4000));
+    v1::GenerateResponse event;
+    ASSERT_TRUE(stream->Read(&event));
+    EXPECT_EQ(DecodeMetric("yoco_decode_active_sequences"), 1);
+    context.TryCancel();
+    while (stream->Read(&event)) {
+    }
+    stream->Finish();
+  }
+  EXPECT_TRUE(DecodeFreed());
+
+  const Generated late =
+      cluster_->Generate(Request(RandomPrompt(9, 30), 4000), absl::Milliseconds(500));
+  EXPECT_EQ(late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(DecodeFreed());
+
+  const double sent = PrefillMetric("yoco_prefill_transfers_sent_total");
+  const double marked =
+      cluster_->router().Metric("yoco_router_worker_failures_total{role=\"prefill\"}");
+  const Generated early =
+      cluster_->Generate(Request(RandomPrompt(11, 4090), 4), absl::Milliseconds(30));
+  EXPECT_EQ(early.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(WaitFor([&] { return PrefillMetric("yoco_prefill_active_requests") == 0; },
+                      absl::Seconds(5)));
+  EXPECT_EQ(PrefillMetric("yoco_prefill_transfers_sent_total"), sent);
+  EXPECT_EQ(cluster_->router().Metric("yoco_router_worker_failures_total{role=\"prefill\"}"),
+            marked);
+}
+
+// Bad input gets INVALID_ARGUMENT and the services keep serving; a document beyond what one
+// request carries is refused by the client saying what to do; forged internal calls (addresses
+// of random bytes, envelopes sealed without the transport key, made with the router's own
+// certificate) are refused and the worker lives.
+TEST_F(ClusterServingTest, BadInputIsRefusedAndServingGoesOn) {
+  auto refused = [&](v1::GenerateRequest request) {
+    return cluster_->Generate(request).status.error_code();
+  };
+  const auto kInvalid = grpc::StatusCode::INVALID_ARGUMENT;
+  EXPECT_EQ(refused(Request({0, 512}, 4)), kInvalid);  // out of the vocabulary
+  EXPECT_EQ(refused(Request({0, -3}, 4)), kInvalid);
+  EXPECT_EQ(refused(Request({0, 5}, 4, Sampled(-1.0f, 0, 1.0f, 0))), kInvalid);
+  EXPECT_EQ(refused(Request({0, 5}, 4, Sampled(1.0f, 0, 1.5f, 0))), kInvalid);
+  EXPECT_EQ(refused(Request({0, 5}, 100000000)), kInvalid);
+  EXPECT_EQ(refused(Request(RandomPrompt(10, 4100), 4)), kInvalid);  // past max_seq_len
+  v1::GenerateRequest empty;
+  empty.set_text("");
+  EXPECT_EQ(refused(empty), kInvalid);
+
+  const std::string huge = cluster_->dir() + "/huge.txt";
+  std::ofstream(huge) << std::string(65 << 20, 'a');
+  std::vector<std::string> args = cluster_->CliFlags();
+  args.insert(args.end(), {"precache", "--file", huge});
+  const ToolRun oversized = RunToCompletion(BinaryPath("yoco-cli"), args, cluster_->dir() + "/cli");
+  EXPECT_NE(oversized.status, 0);
+  EXPECT_THAT(oversized.output, ::testing::HasSubstr("one request to the router carries"));
+  std::filesystem::remove(huge);
+
+  v1::PrecacheRequest precache;
+  const std::vector<int32_t> doc = RandomPrompt(26, 200);
+  precache.mutable_tokens()->mutable_ids()->Add(doc.begin(), doc.end());
+  precache.set_pin(true);
+  v1::PrecacheResponse held;
+  grpc::ClientContext context;
+  ASSERT_TRUE(cluster_->stub().Precache(&context, precache, &held).ok());
+  const std::string& dir = cluster_->dir();
+  const ToolRun forged = RunToCompletion(
+      BinaryPath("forged_call"),
+      {held.worker(), held.handle(), dir + "/ca.pem", dir + "/server.pem", dir + "/server.key"},
+      dir + "/forged");
+  EXPECT_EQ(forged.status, 0) << forged.output;
+  ExpectEngineTokens(RandomPrompt(6, 20), 10);
+}
+
+// A killed prefill worker fails nothing; a killed decode worker's stream continues on the other
+// with exactly the engine's tokens; SIGTERM to the last decode worker mid-stream lets the stream
+// run to its end, then the worker exits 0.
+TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
+  cluster_->prefill(0).process().Kill();
+  ExpectEngineTokens(RandomPrompt(7, 60), 12);
+
+  // Not much longer than 600 tokens: the retry prefills what was sent, which matches decoding it
+  // to rounding only, and over thousands of greedy steps a near-tie of this random-weight model
+  // can then flip.
+  const std::vector<int32_t> prompt = RandomPrompt(5, 50);
+  {
+    grpc::ClientContext context;
+    auto stream = cluster_->stub().Generate(&context, Request(prompt, 600));
+    std::vector<int32_t> tokens;
+    v1::GenerateResponse event;
+    ASSERT_TRUE(stream->Read(&event));
+    tokens.push_back(event.token().id());
+    Service* carrier = cluster_->decode(0).Metric("yoco_decode_active_sequences") == 1
+                           ? &cluster_->decode(0)
+                           : &cluster_->decode(1);
+    const double retries = cluster_->router().Metric("yoco_router_retries_total");
+    carrier->process().Kill();
+    while (stream->Read(&event)) {
+      if (event.has_token()) tokens.push_back(event.token().id());
+    }
+    EXPECT_TRUE(stream->Finish().ok());
+    EXPECT_EQ(tokens, InProcessTokens(prompt, 600));
+    // The stream was cut and continued, not finished before the kill.
+    EXPECT_EQ(cluster_->router().Metric("yoco_router_retries_total"), retries + 1);
+  }
+
+  Service& last = cluster_->decode(0).running() ? cluster_->decode(0) : cluster_->decode(1);
+  const std::vector<int32_t> drained = RandomPrompt(12, 40);
+  grpc::ClientContext context;
+  auto stream = cluster_->stub().Generate(&context, Request(drained, 1500));
+  std::vector<int32_t> tokens;
+  v1::GenerateResponse event;
+  ASSERT_TRUE(stream->Read(&event));
+  tokens.push_back(event.token().id());
+  // Frozen while the signal is sent, so it certainly arrives mid-stream.
+  last.process().Pause();
+  kill(last.process().pid(), SIGTERM);
+  last.process().Resume();
+  while (stream->Read(&event)) {
+    if (event.has_token()) tokens.push_back(event.token().id());
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(tokens, InProcessTokens(drained, 1500));
+  absl::StatusOr<int> exit_status = last.process().Wait(absl::Seconds(30));
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status();
+  EXPECT_EQ(*exit_status, 0);
+  EXPECT_THAT(last.process().Log(), ::testing::HasSubstr("draining"));
+}
+
+}  // namespace
+}  // namespace yoco::testing
