@@ -281,6 +281,10 @@ absl::StatusOr<std::unique_ptr<ServingCluster>> ServingCluster::Start(
   for (int i = 0; i < options.decode_workers; ++i) {
     std::vector<std::string> flags = worker_flags;
     flags.insert(flags.end(), options.decode_flags.begin(), options.decode_flags.end());
+    if (i < static_cast<int>(options.decode_flags_each.size())) {
+      const std::vector<std::string>& own = options.decode_flags_each[i];
+      flags.insert(flags.end(), own.begin(), own.end());
+    }
     auto started = Service::Start(Role::kDecode, flags, absl::StrCat(dir, "/decode", i), 0,
                                   cluster->router_side_);
     if (!started.ok()) return started.status();

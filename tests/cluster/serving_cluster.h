@@ -91,6 +91,8 @@ struct ClusterOptions {
   std::vector<std::string> prefill_flags;
   std::vector<std::string> decode_flags;
   std::vector<std::string> router_flags;
+  // Added to decode worker i's flags only (e.g. one worker without local prefill).
+  std::vector<std::vector<std::string>> decode_flags_each;
   // As a deployment mounts its secrets: every gRPC connection mutual TLS (a CA, a "server"
   // certificate for the services, the router calling workers with it, and a "client" one for
   // callers of the router; workers admit only "server"), workers taking only transport
