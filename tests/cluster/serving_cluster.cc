@@ -192,40 +192,41 @@ std::vector<int32_t> RandomPrompt(uint32_t seed, int length) {
   return prompt;
 }
 
-absl::Status MakeTestCertificates(const std::string& dir, const std::vector<std::string>& names) {
-  auto openssl = [&](const std::string& name, std::vector<std::string> args) -> absl::Status {
-    auto run = ServiceProcess::Start("/usr/bin/openssl", args, dir + "/openssl.log");
-    if (!run.ok()) return run.status();
-    absl::StatusOr<int> status = (*run)->Wait(absl::Seconds(30));
-    if (!status.ok()) return status.status();
-    if (*status != 0) {
-      return absl::InternalError(absl::StrCat("openssl for ", name, ": ", (*run)->Log()));
-    }
-    return absl::OkStatus();
-  };
-  const std::string ca = dir + "/ca";
-  absl::Status made = openssl(
-      "ca", {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", ca + ".key", "-out", ca + ".pem", "-days", "2", "-subj", "/CN=ca"});
-  if (!made.ok()) return made;
+namespace {
+
+absl::Status RunOpenssl(const std::string& dir, const std::vector<std::string>& args) {
+  const ToolRun run = RunToCompletion("/usr/bin/openssl", args, dir + "/openssl.log");
+  if (run.status == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("openssl ", args[0], ": ", run.output));
+}
+
+}  // namespace
+
+absl::Status MakeTestCa(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  return RunOpenssl(
+      dir, {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", path + ".key", "-out", path + ".pem", "-days", "2", "-subj", "/CN=" + name});
+}
+
+absl::Status MakeTestCertificate(const std::string& dir, const std::string& name,
+                                 const std::string& ca, int days, int serial) {
+  const std::string path = dir + "/" + name, ca_path = dir + "/" + ca;
   std::ofstream(dir + "/san.ext")
       << "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,DNS:localhost\n";
-  int serial = 100;
-  for (const std::string& name : names) {
-    const std::string path = dir + "/" + name;
-    made = openssl(name, {"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                          "-keyout", path + ".key", "-out", path + ".csr", "-subj", "/CN=" + name});
-    if (!made.ok()) return made;
-    made = openssl(name, {"x509", "-req", "-in", path + ".csr", "-CA", ca + ".pem", "-CAkey",
-                          ca + ".key", "-out", path + ".pem", "-days", "2", "-set_serial",
-                          absl::StrCat(serial++), "-extfile", dir + "/san.ext"});
-    if (!made.ok()) return made;
-  }
-  return absl::OkStatus();
+  absl::Status made =
+      RunOpenssl(dir, {"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                       "-keyout", path + ".key", "-out", path + ".csr", "-subj", "/CN=" + name});
+  if (!made.ok()) return made;
+  return RunOpenssl(dir, {"x509", "-req", "-in", path + ".csr", "-CA", ca_path + ".pem", "-CAkey",
+                          ca_path + ".key", "-out", path + ".pem", "-days", absl::StrCat(days),
+                          "-set_serial", absl::StrCat(serial), "-extfile", dir + "/san.ext"});
 }
 
 absl::Status ServingCluster::MakeSecrets() {
-  absl::Status made = MakeTestCertificates(dir_, {"server", "client"});
+  absl::Status made = MakeTestCa(dir_, "ca");
+  if (made.ok()) made = MakeTestCertificate(dir_, "server", "ca", 2, 100);
+  if (made.ok()) made = MakeTestCertificate(dir_, "client", "ca", 2, 200);
   if (!made.ok()) return made;
   std::ofstream(dir_ + "/transport.key") << "cluster-test-transport-key\n";
   std::ofstream(dir_ + "/cache.key") << "cluster-test-cache-key\n";

@@ -103,9 +103,12 @@ struct ClusterOptions {
   bool prefill_cache_dirs = false;
 };
 
-// A CA and certificates for the loopback addresses, made with openssl in `dir`: DIR/NAME.pem and
-// DIR/NAME.key for "ca", and for each of `names` (signed by the CA).
-absl::Status MakeTestCertificates(const std::string& dir, const std::vector<std::string>& names);
+// Certificates made with openssl in `dir`: a self-signed CA (DIR/NAME.pem, DIR/NAME.key), and a
+// certificate for the loopback addresses and localhost signed by the CA at DIR/CA.pem, valid for
+// `days` (0: until this second), with `serial`.
+absl::Status MakeTestCa(const std::string& dir, const std::string& name);
+absl::Status MakeTestCertificate(const std::string& dir, const std::string& name,
+                                 const std::string& ca, int days, int serial);
 
 // What a Generate call through the router gave.
 struct Generated {
