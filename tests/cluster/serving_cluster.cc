@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/model.h"
@@ -210,10 +211,14 @@ absl::Status MakeTestCa(const std::string& dir, const std::string& name) {
 }
 
 absl::Status MakeTestCertificate(const std::string& dir, const std::string& name,
-                                 const std::string& ca, int days, int serial) {
+                                 const std::string& ca, int days, int serial,
+                                 const std::string& san) {
   const std::string path = dir + "/" + name, ca_path = dir + "/" + ca;
-  std::ofstream(dir + "/san.ext")
-      << "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,DNS:localhost\n";
+  std::ofstream(dir + "/san.ext") << "subjectAltName="
+                                  << (san.empty()
+                                          ? "IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,DNS:localhost"
+                                          : san)
+                                  << "\n";
   absl::Status made =
       RunOpenssl(dir, {"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                        "-keyout", path + ".key", "-out", path + ".csr", "-subj", "/CN=" + name});
@@ -223,37 +228,60 @@ absl::Status MakeTestCertificate(const std::string& dir, const std::string& name
                           "-set_serial", absl::StrCat(serial), "-extfile", dir + "/san.ext"});
 }
 
-absl::Status ServingCluster::MakeSecrets() {
+std::shared_ptr<grpc::ChannelCredentials> TestCredentials(const std::string& dir,
+                                                          const std::string& certificate,
+                                                          const std::string& bearer_token) {
+  TlsFiles files;
+  files.ca = dir + "/ca.pem";
+  if (!certificate.empty()) {
+    files.cert = dir + "/" + certificate + ".pem";
+    files.key = dir + "/" + certificate + ".key";
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> made = MakeChannelCredentials(files);
+  if (!made.ok()) return nullptr;
+  if (bearer_token.empty()) return *made;
+  return grpc::CompositeChannelCredentials(*made, grpc::AccessTokenCredentials(bearer_token));
+}
+
+absl::Status ServingCluster::MakeSecrets(const ClusterOptions& options) {
   absl::Status made = MakeTestCa(dir_, "ca");
   if (made.ok()) made = MakeTestCertificate(dir_, "server", "ca", 2, 100);
   if (made.ok()) made = MakeTestCertificate(dir_, "client", "ca", 2, 200);
+  if (made.ok() && options.prepare) made = options.prepare(dir_);
   if (!made.ok()) return made;
   std::ofstream(dir_ + "/transport.key") << "cluster-test-transport-key\n";
   std::ofstream(dir_ + "/cache.key") << "cluster-test-cache-key\n";
-  auto credentials = [&](const std::string& name) {
-    TlsFiles files;
-    files.cert = dir_ + "/" + name + ".pem";
-    files.key = dir_ + "/" + name + ".key";
-    files.ca = dir_ + "/ca.pem";
-    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> made = MakeChannelCredentials(files);
-    return made.ok() ? *made : nullptr;
-  };
-  client_ = credentials("client");
-  router_side_ = credentials("server");
+  client_ = TestCredentials(dir_, "client", options.bearer_token);
+  router_side_ = TestCredentials(dir_, options.router_certificate, "");
   if (!client_ || !router_side_) return absl::InternalError("cannot load the test certificates");
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ServingCluster>> ServingCluster::Start(
-    const ClusterOptions& options) {
+namespace {
+
+// `flags` with "{dir}" replaced by `dir`.
+std::vector<std::string> InDir(const std::vector<std::string>& flags, const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& flag : flags) out.push_back(absl::StrReplaceAll(flag, {{"{dir}", dir}}));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServingCluster>> ServingCluster::Start(const ClusterOptions& given) {
   std::unique_ptr<ServingCluster> cluster(new ServingCluster);
   const std::string dir = cluster->dir_ = MakeTestDir();
   if (dir.empty()) return absl::InternalError("cannot make a test folder");
+  ClusterOptions options = given;
+  for (std::vector<std::string>* flags : {&options.worker_flags, &options.prefill_flags,
+                                          &options.decode_flags, &options.router_flags}) {
+    *flags = InDir(*flags, dir);
+  }
   std::vector<std::string> worker_flags = {
       "--model", options.model_dir, "--tls", "tcp", "--net-devices", "lo", "--threads", "1"};
   std::vector<std::string> prefill_flags, router_flags;
   if (options.secure) {
-    absl::Status made = cluster->MakeSecrets();
+    absl::Status made = cluster->MakeSecrets(options);
     if (!made.ok()) return made;
     const std::vector<std::string> tls = {"--tls-cert", dir + "/server.pem",
                                           "--tls-key",  dir + "/server.key",

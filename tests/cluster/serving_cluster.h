@@ -86,7 +86,7 @@ struct ClusterOptions {
   int prefill_workers = 1;
   int decode_workers = 1;
   // Added to every worker's (e.g. --weights bf16), to the prefill or decode workers', and to the
-  // router's flags.
+  // router's flags. "{dir}" in a flag stands for the cluster's folder.
   std::vector<std::string> worker_flags;
   std::vector<std::string> prefill_flags;
   std::vector<std::string> decode_flags;
@@ -99,16 +99,32 @@ struct ClusterOptions {
   // addresses sealed with the cluster's transport key, prefill workers only snapshots tagged with
   // its cache key.
   bool secure = false;
+  // With `secure`: called with the cluster's folder once its CA, "server" and "client"
+  // certificates are made, before any service starts (a test makes further certificates or its
+  // tenant file there).
+  std::function<absl::Status(const std::string& dir)> prepare;
+  // With `secure`: the router's own certificate, made by `prepare` unless "server" (the only
+  // identity workers admit).
+  std::string router_certificate = "server";
+  // With `secure`: a bearer token the cluster's own calls to the router send (a router with
+  // --tenants).
+  std::string bearer_token;
   // Each prefill worker writes snapshots through to DIR/cacheN (--cache-dir).
   bool prefill_cache_dirs = false;
 };
 
 // Certificates made with openssl in `dir`: a self-signed CA (DIR/NAME.pem, DIR/NAME.key), and a
 // certificate for the loopback addresses and localhost signed by the CA at DIR/CA.pem, valid for
-// `days` (0: until this second), with `serial`.
+// `days` (0: until this second), with `serial` (and `san` as its subjectAltName when given).
 absl::Status MakeTestCa(const std::string& dir, const std::string& name);
+// Credentials of a caller trusting DIR/ca.pem, presenting DIR/CERTIFICATE.pem unless empty, and
+// sending `bearer_token` unless empty.
+std::shared_ptr<grpc::ChannelCredentials> TestCredentials(const std::string& dir,
+                                                          const std::string& certificate,
+                                                          const std::string& bearer_token = "");
 absl::Status MakeTestCertificate(const std::string& dir, const std::string& name,
-                                 const std::string& ca, int days, int serial);
+                                 const std::string& ca, int days, int serial,
+                                 const std::string& san = "");
 
 // What a Generate call through the router gave.
 struct Generated {
@@ -190,7 +206,7 @@ class ServingCluster {
 
  private:
   ServingCluster() = default;
-  absl::Status MakeSecrets();  // certificates and keys in dir_
+  absl::Status MakeSecrets(const ClusterOptions& options);  // certificates and keys in dir_
 
   std::string dir_;
   std::vector<std::unique_ptr<Service>> prefill_, decode_;

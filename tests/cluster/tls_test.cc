@@ -37,19 +37,6 @@ class ClusterTlsTest : public ::testing::Test {
     auto stub = v1::Yoco::NewStub(grpc::CreateChannel(cluster_->router().address(), credentials));
     return Generate(*stub, Request(kPrompt, 8), absl::Seconds(20));
   }
-  std::shared_ptr<grpc::ChannelCredentials> Credentials(const std::string& ca,
-                                                        const std::string& cert) {
-    TlsFiles files;
-    files.ca = dir_ + "/" + ca + ".pem";
-    if (!cert.empty()) {
-      files.cert = dir_ + "/" + cert + ".pem";
-      files.key = dir_ + "/" + cert + ".key";
-    }
-    auto made = MakeChannelCredentials(files);
-    EXPECT_TRUE(made.ok()) << made.status();
-    return made.ok() ? *made : nullptr;
-  }
-
   const std::vector<int32_t> kPrompt = {0, 17, 5, 99, 254, 31, 8};
   std::unique_ptr<ServingCluster> cluster_;
   std::string dir_;
@@ -64,11 +51,16 @@ TEST_F(ClusterTlsTest, OnlyCertificatesTheCaSignedAreServed) {
   EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
   EXPECT_EQ(ok.tokens, InProcessTokens(kPrompt, 8));
   EXPECT_FALSE(GenerateAs(grpc::InsecureChannelCredentials()).status.ok());
-  EXPECT_FALSE(GenerateAs(Credentials("ca", "")).status.ok());
-  EXPECT_FALSE(GenerateAs(Credentials("ca", "intruder")).status.ok());
+  EXPECT_FALSE(GenerateAs(TestCredentials(dir_, "")).status.ok());
+  EXPECT_FALSE(GenerateAs(TestCredentials(dir_, "intruder")).status.ok());
   absl::SleepFor(absl::Milliseconds(1100));  // the expired certificate's last second has passed
-  EXPECT_FALSE(GenerateAs(Credentials("ca", "expired")).status.ok());
-  EXPECT_FALSE(GenerateAs(Credentials("rogue", "client")).status.ok());
+  EXPECT_FALSE(GenerateAs(TestCredentials(dir_, "expired")).status.ok());
+  // A client trusting another CA refuses the router.
+  TlsFiles rogue;
+  rogue.ca = dir_ + "/rogue.pem";
+  rogue.cert = dir_ + "/client.pem";
+  rogue.key = dir_ + "/client.key";
+  EXPECT_FALSE(GenerateAs(*MakeChannelCredentials(rogue)).status.ok());
 }
 
 // The workers answer only the router's certificate (--allowed-callers): a client certificate of

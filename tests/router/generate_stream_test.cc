@@ -209,7 +209,9 @@ class GenerateStreamTest : public ::testing::Test {
     for (int i = 0; ready && !router_->CanAdmit() && i < 200; ++i) {
       std::this_thread::sleep_for(milliseconds(25));
     }
-    if (ready) ASSERT_TRUE(router_->CanAdmit());
+    if (ready) {
+      ASSERT_TRUE(router_->CanAdmit());
+    }
   }
 
   Result Generate(uint32_t max_new_tokens, milliseconds timeout = milliseconds(20000),

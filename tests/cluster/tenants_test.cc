@@ -1,0 +1,162 @@
+// Tenants end to end (router --tenants, mutual TLS): a caller is a tenant by bearer token or by
+// client certificate; no or unknown credentials are UNAUTHENTICATED. Tenant A's pre-cached
+// document is a hit for A only: B asking the same prompt misses (and gets the same tokens), sees
+// none of A's snapshots, cannot evict A's handle (NOT_FOUND) and cannot pick a salt; a tenant's
+// certificate cannot call the workers at all. The tenant file is reloaded without a restart;
+// per-tenant counters appear in /metrics.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "tests/cluster/serving_cluster.h"
+
+namespace yoco::testing {
+namespace {
+
+constexpr char kTokenA[] = "token-of-team-a-8f2b61d0c4";
+constexpr char kTokenB[] = "token-of-team-b-3e9d07aa51";
+constexpr char kTokenD[] = "token-of-team-d-77c1e0b2f9";
+
+class ClusterTenantsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions options;
+    options.secure = true;
+    options.router_certificate = "router";  // the only one the workers answer
+    options.bearer_token = kTokenA;
+    options.prepare = [](const std::string& dir) {
+      absl::Status made = MakeTestCertificate(dir, "router", "ca", 2, 150);
+      if (made.ok()) made = MakeTestCertificate(dir, "stranger", "ca", 2, 300);  // no tenant's
+      if (made.ok()) {
+        made = MakeTestCertificate(dir, "team-c-client", "ca", 2, 400, "DNS:team-c.clients");
+      }
+      std::ofstream(dir + "/tenants.json")
+          << absl::StrCat(R"({"tenants": {"team-a": {"tokens": [")", kTokenA, R"("]},)",
+                          R"("team-b": {"tokens": [")", kTokenB, R"("]},)",
+                          R"("team-c": {"client_identities": ["team-c.clients"]}}})");
+      return made;
+    };
+    options.router_flags = {"--tenants", "{dir}/tenants.json", "--tenants-reload-seconds", "1"};
+    auto started = ServingCluster::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster_ = *std::move(started);
+    dir_ = cluster_->dir();
+  }
+
+  // A stub as a caller: a bearer token with a certificate no tenant owns, or (empty token)
+  // `certificate` alone.
+  std::unique_ptr<v1::Yoco::Stub> As(const std::string& token,
+                                     const std::string& certificate = "stranger") {
+    return v1::Yoco::NewStub(grpc::CreateChannel(cluster_->router().address(),
+                                                 TestCredentials(dir_, certificate, token)));
+  }
+  grpc::StatusCode Code(v1::Yoco::Stub& stub) {
+    return Generate(stub, Request({0, 5}, 2), absl::Seconds(20)).status.error_code();
+  }
+  std::vector<std::string> Handles(v1::Yoco::Stub& stub) {
+    v1::ListCacheResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(stub.ListCache(&context, v1::ListCacheRequest(), &response).ok());
+    std::vector<std::string> handles;
+    for (const v1::CacheEntry& e : response.entries()) handles.push_back(e.handle());
+    return handles;
+  }
+  grpc::Status Evict(v1::Yoco::Stub& stub, v1::EvictCacheRequest request,
+                     v1::EvictCacheResponse* response) {
+    grpc::ClientContext context;
+    return stub.EvictCache(&context, request, response);
+  }
+
+  std::unique_ptr<ServingCluster> cluster_;
+  std::string dir_;
+};
+
+TEST_F(ClusterTenantsTest, TenantsSeeOnlyTheirOwnCache) {
+  EXPECT_EQ(Code(*As("", "stranger")), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Code(*As("token-of-nobody-000000000")), grpc::StatusCode::UNAUTHENTICATED);
+
+  auto a = As(kTokenA), b = As(kTokenB), c = As("", "team-c-client");
+  const std::vector<int32_t> doc = RandomPrompt(20, 400);
+  std::vector<int32_t> prompt = doc;
+  const std::vector<int32_t> question = RandomPrompt(21, 30);
+  prompt.insert(prompt.end(), question.begin() + 1, question.end());
+  const std::vector<int32_t> want = InProcessTokens(prompt, 12);
+
+  v1::PrecacheRequest precache;
+  precache.mutable_tokens()->mutable_ids()->Add(doc.begin(), doc.end());
+  precache.set_pin(true);
+  v1::PrecacheResponse held;
+  grpc::ClientContext context;
+  ASSERT_TRUE(a->Precache(&context, precache, &held).ok());
+  const Generated hit = Generate(*a, Request(prompt, 12));
+  EXPECT_EQ(hit.tokens, want);
+  EXPECT_EQ(hit.finish.usage().cached_prompt_tokens(), 384u);
+  const Generated miss = Generate(*b, Request(prompt, 12));
+  EXPECT_EQ(miss.tokens, want);
+  EXPECT_EQ(miss.finish.usage().cached_prompt_tokens(), 0u);
+
+  v1::GenerateRequest salted = Request(prompt, 2);
+  salted.set_cache_salt("team-a");
+  EXPECT_EQ(Generate(*b, salted).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  EXPECT_THAT(Handles(*a), ::testing::ElementsAre(held.handle()));
+  EXPECT_THAT(Handles(*b), ::testing::Not(::testing::Contains(held.handle())));
+  v1::EvictCacheRequest evict;
+  evict.set_handle(held.handle());
+  v1::EvictCacheResponse evicted;
+  EXPECT_EQ(Evict(*b, evict, &evicted).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::EvictCacheRequest all;
+  all.set_all(true);
+  ASSERT_TRUE(Evict(*b, all, &evicted).ok());
+  EXPECT_GE(evicted.evicted(), 1);  // B's own miss saved a snapshot
+  EXPECT_THAT(Handles(*a), ::testing::ElementsAre(held.handle()));
+
+  // The workers' API is the router's alone: a tenant's certificate, which the router takes, is
+  // PERMISSION_DENIED at every method of both workers, and A's document is still cached.
+  for (const std::string cert : {"stranger", "team-c-client"}) {
+    const ToolRun outsider =
+        RunToCompletion(BinaryPath("forged_call"),
+                        {"outsider", cluster_->prefill(0).address(), cluster_->decode(0).address(),
+                         dir_ + "/ca.pem", dir_ + "/" + cert + ".pem", dir_ + "/" + cert + ".key"},
+                        dir_ + "/outsider");
+    EXPECT_EQ(outsider.status, 0) << cert << ": " << outsider.output;
+  }
+  EXPECT_THAT(Handles(*a), ::testing::ElementsAre(held.handle()));
+
+  const Generated by_certificate = Generate(*c, Request(prompt, 12));
+  EXPECT_EQ(by_certificate.tokens, want);
+  EXPECT_EQ(by_certificate.finish.usage().cached_prompt_tokens(), 0u);
+
+  // Reload: B's token revoked, D's added, without a restart; then a broken file keeps the last
+  // good set.
+  std::ofstream(dir_ + "/tenants.json.new")
+      << absl::StrCat(R"({"tenants": {"team-a": {"tokens": [")", kTokenA, R"("]},)",
+                      R"("team-c": {"client_identities": ["team-c.clients"]},)",
+                      R"("team-d": {"tokens": [")", kTokenD, R"("]}}})");
+  std::filesystem::rename(dir_ + "/tenants.json.new", dir_ + "/tenants.json");
+  EXPECT_TRUE(
+      WaitFor([&] { return Code(*As(kTokenD)) == grpc::StatusCode::OK; }, absl::Seconds(10)));
+  EXPECT_EQ(Code(*b), grpc::StatusCode::UNAUTHENTICATED);
+  std::ofstream(dir_ + "/tenants.json") << "not json";
+  // The file is read again when a call comes after the reload interval.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Code(*a) == grpc::StatusCode::OK &&
+               cluster_->router().process().Log().find("keeping the last good tenant set") !=
+                   std::string::npos;
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(Code(*a), grpc::StatusCode::OK);
+
+  Service& router = cluster_->router();
+  EXPECT_GT(router.Metric("yoco_router_tenant_requests_total{tenant=\"team-a\"}"), 0);
+  EXPECT_GT(router.Metric("yoco_router_tenant_generated_tokens_total{tenant=\"team-b\"}"), 0);
+  EXPECT_EQ(router.Metric("yoco_router_tenant_prompt_tokens_total{tenant=\"team-c\"}"), 429);
+  EXPECT_GT(router.Metric("yoco_router_unauthenticated_total"), 0);
+}
+
+}  // namespace
+}  // namespace yoco::testing
