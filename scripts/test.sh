@@ -26,7 +26,9 @@ cmake --build build-asan --parallel "$(nproc)" \
   rpc_test auth_test http_test openai_test \
   loadtest_test eval_test forged_call cluster_test cluster_load_test yoco yoco-loadtest yoco-eval \
   yoco-cli yoco-router yoco-prefill yoco-decode yoco_tiny_model
-(cd build-asan && ctest --output-on-failure --timeout 900 \
+# ClusterDeterminismTest (six clusters, 64 streams each: 3 min under ASan) runs in the Release
+# pass only; ClusterBurstTest covers concurrent streams here.
+(cd build-asan && ctest --output-on-failure --timeout 900 -E ClusterDeterminism \
   -R 'Transport|BlockKey|SnapshotStore|SnapshotDisk|CachedPrefill|WorkerRegistry|Kubernetes|BoundedJobQueue|TurnQueue|PeriodicTask|TenantFile|TenantDirectory|BearerToken|Admission|ReadinessReporter|Unparseable|ReflectionV1|QuietProtobuf|Disaggregated|BundleLifetime|StateBundle|HostileModel|TiktokenBpe|ByteTokenizer|RequestChecks|HttpServer|OpenAi|ChatTemplate|StopStringTrimmer|Workload|LoadSummary|MetricsScrape|SseStream|HttpCompletion|DocQaTask|TaskFile|NiahEval|LocalPrefill|AsyncAdmission|CallerAllowList|LoadWaitQueue|StallWatch|ResidentKv|KvChunkArena|WarmBufferPool|KvRows|BundlePart|Crc32c|DecodeAttentionPaged|DecodeBatcher|GenerateStream|Failover|TokenTextStream|StopStrings|Cluster|integration.openai_http|integration.loadtest|integration.niah')
 
 # Every fuzz target for a short while from its seed corpus (scripts/fuzz.sh runs them longer).

@@ -5,8 +5,6 @@
 // half of them wait at the router for room first).
 #include <gtest/gtest.h>
 
-#include <tuple>
-
 #include "absl/strings/str_cat.h"
 #include "tests/cluster/concurrent_requests.h"
 #include "tests/cluster/serving_cluster.h"
@@ -17,11 +15,7 @@ namespace {
 constexpr int kStreams = 64;
 constexpr int kTokens = 120;
 
-class ClusterDeterminismTest
-    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
-
-TEST_P(ClusterDeterminismTest, ConcurrentStreamsGiveTheTokensOfEachAlone) {
-  const auto& [weights, kv_dtype] = GetParam();
+void ExpectTheTokensOfEachAlone(const std::string& weights, const std::string& kv_dtype) {
   ClusterOptions options;
   // Every core: the batch's kernels split across threads as in production.
   options.worker_flags = {"--threads", "0", "--weights", weights, "--kv-dtype", kv_dtype};
@@ -40,17 +34,16 @@ TEST_P(ClusterDeterminismTest, ConcurrentStreamsGiveTheTokensOfEachAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Formats, ClusterDeterminismTest,
-    ::testing::Combine(::testing::Values("as-stored", "bf16", "q8"),
-                       ::testing::Values("f32", "bf16")),
-    [](const ::testing::TestParamInfo<ClusterDeterminismTest::ParamType>& info) {
-      std::string name =
-          absl::StrCat(std::get<0>(info.param), "_weights_", std::get<1>(info.param), "_kv");
-      for (char& ch : name)
-        if (ch == '-') ch = '_';
-      return name;
-    });
+TEST(ClusterDeterminismTest, AsStoredWeightsF32Kv) {
+  ExpectTheTokensOfEachAlone("as-stored", "f32");
+}
+TEST(ClusterDeterminismTest, AsStoredWeightsBf16Kv) {
+  ExpectTheTokensOfEachAlone("as-stored", "bf16");
+}
+TEST(ClusterDeterminismTest, Bf16WeightsF32Kv) { ExpectTheTokensOfEachAlone("bf16", "f32"); }
+TEST(ClusterDeterminismTest, Bf16WeightsBf16Kv) { ExpectTheTokensOfEachAlone("bf16", "bf16"); }
+TEST(ClusterDeterminismTest, Q8WeightsF32Kv) { ExpectTheTokensOfEachAlone("q8", "f32"); }
+TEST(ClusterDeterminismTest, Q8WeightsBf16Kv) { ExpectTheTokensOfEachAlone("q8", "bf16"); }
 
 }  // namespace
 }  // namespace yoco::testing

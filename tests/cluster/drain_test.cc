@@ -11,14 +11,14 @@
 namespace yoco::testing {
 namespace {
 
-class ClusterDrainTest : public ::testing::TestWithParam<Role> {
+class ClusterDrainTest : public ::testing::Test {
  protected:
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  void ExpectExitAtOnce(Role role);
   const std::string dir_ = MakeTestDir();
 };
 
-TEST_P(ClusterDrainTest, AnIdleWorkerWithAWatcherExitsAtOnce) {
-  const Role role = GetParam();
+void ClusterDrainTest::ExpectExitAtOnce(Role role) {
   auto worker = Service::Start(role,
                                {"--model", TinyModelDir(), "--tls", "tcp", "--net-devices", "lo",
                                 "--threads", "1", "--drain-seconds", "30"},
@@ -45,11 +45,12 @@ TEST_P(ClusterDrainTest, AnIdleWorkerWithAWatcherExitsAtOnce) {
   EXPECT_TRUE(absl::StrContains((*watcher)->Log(), "\nNOT_SERVING\n")) << (*watcher)->Log();
 }
 
-INSTANTIATE_TEST_SUITE_P(Workers, ClusterDrainTest,
-                         ::testing::Values(Role::kDecode, Role::kPrefill),
-                         [](const ::testing::TestParamInfo<Role>& info) {
-                           return info.param == Role::kDecode ? "Decode" : "Prefill";
-                         });
+TEST_F(ClusterDrainTest, AnIdleDecodeWorkerWithAWatcherExitsAtOnce) {
+  ExpectExitAtOnce(Role::kDecode);
+}
+TEST_F(ClusterDrainTest, AnIdlePrefillWorkerWithAWatcherExitsAtOnce) {
+  ExpectExitAtOnce(Role::kPrefill);
+}
 
 }  // namespace
 }  // namespace yoco::testing
