@@ -2,9 +2,11 @@
 // one prefill worker and two decode workers, the second with --local-prefill=false. Prompts up to
 // 300 tokens are prefilled on the first decode worker, longer ones are shipped, and every answer
 // equals the in-process engine's, on lengths around the cache's 128-token grid, greedy and
-// sampled. A prompt whose prefix is cached goes to the prefill worker however short. Killing the
-// decode worker mid-stream after a local prefill loses no token; a decode worker that does not
-// prefill is never asked to; forged local prefills are refused.
+// sampled (through a second router that knows only the first decode worker: the cluster's router
+// may send a prompt to either, and shipping to the second is right but not what this checks). A
+// prompt whose prefix is cached goes to the prefill worker however short. Killing the decode worker
+// mid-stream after a local prefill loses no token; a decode worker that does not prefill is never
+// asked to; forged local prefills are refused.
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -17,16 +19,29 @@ TEST(ClusterLocalPrefillTest, ShortPromptsArePrefilledWhereTheyAreDecoded) {
   ClusterOptions options;
   options.decode_workers = 2;
   options.decode_flags_each = {{}, {"--local-prefill=false"}};
-  options.router_flags = {"--local-prefill-max-tokens", "300", "--snapshot-conversations=false"};
+  const std::vector<std::string> router_flags = {"--local-prefill-max-tokens", "300",
+                                                 "--snapshot-conversations=false"};
+  options.router_flags = router_flags;
   auto started = ServingCluster::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   ServingCluster& c = **started;
   Service &prefills = c.decode(0), &never = c.decode(1);
 
-  // Sequential requests with both decode workers idle: the router picks the first, which
-  // prefills.
+  std::vector<std::string> flags = {
+      "--model",  TinyModelDir(),     "--prefill",           c.prefill(0).address(),
+      "--decode", prefills.address(), "--probe-interval-ms", "200"};
+  flags.insert(flags.end(), router_flags.begin(), router_flags.end());
+  auto grid_router = Service::Start(Role::kRouter, flags, c.dir() + "/grid-router");
+  ASSERT_TRUE(grid_router.ok()) << grid_router.status();
+  auto grid = v1::Yoco::NewStub((*grid_router)->Channel());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Generate(*grid, Request({0, 5}, 1)).status.ok();
+      },
+      absl::Seconds(60)));
+
   const double counted = prefills.Metric("yoco_decode_local_prefills_total");
-  const double router_counted = c.router().Metric("yoco_router_local_prefills_total");
+  const double router_counted = (*grid_router)->Metric("yoco_router_local_prefills_total");
   for (int length : {1, 2, 127, 128, 129, 255, 256, 257, 300, 301, 383}) {
     for (bool sampled : {false, true}) {
       SCOPED_TRACE(absl::StrCat("length ", length, sampled ? " sampled" : " greedy"));
@@ -37,14 +52,14 @@ TEST(ClusterLocalPrefillTest, ShortPromptsArePrefilledWhereTheyAreDecoded) {
         sampling.seed = length;
       }
       const std::vector<int32_t> prompt = RandomPrompt(length, length);
-      const Generated got = c.Generate(Request(prompt, 12, sampling));
+      const Generated got = Generate(*grid, Request(prompt, 12, sampling));
       EXPECT_TRUE(got.status.ok()) << got.status.error_message();
       EXPECT_EQ(got.tokens, InProcessTokens(prompt, 12, sampling));
       EXPECT_EQ(got.finish.local_prefill(), length <= 300);
     }
   }
   EXPECT_EQ(prefills.Metric("yoco_decode_local_prefills_total") - counted, 18);
-  EXPECT_EQ(c.router().Metric("yoco_router_local_prefills_total") - router_counted, 18);
+  EXPECT_EQ((*grid_router)->Metric("yoco_router_local_prefills_total") - router_counted, 18);
 
   // A cached prefix: the prefill worker resumes from it, however short the prompt.
   const std::vector<int32_t> doc = RandomPrompt(77, 256);
@@ -80,6 +95,10 @@ TEST(ClusterLocalPrefillTest, ShortPromptsArePrefilledWhereTheyAreDecoded) {
     v1::GenerateResponse event;
     ASSERT_TRUE(stream->Read(&event));
     tokens.push_back(event.token().id());
+    // Both idle, the router picked the first (the forged calls above ran since the last request,
+    // so the router has long counted that one out).
+    ASSERT_TRUE(WaitFor([&] { return prefills.Metric("yoco_decode_active_sequences") == 1; },
+                        absl::Seconds(10)));
     const double retries = c.router().Metric("yoco_router_retries_total");
     prefills.process().Kill();
     v1::Finish finish;

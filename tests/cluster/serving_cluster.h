@@ -42,7 +42,7 @@ class Service {
  public:
   // Starts `role` with `flags` (plus --listen 127.0.0.1:`port`, 0: the OS picks, and
   // --metrics-listen on a port the OS picks), its log at `log_path`; returns once its health
-  // check says SERVING. `worker_tls`: credentials to reach it (null: plaintext).
+  // check says SERVING. `credentials`: how to reach it (null: plaintext).
   static absl::StatusOr<std::unique_ptr<Service>> Start(
       Role role, std::vector<std::string> flags, std::string log_path, int port = 0,
       std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);

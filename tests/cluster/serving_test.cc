@@ -159,7 +159,9 @@ TEST_F(ClusterServingTest, DepartedClientsFreeTheWorkers) {
     auto stream = cluster_->stub().Generate(&context, Request(RandomPrompt(8, 30), 4000));
     v1::GenerateResponse event;
     ASSERT_TRUE(stream->Read(&event));
-    EXPECT_EQ(DecodeMetric("yoco_decode_active_sequences"), 1);
+    // The first token comes from the prefill worker, before the decode worker admits the rest.
+    EXPECT_TRUE(WaitFor([&] { return DecodeMetric("yoco_decode_active_sequences") == 1; },
+                        absl::Seconds(10)));
     context.TryCancel();
     while (stream->Read(&event)) {
     }
@@ -247,9 +249,20 @@ TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
     v1::GenerateResponse event;
     ASSERT_TRUE(stream->Read(&event));
     tokens.push_back(event.token().id());
-    Service* carrier = cluster_->decode(0).Metric("yoco_decode_active_sequences") == 1
-                           ? &cluster_->decode(0)
-                           : &cluster_->decode(1);
+    // The worker carrying the stream (once it has admitted it: the first token comes from the
+    // prefill worker), frozen at once so that it is certainly cut midway.
+    Service* carrier = nullptr;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          const double first = cluster_->decode(0).Metric("yoco_decode_active_sequences");
+          const double second = cluster_->decode(1).Metric("yoco_decode_active_sequences");
+          if (first + second == 1 && first >= 0 && second >= 0) {
+            carrier = first == 1 ? &cluster_->decode(0) : &cluster_->decode(1);
+          }
+          return carrier != nullptr;
+        },
+        absl::Seconds(5)));
+    carrier->process().Pause();
     const double retries = cluster_->router().Metric("yoco_router_retries_total");
     carrier->process().Kill();
     while (stream->Read(&event)) {
