@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 
 namespace yoco::fuzz {
 

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "lib/engine/strict_json.h"
+#include "lib/model/strict_json.h"
 
 namespace yoco {
 namespace {

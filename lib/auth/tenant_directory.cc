@@ -11,8 +11,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "lib/engine/strict_json.h"
 #include "lib/files/bounded_file.h"
+#include "lib/model/strict_json.h"
 
 namespace yoco {
 namespace {

@@ -202,10 +202,7 @@ class DecodeBatcher::Loop {
 
   static DecodeFinish Stop(const Entry& e) {
     const int32_t last = e.seq.generation.pending_token();
-    const auto& stops = e.seq.generation.sampling().stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), last) != stops.end()) return DecodeFinish::kStop;
-    if (e.seq.stop_at_eos && last == kEosId) return DecodeFinish::kEos;
-    return DecodeFinish::kLength;
+    return FinishFor(StopAfter(e.seq.generation.sampling(), e.seq.stop_at_eos, last));
   }
 
   static DecodeEvent Finished(DecodeFinish reason) {

@@ -17,6 +17,7 @@
 #include "lib/batching/state_ledger.h"
 #include "lib/engine/backend.h"
 #include "lib/engine/generation.h"
+#include "lib/model/sampling_params.h"
 
 namespace yoco {
 
@@ -27,6 +28,20 @@ struct DecodeBatcherOptions {
 };
 
 enum class DecodeFinish { kLength, kStop, kEos, kCancelled, kError };
+
+// How a sequence ends after a token that StopAfter judged: kLength when the token does not end
+// it (the count of tokens decides then).
+inline DecodeFinish FinishFor(TokenStop stop) {
+  switch (stop) {
+    case TokenStop::kStopToken:
+      return DecodeFinish::kStop;
+    case TokenStop::kEos:
+      return DecodeFinish::kEos;
+    case TokenStop::kNone:
+      break;
+  }
+  return DecodeFinish::kLength;
+}
 
 struct DecodeEvent {
   bool finished = false;

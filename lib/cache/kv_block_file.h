@@ -23,7 +23,7 @@
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
 #include "lib/engine/kv_rows.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

@@ -24,7 +24,7 @@
 #include "lib/cache/block_key.h"
 #include "lib/cache/kv_block_file.h"
 #include "lib/cache/snapshot_file.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

@@ -23,8 +23,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "lib/cache/block_key.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/sequence_state.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

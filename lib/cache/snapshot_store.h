@@ -26,8 +26,8 @@
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
 #include "lib/cache/snapshot_disk_tier.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/sequence_state.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lib/engine/kv_rows.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/sequence_state.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

@@ -143,12 +143,10 @@ absl::StatusOr<std::vector<int32_t>> Generate(Backend& backend, absl::Span<const
   if (options.max_new_tokens < 0) return absl::InvalidArgumentError("max_new_tokens must be >= 0");
   ASSIGN_OR_RETURN(Generation gen, Generation::Start(backend, prompt, options.sampling));
   std::vector<int32_t> out;
-  const auto& stops = options.sampling.stop_token_ids;
   while (static_cast<int>(out.size()) < options.max_new_tokens) {
     ASSIGN_OR_RETURN(int32_t tok, gen.Next(backend));
     out.push_back(tok);
-    if (std::find(stops.begin(), stops.end(), tok) != stops.end()) break;
-    if (options.stop_at_eos && tok == kEosId) break;
+    if (StopAfter(options.sampling, options.stop_at_eos, tok) != TokenStop::kNone) break;
   }
   return out;
 }

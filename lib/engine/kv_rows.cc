@@ -6,20 +6,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/cpu/decode_attention.h"
 #include "lib/engine/dtype.h"
 #include "lib/engine/kv_chunk_arena.h"
 
 namespace yoco {
-
-std::string KvDtypeName(KvDtype dtype) { return dtype == KvDtype::kF32 ? "f32" : "bf16"; }
-
-absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name) {
-  if (name == "f32") return KvDtype::kF32;
-  if (name == "bf16") return KvDtype::kBF16;
-  return absl::InvalidArgumentError(absl::StrCat("unknown K/V dtype \"", name, "\" (f32 or bf16)"));
-}
 
 int64_t KvRows::Index(int64_t r, int64_t c) const {
   r %= kChunkRows;

@@ -18,15 +18,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "lib/model/kv_dtype.h"
 
 namespace yoco {
-
-enum class KvDtype : uint32_t { kF32 = 0, kBF16 = 1 };  // values as stored in bundles
-
-// "f32", "bf16" (flags and reports).
-std::string KvDtypeName(KvDtype dtype);
-absl::StatusOr<KvDtype> ParseKvDtype(absl::string_view name);
-inline int64_t KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF32 ? 4 : 2; }
 
 // How a KvRows holds its rows in memory. A layout is a storage detail: every reader that is not
 // an attention kernel (bundles, snapshots, CopyToF32, equality) sees rows.

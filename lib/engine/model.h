@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/model_weights.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

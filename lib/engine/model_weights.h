@@ -13,8 +13,8 @@
 #include "kernels/cpu/linear.h"
 #include "lib/engine/ffn_block.h"
 #include "lib/engine/huge_page_buffer.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/safetensors.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "lib/engine/dtype.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

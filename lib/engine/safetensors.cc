@@ -17,8 +17,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "lib/engine/strict_json.h"
 #include "lib/files/bounded_file.h"
+#include "lib/model/strict_json.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
 

@@ -6,8 +6,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "absl/strings/str_cat.h"
-
 namespace yoco {
 namespace {
 
@@ -21,24 +19,6 @@ uint64_t SplitMix64(uint64_t x) {
 bool Masked(int32_t id) { return id == kBosId || id == kPadId; }
 
 }  // namespace
-
-absl::Status SamplingParams::Validate(int vocab_size) const {
-  if (std::isnan(temperature) || temperature < 0.0f || std::isinf(temperature)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("temperature must be a finite number >= 0, got ", temperature));
-  }
-  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", top_p));
-  }
-  for (int32_t id : stop_token_ids) {
-    if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("stop token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 double UniformDraw(uint64_t seed, int64_t position) {
   const uint64_t bits = SplitMix64(SplitMix64(seed) ^ static_cast<uint64_t>(position));

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "lib/engine/kv_rows.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

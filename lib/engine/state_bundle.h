@@ -28,9 +28,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/sequence_state.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 

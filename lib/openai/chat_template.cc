@@ -2,9 +2,9 @@
 #include "lib/openai/chat_template.h"
 
 #include "absl/strings/str_cat.h"
-#include "lib/engine/sampler.h"
-#include "lib/engine/strict_json.h"
 #include "lib/files/bounded_file.h"
+#include "lib/model/sampling_params.h"
+#include "lib/model/strict_json.h"
 
 namespace yoco {
 namespace {

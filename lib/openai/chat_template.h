@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 #include "lib/text/tokenizer.h"
 
 namespace yoco {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "lib/engine/strict_json.h"
+#include "lib/model/strict_json.h"
 
 namespace yoco {
 namespace {

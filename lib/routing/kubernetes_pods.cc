@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "lib/engine/strict_json.h"
+#include "lib/model/strict_json.h"
 
 namespace yoco {
 namespace {

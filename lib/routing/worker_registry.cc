@@ -167,11 +167,9 @@ void WorkerRegistry::NoteHeld(size_t index, const BlockKey& key) {
   }
 }
 
-std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& exclude,
-                                                   absl::Span<const BlockKey> keys,
-                                                   int64_t prompt_tokens,
-                                                   int64_t load_penalty_tokens,
-                                                   int64_t disk_penalty_tokens) {
+std::optional<WorkerChoice> WorkerRegistry::Choose(const WorkerQuery& query) {
+  const absl::Span<const size_t> exclude = query.exclude;
+  const absl::Span<const BlockKey> keys = query.keys;
   for (int round = 0; round < 2; ++round) {
     {
       absl::MutexLock lock(&mu_);
@@ -198,8 +196,9 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const std::vector<size_t>& ex
         }
         const int64_t reported = int64_t{w.info.active_requests()} + w.info.queued_requests();
         const int64_t load = w.in_flight + std::max<int64_t>(reported - w.in_flight_at_probe, 0);
-        const int64_t cost = std::max<int64_t>(prompt_tokens - cached, 0) +
-                             load * load_penalty_tokens + (disk_only ? disk_penalty_tokens : 0);
+        const int64_t cost = std::max<int64_t>(query.prompt_tokens - cached, 0) +
+                             load * query.load_penalty_tokens +
+                             (disk_only ? query.disk_penalty_tokens : 0);
         if (cost < best_cost) {
           best_cost = cost;
           best.emplace();

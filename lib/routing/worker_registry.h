@@ -59,6 +59,15 @@ struct WorkerChoice {
   int64_t better_cached_tokens = 0;
 };
 
+// What a choice weighs (WorkerRegistry::Choose).
+struct WorkerQuery {
+  absl::Span<const size_t> exclude;  // failed or refused this request already
+  absl::Span<const BlockKey> keys;   // the prompt's usable block keys; empty: by load alone
+  int64_t prompt_tokens = 0;
+  int64_t load_penalty_tokens = 0;  // what one request in flight costs, in tokens to prefill
+  int64_t disk_penalty_tokens = 0;  // what restoring a prefix from disk costs, likewise
+};
+
 class WorkerRegistry {
  public:
   // Probes once before returning, then every `interval` on its own thread (none if zero).
@@ -91,11 +100,10 @@ class WorkerRegistry {
   void NoteHeld(size_t index, const BlockKey& key);
   static constexpr size_t kMaxNoted = 4096;
 
-  // The cheapest healthy worker not in `exclude`; `keys` are the prompt's usable block keys
-  // (empty: choose by load alone). If none is healthy, probes everything once more first.
-  std::optional<WorkerChoice> Choose(const std::vector<size_t>& exclude,
-                                     absl::Span<const BlockKey> keys, int64_t prompt_tokens,
-                                     int64_t load_penalty_tokens, int64_t disk_penalty_tokens = 0);
+  // The cheapest healthy worker not excluded: tokens left to prefill (the prompt less the
+  // longest prefix it holds) + load_penalty_tokens per request in flight (+ disk_penalty_tokens
+  // when that prefix is on its disk only). If none is healthy, probes everything once more first.
+  std::optional<WorkerChoice> Choose(const WorkerQuery& query);
 
   // Counts a request in flight to a worker for as long as it lives.
   class InFlight {

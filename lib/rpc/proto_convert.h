@@ -2,7 +2,7 @@
 #ifndef YOCO_LIB_RPC_PROTO_CONVERT_H_
 #define YOCO_LIB_RPC_PROTO_CONVERT_H_
 
-#include "lib/engine/sampler.h"
+#include "lib/model/sampling_params.h"
 #include "yoco/v1/yoco.pb.h"
 
 namespace yoco {

@@ -1,5 +1,5 @@
 // absl's --help shows only flags defined in a file named after the program; ours live in
-// services/*/main.cc and the tools' main.cc.
+// services/ and the tools' main.cc, plus the TLS and allowed-callers flags of lib/.
 #include "lib/rpc/service_flags.h"
 
 #include "absl/flags/parse.h"
@@ -15,7 +15,8 @@ std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage) {
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view file) {
     return absl::StrContains(file, "services/") || absl::StrContains(file, "loadtest/") ||
-           absl::StrContains(file, "tools/") || absl::StrContains(file, "lib/rpc/tls_flags");
+           absl::StrContains(file, "tools/") || absl::StrContains(file, "lib/rpc/tls_flags") ||
+           absl::StrContains(file, "lib/auth/allowed_callers_flag");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   const absl::string_view path = argc > 0 ? argv[0] : "yoco";

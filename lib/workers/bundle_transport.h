@@ -5,10 +5,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "lib/files/key_file.h"
 #include "lib/transport/ucx_transport.h"
 
 namespace yoco {
+
+// How long a transfer between workers (a bundle to its decode worker, a snapshot copy) may take
+// when the caller names no limit: a gigabyte over a slow link fits, and a bundle that never
+// comes stops holding its Decode call. The router's --transfer-timeout-ms has the same default.
+inline constexpr absl::Duration kDefaultTransferWait = absl::Seconds(30);
 
 // `tls` and `net_devices` as UcxTransportOptions takes them. The transport's own checksum is
 // off: a bundle carries a CRC-32C that the decode worker verifies anyway (ParseStateBundle),

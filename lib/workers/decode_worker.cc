@@ -212,10 +212,9 @@ absl::StatusOr<uint64_t> DecodeWorker::AdmitBundle(
 }
 
 uint64_t DecodeWorker::DecodeWhenArrived(
-    uint64_t sender, uint64_t transfer_id, int max_new_tokens, bool stop_at_eos,
-    absl::Duration wait, std::function<void(const DecodeEvent&)> on_event,
+    const ShippedDecodeCall& call, std::function<void(const DecodeEvent&)> on_event,
     std::function<void(absl::StatusOr<uint64_t>)> on_admitted) {
-  const auto key = std::make_pair(sender, transfer_id);
+  const auto key = std::make_pair(call.sender, call.transfer_id);
   StateBundle bundle;
   {
     absl::MutexLock lock(&mu_);
@@ -225,14 +224,16 @@ uint64_t DecodeWorker::DecodeWhenArrived(
         return 0;
       }
       const uint64_t ticket = next_ticket_++;
-      waiters_.emplace(ticket, Waiter{key, max_new_tokens, stop_at_eos, absl::Now() + wait,
-                                      std::move(on_event), std::move(on_admitted)});
+      waiters_.emplace(ticket,
+                       Waiter{key, call.max_new_tokens, call.stop_at_eos, absl::Now() + call.wait,
+                              std::move(on_event), std::move(on_admitted)});
       cv_.SignalAll();  // the sweeper may need to wake sooner
       return ticket;
     }
     bundle = TakeArrivedLocked(key);
   }
-  on_admitted(AdmitBundle(std::move(bundle), max_new_tokens, stop_at_eos, std::move(on_event)));
+  on_admitted(
+      AdmitBundle(std::move(bundle), call.max_new_tokens, call.stop_at_eos, std::move(on_event)));
   return 0;
 }
 
@@ -311,14 +312,11 @@ bool DecodeWorker::CanAdmit() const {
   return free_bytes > 0 && free_bytes >= typical;
 }
 
-absl::StatusOr<uint64_t> DecodeWorker::Decode(uint64_t sender, uint64_t transfer_id,
-                                              int max_new_tokens, bool stop_at_eos,
-                                              absl::Duration wait,
+absl::StatusOr<uint64_t> DecodeWorker::Decode(const ShippedDecodeCall& call,
                                               std::function<void(const DecodeEvent&)> on_event,
                                               const std::function<bool()>& cancelled) {
   auto answer = std::make_shared<AdmissionAnswer>();
-  const uint64_t ticket = DecodeWhenArrived(sender, transfer_id, max_new_tokens, stop_at_eos, wait,
-                                            std::move(on_event), answer->Callback());
+  const uint64_t ticket = DecodeWhenArrived(call, std::move(on_event), answer->Callback());
   return answer->Wait(cancelled, [&] { CancelWaiting(ticket); });
 }
 
@@ -362,17 +360,11 @@ absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
   event.generated = 1;
   on_event(event);
   // The same ends as a prefill worker's first token (PrefillWorker: EndsOnFirstToken).
-  const std::vector<int32_t>& stops = call.sampling.stop_token_ids;
   DecodeEvent finish;
   finish.finished = true;
   finish.generated = 1;
-  if (std::find(stops.begin(), stops.end(), first) != stops.end()) {
-    finish.reason = DecodeFinish::kStop;
-  } else if (call.stop_at_eos && first == kEosId) {
-    finish.reason = DecodeFinish::kEos;
-  } else if (call.max_new_tokens == 1) {
-    finish.reason = DecodeFinish::kLength;
-  } else {
+  finish.reason = FinishFor(StopAfter(call.sampling, call.stop_at_eos, first));
+  if (finish.reason == DecodeFinish::kLength && call.max_new_tokens > 1) {
     // The batch counts the tokens it produces; the caller's count includes the first.
     auto counted = [on_event = std::move(on_event)](DecodeEvent e) {
       e.generated += 1;

@@ -29,6 +29,7 @@
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/transport/ucx_transport.h"
 #include "lib/workers/bundle_part_store.h"
+#include "lib/workers/bundle_transport.h"
 
 namespace yoco {
 
@@ -55,6 +56,15 @@ struct DecodeWorkerOptions {
   bool prefault = false;
 };
 
+// A bundle shipped by a prefill worker, to decode here.
+struct ShippedDecodeCall {
+  uint64_t sender = 0;  // the prefill worker's transport id and its transfer
+  uint64_t transfer_id = 0;
+  int max_new_tokens = 0;  // tokens to produce here (the prefill worker produced the first)
+  bool stop_at_eos = false;
+  absl::Duration wait = kDefaultTransferWait;  // for the bundle to arrive
+};
+
 struct LocalPrefillCall {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
@@ -75,13 +85,12 @@ class DecodeWorker {
   const std::string& address() const { return transport_->address(); }
 
   // The blocking form of DecodeWhenArrived (for callers with a thread to spare, e.g. tests):
-  // waits up to `wait` for the bundle of transfer (sender, transfer_id), then decodes
-  // `max_new_tokens` tokens, streaming them to `on_event` (on the batching thread). Returns the
-  // batcher's sequence id for Cancel. DEADLINE_EXCEEDED when the bundle does not come,
+  // waits up to `call.wait` for the bundle of transfer (sender, transfer_id), then decodes
+  // `call.max_new_tokens` tokens, streaming them to `on_event` (on the batching thread). Returns
+  // the batcher's sequence id for Cancel. DEADLINE_EXCEEDED when the bundle does not come,
   // CANCELLED soon after `cancelled` (polled while waiting) says so, RESOURCE_EXHAUSTED when
   // the worker is full.
-  absl::StatusOr<uint64_t> Decode(uint64_t sender, uint64_t transfer_id, int max_new_tokens,
-                                  bool stop_at_eos, absl::Duration wait,
+  absl::StatusOr<uint64_t> Decode(const ShippedDecodeCall& call,
                                   std::function<void(const DecodeEvent&)> on_event,
                                   const std::function<bool()>& cancelled = nullptr);
   // The blocking form of PrefillAndDecodeAsync: prefills `call.prompt` here, sends its first
@@ -110,10 +119,9 @@ class DecodeWorker {
 
   // Decode without blocking the caller: `on_admitted` gets the sequence id (or the error) as
   // soon as the bundle is there (at once when it already is; on the transport thread when it
-  // arrives; DEADLINE_EXCEEDED after `wait`). Returns a ticket for CancelWaiting (0: already
+  // arrives; DEADLINE_EXCEEDED after `call.wait`). Returns a ticket for CancelWaiting (0: already
   // admitted or refused).
-  uint64_t DecodeWhenArrived(uint64_t sender, uint64_t transfer_id, int max_new_tokens,
-                             bool stop_at_eos, absl::Duration wait,
+  uint64_t DecodeWhenArrived(const ShippedDecodeCall& call,
                              std::function<void(const DecodeEvent&)> on_event,
                              std::function<void(absl::StatusOr<uint64_t>)> on_admitted);
   // Ends a wait with CANCELLED, unless it is already over.

@@ -12,9 +12,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/sequence_state.h"
 #include "lib/engine/warm_buffer_pool.h"
+#include "lib/model/model_config.h"
 #include "lib/transport/ucx_transport.h"
 
 namespace yoco {

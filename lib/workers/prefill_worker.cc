@@ -80,10 +80,8 @@ namespace {
 
 // A bundle nobody will decode would wait on the decode worker until it expired.
 bool EndsOnFirstToken(const PrefillCall& call, int32_t first_token) {
-  const std::vector<int32_t>& stops = call.sampling.stop_token_ids;
   return call.max_new_tokens == 1 ||
-         std::find(stops.begin(), stops.end(), first_token) != stops.end() ||
-         (call.stop_at_eos && first_token == kEosId);
+         StopAfter(call.sampling, call.stop_at_eos, first_token) != TokenStop::kNone;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
+#include "lib/workers/bundle_transport.h"
 #include "lib/workers/part_sender.h"
 #include "lib/workers/shipped_chunks.h"
 
@@ -61,7 +62,7 @@ struct PrefillCall {
   SamplingParams sampling;
   std::string cache_salt;
   std::string decode_address;  // UcxTransport address of the decode worker
-  absl::Duration transfer_timeout = absl::Seconds(30);
+  absl::Duration transfer_timeout = kDefaultTransferWait;
   std::function<bool()> cancelled;
   // Tokens the request may still produce, the first included (0: unknown), and whether EOS
   // ends it. When the first token ends the request no bundle is shipped.

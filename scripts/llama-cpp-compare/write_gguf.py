@@ -3,7 +3,7 @@
 
 llama.cpp's decode speed does not depend on the weights' values, so the comparison in
 compare.sh only needs a file of the right shape and tensor types: 12 layers, dim 768, 12
-attention heads over 4 K/V heads, FFN 2048, vocabulary 32000 (lib/bench/engine_bench.cc).
+attention heads over 4 K/V heads, FFN 2048, vocabulary 32000 (tools/bench/engine_bench.cc).
 Standard library only: no numpy, no gguf package. The values come from a small random pool
 repeated over each tensor, which keeps writing the 200 MB file to a few seconds.
 """

@@ -52,12 +52,14 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
         std::move(call), on_event, [this] { return cancelled_.load(); }, on_admitted);
     return;
   }
-  const absl::Duration wait = request->wait_for_bundle_ms() > 0
-                                  ? absl::Milliseconds(request->wait_for_bundle_ms())
-                                  : absl::Seconds(30);
-  const uint64_t ticket =
-      worker_.DecodeWhenArrived(request->sender_transport(), request->transfer_id(), max_new_tokens,
-                                request->stop_at_eos(), wait, on_event, on_admitted);
+  ShippedDecodeCall call{.sender = request->sender_transport(),
+                         .transfer_id = request->transfer_id(),
+                         .max_new_tokens = max_new_tokens,
+                         .stop_at_eos = request->stop_at_eos()};
+  if (request->wait_for_bundle_ms() > 0) {
+    call.wait = absl::Milliseconds(request->wait_for_bundle_ms());
+  }
+  const uint64_t ticket = worker_.DecodeWhenArrived(call, on_event, on_admitted);
   bool cancel = false;
   {
     absl::MutexLock lock(&mu_);

@@ -3,45 +3,19 @@
 #include <iostream>
 
 #include "absl/flags/flag.h"
-#include "lib/auth/allowed_callers_flag.h"
 #include "lib/engine/backend_choice.h"
 #include "lib/files/key_file.h"
-#include "lib/metrics/backend_info_export.h"
 #include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/snapshot_store_export.h"
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/graceful_shutdown.h"
-#include "lib/rpc/grpc_server.h"
-#include "lib/rpc/readiness_reporter.h"
 #include "lib/rpc/service_flags.h"
-#include "lib/rpc/tls_flags.h"
-#include "lib/workers/bundle_transport.h"
 #include "lib/workers/prefill_worker.h"
 #include "services/prefill/prefill_service.h"
+#include "services/worker/worker_startup.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50061", "gRPC address HOST:PORT");
-ABSL_FLAG(int, drain_seconds, 30,
-          "on SIGTERM/SIGINT: how long calls in flight may run before they are cancelled");
-ABSL_FLAG(std::string, metrics_listen, "",
-          "Prometheus /metrics address HOST:PORT (empty: no metrics endpoint)");
-ABSL_FLAG(std::string, model, "", "model folder (params.json + model.safetensors)");
-ABSL_FLAG(std::string, weights, "as-stored",
-          "how matrices are held: as-stored, f32, bf16 or q8 (8-bit blocks: faster decode, "
-          "approximate; prefill and decode workers must agree, bundles carry the choice)");
-ABSL_FLAG(std::string, kv_dtype, "f32",
-          "how the shared K/V is held: f32 or bf16 (half the bytes per cached token and per "
-          "decode step, approximate; prefill and decode workers must agree, bundles and snapshot "
-          "files carry the choice)");
-ABSL_FLAG(std::string, tls, "tcp", "UCX transports for state bundles: tcp or sm");
-ABSL_FLAG(std::string, net_devices, "", "UCX_NET_DEVICES (e.g. lo on loopback)");
-ABSL_FLAG(std::string, transport_key_file, "",
-          "the cluster's transport key (a file of 16-4096 bytes, e.g. a mounted Secret): workers "
-          "connect only to transport addresses sealed with it (empty: addresses are only checked "
-          "for integrity)");
-ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
-ABSL_FLAG(std::string, backend, "cpu", "where the model runs: cpu or cuda");
-ABSL_FLAG(int, device, 0, "CUDA device index (with --backend cuda)");
 ABSL_FLAG(int64_t, cache_mb, 1024, "prefix-cache memory in MiB (0: no prefix cache)");
 ABSL_FLAG(std::string, cache_dir, "",
           "prefix-cache disk tier: a folder for snapshot files that survive restarts (empty: "
@@ -67,42 +41,13 @@ ABSL_FLAG(int64_t, bundle_part_mb, 64,
 ABSL_FLAG(int, snapshot_every_blocks, 16,
           "also snapshot every this many 128-token blocks of long prompts (0: only at the last "
           "full block)");
-ABSL_FLAG(bool, vllm_metric_names, false,
-          "also export the load gauges under vLLM's names (vllm:num_requests_waiting, ...)");
 
 int main(int argc, char** argv) {
   yoco::BlockTerminationSignals();
   yoco::ParseServiceFlags(argc, argv,
                           "the prefill worker (prefix cache, state bundles over "
                           "UCX).\nusage: yoco-prefill --model DIR [flags] (or --flagfile=FILE)");
-  // Who may call the worker's API is settled before the model loads, so a deployment that
-  // leaves it open fails at once.
-  auto callers = yoco::AllowedCallersFromFlags(!yoco::TlsFilesFromFlags().ca.empty());
-  if (!callers.ok()) {
-    std::cerr << "yoco-prefill: " << callers.status().message() << "\n";
-    return 2;
-  }
-  if (callers->admits_everyone()) {
-    std::cerr << "yoco-prefill: no mutual TLS: any client that reaches this port can call the "
-                 "worker's API (keep it behind the NetworkPolicy, or serve with --tls-ca and "
-                 "--allowed-callers)"
-              << std::endl;
-  }
-  auto weights = yoco::ParseWeightFormat(absl::GetFlag(FLAGS_weights));
-  if (!weights.ok()) {
-    std::cerr << "yoco-prefill: --" << weights.status().message() << "\n";
-    return 2;
-  }
-  auto kv_dtype = yoco::ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
-  if (!kv_dtype.ok()) {
-    std::cerr << "yoco-prefill: --kv-dtype: " << kv_dtype.status().message() << "\n";
-    return 2;
-  }
-  auto model = yoco::Model::Load(absl::GetFlag(FLAGS_model), *weights, *kv_dtype);
-  if (!model.ok()) {
-    std::cerr << "yoco-prefill: " << model.status().message() << "\n";
-    return 1;
-  }
+  yoco::WorkerBase base = yoco::WorkerBaseFromFlagsOrExit("yoco-prefill");
   yoco::PrefillWorkerOptions options;
   options.cache_budget_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
@@ -124,29 +69,15 @@ int main(int argc, char** argv) {
     }
     options.cache_key = std::move(*key);
   }
-  auto transport =
-      yoco::BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices),
-                                   absl::GetFlag(FLAGS_transport_key_file));
-  if (!transport.ok()) {
-    std::cerr << "yoco-prefill: " << transport.status().message() << "\n";
-    return 1;
-  }
-  auto kind = yoco::ParseBackendKind(absl::GetFlag(FLAGS_backend));
-  if (!kind.ok()) {
-    std::cerr << "yoco-prefill: " << kind.status().message() << "\n";
-    return 2;
-  }
   // Prefill states leave as bundles and snapshots, so they stay current in host memory (the
   // default): no lazy_host_states here.
-  const yoco::BackendChoice choice{*kind, absl::GetFlag(FLAGS_threads),
-                                   absl::GetFlag(FLAGS_device)};
-  auto backend = yoco::MakeBackend(*model, choice);
+  auto backend = yoco::MakeBackend(base.model, base.backend);
   if (!backend.ok()) {
     std::cerr << "yoco-prefill: " << backend.status().message() << "\n";
     return 1;
   }
   const std::string backend_description = yoco::DescribeBackend(**backend);
-  auto created = yoco::PrefillWorker::Create(std::move(*backend), *transport, options);
+  auto created = yoco::PrefillWorker::Create(std::move(*backend), base.transport, options);
   if (!created.ok()) {
     std::cerr << "yoco-prefill: " << created.status().message() << "\n";
     return 1;
@@ -157,7 +88,7 @@ int main(int argc, char** argv) {
               << "\n";
   }
   yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen), backend_description,
-                               std::move(*callers));
+                               std::move(base.callers));
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
   callbacks->Add("yoco_prefill_active_requests", "Prefills running or waiting for the engine",
                  yoco::ScrapeCallbacks::Type::kGauge,
@@ -189,41 +120,12 @@ int main(int argc, char** argv) {
              return static_cast<double>(worker.cache()->stats().bytes) /
                     static_cast<double>(budget);
            }},
-      absl::GetFlag(FLAGS_vllm_metric_names), callbacks.get());
+      yoco::VllmMetricNames(), callbacks.get());
   yoco::ExportTransferMetrics("yoco_prefill", &worker.transport().metrics(), callbacks.get());
   if (worker.cache() != nullptr) {
     yoco::ExportSnapshotStoreMetrics("yoco_prefill_cache", worker.cache(), callbacks.get());
   }
-  callbacks->Add("yoco_service_draining", "1 from SIGTERM/SIGINT until the service exits",
-                 yoco::ScrapeCallbacks::Type::kGauge, [] { return yoco::Draining() ? 1.0 : 0.0; });
-  auto registry = std::make_shared<prometheus::Registry>();
-  yoco::ExportBackendInfo(*registry, absl::GetFlag(FLAGS_backend), backend_description);
-  auto metrics_server =
-      yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry, callbacks);
-  if (!metrics_server.ok()) {
-    std::cerr << "yoco-prefill: " << metrics_server.status().message() << "\n";
-    return 1;
-  }
-  if ((*metrics_server)->port() != 0) {
-    std::cerr << "yoco-prefill: metrics on port " << (*metrics_server)->port() << std::endl;
-  }
-  int port = 0;
-  auto credentials = yoco::MakeServerCredentials(yoco::TlsFilesFromFlags());
-  if (!credentials.ok()) {
-    std::cerr << "yoco-prefill: " << credentials.status().message() << "\n";
-    return 1;
-  }
-  auto server =
-      yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
-                            yoco::v1::PrefillWorker::service_full_name(), &port, *credentials);
-  if (!server.ok()) {
-    std::cerr << "yoco-prefill: " << server.status().message() << "\n";
-    return 1;
-  }
-  std::cerr << "yoco-prefill: serving on port " << port << std::endl;
-  yoco::ReadinessReporter readiness(**server, yoco::v1::PrefillWorker::service_full_name(),
-                                    [&worker] { return !worker.engine_queue_full(); });
-  yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
-                             "yoco-prefill");
-  return 0;
+  return yoco::ServeWorker("yoco-prefill", absl::GetFlag(FLAGS_listen), service,
+                           yoco::v1::PrefillWorker::service_full_name(), backend_description,
+                           std::move(callbacks), [&worker] { return !worker.engine_queue_full(); });
 }

@@ -207,7 +207,7 @@ grpc::Status PrefillService::CopySnapshot(grpc::ServerContext* context,
   auto key = BlockKey::FromHex(request->handle());
   if (!key.ok()) return ToGrpcStatus(key.status());
   const absl::Duration timeout =
-      request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : absl::Seconds(30);
+      request->timeout_ms() > 0 ? absl::Milliseconds(request->timeout_ms()) : kDefaultTransferWait;
   auto copied = worker_.CopySnapshot(*key, request->target_ucx_address(), timeout);
   if (!copied.ok()) return ToGrpcStatus(copied.status());
   response->set_bytes(copied->bytes);

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "lib/engine/sampler.h"
+#include "lib/model/sampling_params.h"
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
@@ -537,9 +537,14 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
 }
 
 std::optional<v1::FinishReason> GenerateStream::EndsAt(int32_t id) const {
-  const auto& ids = call_.sampling.stop_token_ids;
-  if (std::find(ids.begin(), ids.end(), id) != ids.end()) return v1::FINISH_REASON_STOP;
-  if (call_.stop_at_eos && id == kEosId) return v1::FINISH_REASON_EOS;
+  switch (StopAfter(call_.sampling, call_.stop_at_eos, id)) {
+    case TokenStop::kStopToken:
+      return v1::FINISH_REASON_STOP;
+    case TokenStop::kEos:
+      return v1::FINISH_REASON_EOS;
+    case TokenStop::kNone:
+      break;
+  }
   if (text_.stopped()) return v1::FINISH_REASON_STOP;
   if (generated_.size() >= call_.max_new_tokens) return v1::FINISH_REASON_LENGTH;
   return std::nullopt;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lib/engine/model_config.h"
-#include "lib/engine/sampler.h"
+#include "lib/model/model_config.h"
+#include "lib/model/sampling_params.h"
 #include "lib/rpc/invalid_field.h"
 #include "lib/text/tokenizer.h"
 #include "yoco/v1/yoco.pb.h"

@@ -62,8 +62,10 @@ grpc::Status RouterService::RunPrecache(
   const std::vector<int32_t>& document = *checked;
   // Prefer the worker that already holds most of the document.
   const std::vector<BlockKey> keys = UsableKeys(scope->salt, document);
-  std::optional<WorkerChoice> choice = prefill_workers_->Choose(
-      {}, keys, static_cast<int64_t>(document.size()), options_.cache_load_penalty_tokens);
+  std::optional<WorkerChoice> choice =
+      prefill_workers_->Choose({.keys = keys,
+                                .prompt_tokens = static_cast<int64_t>(document.size()),
+                                .load_penalty_tokens = options_.cache_load_penalty_tokens});
   if (!choice.has_value()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill worker");
   }

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/auth/caller_tenant.h"
-#include "lib/engine/sampler.h"
+#include "lib/model/sampling_params.h"
 #include "lib/routing/dns_lookup.h"
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/graceful_shutdown.h"
@@ -252,12 +252,17 @@ uint64_t RouterService::LongestSequenceRows() const {
 WorkerPair RouterService::ChoosePair(const PairRequest& request) {
   WorkerPair pair;
   // A decode worker that holds the prompt's document needs only the question's rows shipped.
-  pair.decode = decode_workers_->Choose(request.skip_decode, request.keys,
-                                        static_cast<int64_t>(request.input_tokens),
-                                        options_.cache_load_penalty_tokens);
-  pair.prefill = prefill_workers_->Choose(request.skip_prefill, request.keys,
-                                          static_cast<int64_t>(request.input_tokens),
-                                          options_.cache_load_penalty_tokens, kDiskPenaltyTokens);
+  pair.decode =
+      decode_workers_->Choose({.exclude = request.skip_decode,
+                               .keys = request.keys,
+                               .prompt_tokens = static_cast<int64_t>(request.input_tokens),
+                               .load_penalty_tokens = options_.cache_load_penalty_tokens});
+  pair.prefill =
+      prefill_workers_->Choose({.exclude = request.skip_prefill,
+                                .keys = request.keys,
+                                .prompt_tokens = static_cast<int64_t>(request.input_tokens),
+                                .load_penalty_tokens = options_.cache_load_penalty_tokens,
+                                .disk_penalty_tokens = kDiskPenaltyTokens});
   pair.local =
       request.allow_local && PrefillOnDecodeWorker(pair.decode, pair.prefill, request.input_tokens);
   return pair;

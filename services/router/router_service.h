@@ -14,7 +14,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "lib/auth/tenant_directory.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 #include "lib/routing/kubernetes_pod_watch.h"
 #include "lib/routing/load_wait_queue.h"
 #include "lib/routing/stall_watch.h"

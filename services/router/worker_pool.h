@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 #include "lib/routing/load_wait_queue.h"
 #include "lib/routing/stall_watch.h"
 #include "lib/routing/worker_registry.h"

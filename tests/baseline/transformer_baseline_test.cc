@@ -1,7 +1,7 @@
 // The benchmark's Transformer baseline is a real causal Transformer: decoding token by token
 // gives the logits of prefilling the longer prompt, batched decode equals separate decode, and
 // its cache grows by one K/V row per layer per token, whichever way it holds its weights.
-#include "lib/baseline/transformer_baseline.h"
+#include "tools/baseline/transformer_baseline.h"
 
 #include <gtest/gtest.h>
 

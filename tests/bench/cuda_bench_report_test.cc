@@ -1,8 +1,8 @@
 // The GPU benchmark's report: its table and JSON from a report filled by hand (no GPU needed).
 #include <gtest/gtest.h>
 
-#include "lib/bench/cuda_engine_bench.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/cuda_engine_bench.h"
 
 namespace yoco {
 namespace {

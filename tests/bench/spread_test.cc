@@ -1,5 +1,5 @@
 // SpreadOf against values whose median and range are known by construction.
-#include "lib/bench/spread.h"
+#include "tools/bench/spread.h"
 
 #include <gtest/gtest.h>
 

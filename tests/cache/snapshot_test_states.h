@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "lib/cache/block_key.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/sequence_state.h"
+#include "lib/model/model_config.h"
 
 namespace yoco::testing {
 

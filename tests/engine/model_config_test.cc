@@ -1,5 +1,5 @@
 // params.json parsing: valid files load, every kind of defect is an error naming the field.
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 
 #include <gtest/gtest.h>
 

@@ -97,5 +97,18 @@ TEST(SamplerTest, ValidateRejectsAbsurdValues) {
   EXPECT_EQ(p.Validate(100).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(StopAfterTest, AStopIdWinsOverEosAndEosStopsOnlyWhenAsked) {
+  SamplingParams p;
+  p.stop_token_ids = {7, kEosId};
+  EXPECT_EQ(StopAfter(p, /*stop_at_eos=*/false, 7), TokenStop::kStopToken);
+  EXPECT_EQ(StopAfter(p, /*stop_at_eos=*/true, kEosId), TokenStop::kStopToken);
+  p.stop_token_ids = {7};
+  EXPECT_EQ(StopAfter(p, /*stop_at_eos=*/true, kEosId), TokenStop::kEos);
+  EXPECT_EQ(StopAfter(p, /*stop_at_eos=*/false, kEosId), TokenStop::kNone);
+  for (int32_t id : {0, 1, 3, 6, 8, 1000}) {
+    EXPECT_EQ(StopAfter(p, /*stop_at_eos=*/true, id), TokenStop::kNone) << id;
+  }
+}
+
 }  // namespace
 }  // namespace yoco

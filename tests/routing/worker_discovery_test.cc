@@ -70,7 +70,8 @@ TEST(WorkerDiscoveryTest, RegistryRemovesAndTakesBackWorkers) {
   registry.Remove("a:1");
   EXPECT_EQ(registry.HealthyWorkers(), (std::vector<size_t>{1}));
   EXPECT_EQ(registry.Members(), (std::vector<std::string>{"b:1"}));
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(registry.Choose({}, {}, 10, 1)->index, 1u);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(registry.Choose({.prompt_tokens = 10, .load_penalty_tokens = 1})->index, 1u);
   registry.ProbeAll();  // a probe never brings a removed worker back
   EXPECT_EQ(registry.HealthyWorkers(), (std::vector<size_t>{1}));
   EXPECT_EQ(registry.Add("a:1"), 0u);  // back, under its old index

@@ -53,20 +53,22 @@ TEST(WorkerRegistryTest, PicksTheLeastLoadedHealthyWorker) {
   fake.up[1] = false;
   WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
   EXPECT_FALSE(registry.healthy(1));
-  auto choice = registry.Choose({}, {}, 100, 1);
+  auto choice = registry.Choose({.prompt_tokens = 100, .load_penalty_tokens = 1});
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->index, 2u);
-  EXPECT_EQ(registry.Choose({2}, {}, 100, 1)->index, 0u);  // excluded after a failure
+  EXPECT_EQ(
+      registry.Choose({.exclude = {2}, .prompt_tokens = 100, .load_penalty_tokens = 1})->index,
+      0u);  // excluded after a failure
   {
     WorkerRegistry::InFlight a(registry, 2), b(registry, 2);  // 2 + 2 in flight > 3
-    EXPECT_EQ(registry.Choose({}, {}, 100, 1)->index, 0u);
+    EXPECT_EQ(registry.Choose({.prompt_tokens = 100, .load_penalty_tokens = 1})->index, 0u);
   }
-  EXPECT_EQ(registry.Choose({}, {}, 100, 1)->index, 2u);
+  EXPECT_EQ(registry.Choose({.prompt_tokens = 100, .load_penalty_tokens = 1})->index, 2u);
   fake.up[1] = true;
   registry.Probe(1);
-  EXPECT_EQ(registry.Choose({}, {}, 100, 1)->index, 1u);
+  EXPECT_EQ(registry.Choose({.prompt_tokens = 100, .load_penalty_tokens = 1})->index, 1u);
   registry.MarkFailed(1);
-  EXPECT_EQ(registry.Choose({}, {}, 100, 1)->index, 2u);
+  EXPECT_EQ(registry.Choose({.prompt_tokens = 100, .load_penalty_tokens = 1})->index, 2u);
   EXPECT_EQ(registry.fingerprint(), 42u);
 }
 
@@ -74,9 +76,9 @@ TEST(WorkerRegistryTest, NoHealthyWorkerProbesAgainThenGivesUp) {
   FakeWorkers fake;
   fake.up = {false, false, false};
   WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
-  EXPECT_FALSE(registry.Choose({}, {}, 10, 1).has_value());
+  EXPECT_FALSE(registry.Choose({.prompt_tokens = 10, .load_penalty_tokens = 1}).has_value());
   fake.up[0] = true;  // came up after the last probe: Choose probes once more
-  auto choice = registry.Choose({}, {}, 10, 1);
+  auto choice = registry.Choose({.prompt_tokens = 10, .load_penalty_tokens = 1});
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->index, 0u);
 }
@@ -90,14 +92,15 @@ TEST(WorkerRegistryTest, PricesSnapshotsAgainstLoad) {
   fake.load = {0, 0, 0};
   WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
   const int64_t prompt = 8 * kCacheBlockTokens + 50;
-  auto choice = registry.Choose({}, keys, prompt, 256);
+  auto choice =
+      registry.Choose({.keys = keys, .prompt_tokens = prompt, .load_penalty_tokens = 256});
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->index, 2u);
   EXPECT_EQ(choice->cached_tokens, 1024);
   // Worker 2 busy: each request costs 256 tokens, so 3 (768) outweigh its 512-token advantage.
   fake.load[2] = 3;
   registry.Probe(2);
-  choice = registry.Choose({}, keys, prompt, 256);
+  choice = registry.Choose({.keys = keys, .prompt_tokens = prompt, .load_penalty_tokens = 256});
   EXPECT_EQ(choice->index, 0u);
   EXPECT_EQ(choice->cached_tokens, 512);
   ASSERT_TRUE(choice->better_holder.has_value());  // the router may copy worker 2's snapshot
@@ -105,7 +108,8 @@ TEST(WorkerRegistryTest, PricesSnapshotsAgainstLoad) {
   EXPECT_EQ(choice->better_cached_tokens, 1024);
   fake.load[2] = 0;
   registry.Probe(2);
-  EXPECT_FALSE(registry.Choose({}, keys, prompt, 256)->better_holder.has_value());
+  EXPECT_FALSE(registry.Choose({.keys = keys, .prompt_tokens = prompt, .load_penalty_tokens = 256})
+                   ->better_holder.has_value());
 }
 
 // Decode workers list nothing: the router notes which prefix it sent each one, prefers the
@@ -118,22 +122,32 @@ TEST(WorkerRegistryTest, NotedPrefixesArePricedAgainstLoadAndDieWithTheWorker) {
   const auto keys = Keys(8);
   const int64_t prompt = 8 * kCacheBlockTokens + 50;
   registry.NoteHeld(1, keys[7]);
-  auto choice = registry.Choose({}, keys, prompt, 256);
+  auto choice =
+      registry.Choose({.keys = keys, .prompt_tokens = prompt, .load_penalty_tokens = 256});
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->index, 1u);
   EXPECT_EQ(choice->cached_tokens, 1024);
-  EXPECT_EQ(registry.Choose({}, Keys(2), 300, 256)->index, 0u) << "another prefix: by load";
+  EXPECT_EQ(
+      registry.Choose({.keys = Keys(2), .prompt_tokens = 300, .load_penalty_tokens = 256})->index,
+      0u)
+      << "another prefix: by load";
   {
     // Four requests in flight (1024 tokens) outweigh the 1024 held tokens only beyond a tie.
     WorkerRegistry::InFlight a(registry, 1), b(registry, 1), c(registry, 1), d(registry, 1),
         e(registry, 1);
-    EXPECT_NE(registry.Choose({}, keys, prompt, 256)->index, 1u);
+    EXPECT_NE(
+        registry.Choose({.keys = keys, .prompt_tokens = prompt, .load_penalty_tokens = 256})->index,
+        1u);
   }
   registry.Probe(1);  // a probe keeps what was noted
-  EXPECT_EQ(registry.Choose({}, keys, prompt, 256)->index, 1u);
+  EXPECT_EQ(
+      registry.Choose({.keys = keys, .prompt_tokens = prompt, .load_penalty_tokens = 256})->index,
+      1u);
   registry.MarkFailed(1);
   registry.Probe(1);
-  EXPECT_EQ(registry.Choose({}, keys, prompt, 256)->cached_tokens, 0);
+  EXPECT_EQ(registry.Choose({.keys = keys, .prompt_tokens = prompt, .load_penalty_tokens = 256})
+                ->cached_tokens,
+            0);
 }
 
 TEST(WorkerRegistryTest, MemoryBeatsDiskForTheSameSnapshot) {
@@ -143,13 +157,22 @@ TEST(WorkerRegistryTest, MemoryBeatsDiskForTheSameSnapshot) {
   fake.snapshots[1] = {{keys[3], /*disk_only=*/false}};
   fake.generation = {1, 1, 0};
   WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
-  auto choice = registry.Choose({}, keys, 4 * kCacheBlockTokens + 10, 256, 64);
+  auto choice = registry.Choose({.keys = keys,
+                                 .prompt_tokens = 4 * kCacheBlockTokens + 10,
+                                 .load_penalty_tokens = 256,
+                                 .disk_penalty_tokens = 64});
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->index, 1u);
   EXPECT_EQ(choice->cached_tokens, 512);
   fake.load[1] = 1;  // a request of load outweighs the disk read
   registry.Probe(1);
-  EXPECT_EQ(registry.Choose({}, keys, 4 * kCacheBlockTokens + 10, 256, 64)->index, 0u);
+  EXPECT_EQ(registry
+                .Choose({.keys = keys,
+                         .prompt_tokens = 4 * kCacheBlockTokens + 10,
+                         .load_penalty_tokens = 256,
+                         .disk_penalty_tokens = 64})
+                ->index,
+            0u);
 }
 
 TEST(WorkerRegistryTest, RelistsOnlyWhenTheCacheChangesAndRebuildsAfterARestart) {
@@ -163,10 +186,11 @@ TEST(WorkerRegistryTest, RelistsOnlyWhenTheCacheChangesAndRebuildsAfterARestart)
   fake.generation[1] = 5;
   registry.ProbeAll();
   EXPECT_EQ(fake.list_calls.load(), 4);
-  EXPECT_EQ(registry.Choose({}, keys, 300, 1)->index, 1u);
+  EXPECT_EQ(registry.Choose({.keys = keys, .prompt_tokens = 300, .load_penalty_tokens = 1})->index,
+            1u);
 
   WorkerRegistry restarted(Addresses(), fake.Probes(), absl::ZeroDuration());
-  auto choice = restarted.Choose({}, keys, 300, 1);
+  auto choice = restarted.Choose({.keys = keys, .prompt_tokens = 300, .load_penalty_tokens = 1});
   EXPECT_EQ(choice->index, 1u);
   EXPECT_EQ(choice->cached_tokens, 256);
 }

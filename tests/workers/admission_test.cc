@@ -85,8 +85,11 @@ TEST(AdmissionTest, DecodeWorkerCannotAdmitWhenStateMemoryIsTaken) {
     auto shipped = (*prefill)->Prefill(c);
     EXPECT_TRUE(shipped.ok()) << shipped.status();
     if (!shipped.ok()) return 0;
-    auto id = decode.Decode(shipped->sender, shipped->transfer_id, kMaxNew, false,
-                            absl::Seconds(10), stream.Callback());
+    auto id = decode.Decode({.sender = shipped->sender,
+                             .transfer_id = shipped->transfer_id,
+                             .max_new_tokens = kMaxNew,
+                             .wait = absl::Seconds(10)},
+                            stream.Callback());
     EXPECT_TRUE(id.ok()) << id.status();
     return id.ok() ? *id : 0;
   };

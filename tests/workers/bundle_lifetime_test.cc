@@ -132,7 +132,10 @@ TEST(BundleLifetimeTest, WaitingBundlesCannotOutgrowTheBudget) {
   // Claiming one makes room again.
   testing::DecodeEventCollector stream;
   ASSERT_TRUE(p.decode
-                  ->Decode(second->sender, second->transfer_id, 3, false, absl::Seconds(5),
+                  ->Decode({.sender = second->sender,
+                            .transfer_id = second->transfer_id,
+                            .max_new_tokens = 3,
+                            .wait = absl::Seconds(5)},
                            stream.Callback())
                   .ok());
   ASSERT_TRUE(stream.WaitFinished());
@@ -151,8 +154,9 @@ TEST(BundleLifetimeTest, CancelledDecodeCallStopsWaitingAtOnce) {
   });
   testing::DecodeEventCollector never;
   const auto start = std::chrono::steady_clock::now();
-  auto id = p.decode->Decode(1, 2, 5, false, absl::Seconds(30), never.Callback(),
-                             [&] { return cancelled.load(); });
+  auto id = p.decode->Decode(
+      {.sender = 1, .transfer_id = 2, .max_new_tokens = 5, .wait = absl::Seconds(30)},
+      never.Callback(), [&] { return cancelled.load(); });
   const auto waited = std::chrono::steady_clock::now() - start;
   canceller.join();
   EXPECT_EQ(id.status().code(), absl::StatusCode::kCancelled) << id.status();

@@ -74,8 +74,11 @@ TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
     auto shipped = (*prefill)->Prefill(Call(prompt, sampling, (*decode)->address()));
     ASSERT_TRUE(shipped.ok()) << shipped.status();
     first[i] = {shipped->first_token};
-    auto id = (*decode)->Decode(shipped->sender, shipped->transfer_id, kNew, false,
-                                absl::Seconds(10), streams[i].Callback());
+    auto id = (*decode)->Decode({.sender = shipped->sender,
+                                 .transfer_id = shipped->transfer_id,
+                                 .max_new_tokens = kNew,
+                                 .wait = absl::Seconds(10)},
+                                streams[i].Callback());
     ASSERT_TRUE(id.ok()) << id.status();
   }
   for (int i = 0; i < kRequests; ++i) {
@@ -90,7 +93,12 @@ TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
   // A decode call whose bundle never comes times out cleanly.
   Stream never;
   EXPECT_EQ(
-      (*decode)->Decode(1, 2, 5, false, absl::Milliseconds(50), never.Callback()).status().code(),
+      (*decode)
+          ->Decode(
+              {.sender = 1, .transfer_id = 2, .max_new_tokens = 5, .wait = absl::Milliseconds(50)},
+              never.Callback())
+          .status()
+          .code(),
       absl::StatusCode::kDeadlineExceeded);
 }
 
@@ -175,7 +183,10 @@ TEST(DisaggregatedTest, PrefixCacheHitStreamsTheTokensOfAMiss) {
     EXPECT_EQ(shipped->cached_tokens, 256);
     EXPECT_EQ(shipped->cache_tier, CacheTier::kMemory);
     Stream stream;
-    auto id = (*decode)->Decode(shipped->sender, shipped->transfer_id, 8, false, absl::Seconds(10),
+    auto id = (*decode)->Decode({.sender = shipped->sender,
+                                 .transfer_id = shipped->transfer_id,
+                                 .max_new_tokens = 8,
+                                 .wait = absl::Seconds(10)},
                                 stream.Callback());
     ASSERT_TRUE(id.ok()) << id.status();
     ASSERT_TRUE(stream.WaitFinished());
@@ -197,8 +208,11 @@ std::vector<int32_t> ServeShipped(PrefillWorker& prefill, DecodeWorker& decode,
   *result = *shipped;
   Stream stream;
   EXPECT_TRUE(decode
-                  .Decode(shipped->sender, shipped->transfer_id, decode_tokens, false,
-                          absl::Seconds(10), stream.Callback())
+                  .Decode({.sender = shipped->sender,
+                           .transfer_id = shipped->transfer_id,
+                           .max_new_tokens = decode_tokens,
+                           .wait = absl::Seconds(10)},
+                          stream.Callback())
                   .ok());
   EXPECT_TRUE(stream.WaitFinished());
   std::vector<int32_t> got = {shipped->first_token};
@@ -470,7 +484,10 @@ TEST(DisaggregatedTest, SnapshotCopiedToAnotherPrefillWorkerHitsThere) {
   EXPECT_EQ(shipped->cached_tokens, 256);
   Stream stream;
   ASSERT_TRUE((*decode)
-                  ->Decode(shipped->sender, shipped->transfer_id, 5, false, absl::Seconds(10),
+                  ->Decode({.sender = shipped->sender,
+                            .transfer_id = shipped->transfer_id,
+                            .max_new_tokens = 5,
+                            .wait = absl::Seconds(10)},
                            stream.Callback())
                   .ok());
   ASSERT_TRUE(stream.WaitFinished());

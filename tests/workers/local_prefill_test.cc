@@ -88,8 +88,11 @@ TEST(LocalPrefillTest, LocalPrefillStreamsTheTokensOfAShippedBundle) {
         ASSERT_TRUE(shipped.ok()) << shipped.status();
         Stream remote;
         ASSERT_TRUE(decode
-                        ->Decode(shipped->sender, shipped->transfer_id, kNew - 1, false,
-                                 absl::Seconds(10), remote.Callback())
+                        ->Decode({.sender = shipped->sender,
+                                  .transfer_id = shipped->transfer_id,
+                                  .max_new_tokens = kNew - 1,
+                                  .wait = absl::Seconds(10)},
+                                 remote.Callback())
                         .ok());
         Stream local;
         auto id = decode->PrefillAndDecode(Local(prompt, sampling, kNew), local.Callback());
@@ -232,8 +235,9 @@ TEST(AsyncAdmissionTest, DecodeWaitsForTheBundleWithoutBlocking) {
   Stream early;
   Admission admitted;
   const uint64_t sender = (*prefill)->transport().id();
-  const uint64_t ticket = decode->DecodeWhenArrived(sender, 1, kNew - 1, false, absl::Seconds(20),
-                                                    early.Callback(), admitted.Callback());
+  const uint64_t ticket = decode->DecodeWhenArrived(
+      {.sender = sender, .transfer_id = 1, .max_new_tokens = kNew - 1, .wait = absl::Seconds(20)},
+      early.Callback(), admitted.Callback());
   EXPECT_NE(ticket, 0u);
   EXPECT_TRUE(admitted.answers.empty());
   PrefillCall call;
@@ -256,7 +260,10 @@ TEST(AsyncAdmissionTest, DecodeWaitsForTheBundleWithoutBlocking) {
   Stream never;
   Admission late;
   const absl::Time start = absl::Now();
-  EXPECT_NE(decode->DecodeWhenArrived(sender, 999, 4, false, absl::Milliseconds(100),
+  EXPECT_NE(decode->DecodeWhenArrived({.sender = sender,
+                                       .transfer_id = 999,
+                                       .max_new_tokens = 4,
+                                       .wait = absl::Milliseconds(100)},
                                       never.Callback(), late.Callback()),
             0u);
   ASSERT_TRUE(late.Wait());
@@ -266,8 +273,9 @@ TEST(AsyncAdmissionTest, DecodeWaitsForTheBundleWithoutBlocking) {
   // Cancelled while waiting: CANCELLED once; the bundle arriving later stays unclaimed.
   Stream cancelled_stream;
   Admission cancelled;
-  const uint64_t t2 = decode->DecodeWhenArrived(sender, 2, kNew - 1, false, absl::Seconds(20),
-                                                cancelled_stream.Callback(), cancelled.Callback());
+  const uint64_t t2 = decode->DecodeWhenArrived(
+      {.sender = sender, .transfer_id = 2, .max_new_tokens = kNew - 1, .wait = absl::Seconds(20)},
+      cancelled_stream.Callback(), cancelled.Callback());
   decode->CancelWaiting(t2);
   decode->CancelWaiting(t2);
   ASSERT_EQ(cancelled.answers.size(), 1u);
@@ -279,7 +287,10 @@ TEST(AsyncAdmissionTest, DecodeWaitsForTheBundleWithoutBlocking) {
   // A bundle already there: admitted on the calling thread, no ticket.
   Stream ready;
   Admission now;
-  EXPECT_EQ(decode->DecodeWhenArrived(sender, 2, kNew - 1, false, absl::Seconds(1),
+  EXPECT_EQ(decode->DecodeWhenArrived({.sender = sender,
+                                       .transfer_id = 2,
+                                       .max_new_tokens = kNew - 1,
+                                       .wait = absl::Seconds(1)},
                                       ready.Callback(), now.Callback()),
             0u);
   ASSERT_EQ(now.answers.size(), 1u);

@@ -10,14 +10,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/gemm.h"
-#include "lib/bench/attention_bench.h"
-#include "lib/bench/engine_bench.h"
-#include "lib/bench/prefix_cache_bench.h"
 #include "lib/cache/block_key.h"
 #include "lib/engine/backend_choice.h"
 #include "lib/engine/cpu_backend.h"
+#include "tools/bench/attention_bench.h"
+#include "tools/bench/engine_bench.h"
+#include "tools/bench/prefix_cache_bench.h"
 #ifdef YOCO_HAVE_CUDA
-#include "lib/bench/cuda_engine_bench.h"
+#include "tools/bench/cuda_engine_bench.h"
 #endif
 #include "lib/engine/generation.h"
 #include "lib/engine/model.h"

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "lib/engine/strict_json.h"
 #include "lib/files/bounded_file.h"
+#include "lib/model/strict_json.h"
 #include "nlohmann/json.hpp"
 #include "tools/yoco_eval/default_task.h"
 

@@ -1,7 +1,7 @@
 // The machine's own rates, measured in the benchmark's process so its ratios are fair on a
 // shared, noisy machine: the BLAS fp32 rate and a streaming read bandwidth.
-#ifndef YOCO_LIB_BENCH_MACHINE_RATES_H_
-#define YOCO_LIB_BENCH_MACHINE_RATES_H_
+#ifndef YOCO_TOOLS_BENCH_MACHINE_RATES_H_
+#define YOCO_TOOLS_BENCH_MACHINE_RATES_H_
 
 #include <cstdint>
 #include <vector>
@@ -39,4 +39,4 @@ class ReadBandwidthProbe {
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_BENCH_MACHINE_RATES_H_
+#endif  // YOCO_TOOLS_BENCH_MACHINE_RATES_H_

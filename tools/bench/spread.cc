@@ -1,5 +1,5 @@
 // Median and range of a few measurements.
-#include "lib/bench/spread.h"
+#include "tools/bench/spread.h"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
 // The GPU benchmark behind `yoco bench --backend cuda`: YOCO prefill and decode on the CUDA
 // backend, against the GPU's own ceilings measured in the same run (a cuBLAS bf16 GEMM for the
 // tensor-core rate, a device-to-device copy for memory bandwidth).
-#ifndef YOCO_LIB_BENCH_CUDA_ENGINE_BENCH_H_
-#define YOCO_LIB_BENCH_CUDA_ENGINE_BENCH_H_
+#ifndef YOCO_TOOLS_BENCH_CUDA_ENGINE_BENCH_H_
+#define YOCO_TOOLS_BENCH_CUDA_ENGINE_BENCH_H_
 
 #include <cstdint>
 #include <ostream>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 
@@ -75,4 +75,4 @@ absl::StatusOr<CudaEngineBenchReport> RunCudaEngineBench(const CudaEngineBenchOp
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_BENCH_CUDA_ENGINE_BENCH_H_
+#endif  // YOCO_TOOLS_BENCH_CUDA_ENGINE_BENCH_H_

@@ -2,8 +2,8 @@
 // one of its n_layers layers is causal GQA attention (n_attn_heads over n_attn_kv_heads, head
 // dim dim/n_attn_heads) with its own K/V cache, then the same SwiGLU FFN; it runs on the same
 // kernels as the YOCO engine, so the benchmark's ratios measure the architecture, not the code.
-#ifndef YOCO_LIB_BASELINE_TRANSFORMER_BASELINE_H_
-#define YOCO_LIB_BASELINE_TRANSFORMER_BASELINE_H_
+#ifndef YOCO_TOOLS_BASELINE_TRANSFORMER_BASELINE_H_
+#define YOCO_TOOLS_BASELINE_TRANSFORMER_BASELINE_H_
 
 #include <cstdint>
 #include <memory>
@@ -15,8 +15,8 @@
 #include "kernels/cpu/rope.h"
 #include "lib/engine/ffn_block.h"
 #include "lib/engine/kv_rows.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/model_weights.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 
@@ -71,4 +71,4 @@ class TransformerBaseline {
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_BASELINE_TRANSFORMER_BASELINE_H_
+#endif  // YOCO_TOOLS_BASELINE_TRANSFORMER_BASELINE_H_

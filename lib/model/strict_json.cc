@@ -1,5 +1,5 @@
 // A SAX pass that checks the limits, then nlohmann's DOM parse of text known to be within them.
-#include "lib/engine/strict_json.h"
+#include "lib/model/strict_json.h"
 
 #include <optional>
 #include <set>

@@ -2,8 +2,8 @@
 // indexes). Before any DOM is built, a streaming pass refuses nesting deeper than a limit (a
 // 100 MiB nest of arrays would otherwise cost gigabytes), too many values, and duplicate keys
 // (which nlohmann resolves silently, so two readers could see two different files).
-#ifndef YOCO_LIB_ENGINE_STRICT_JSON_H_
-#define YOCO_LIB_ENGINE_STRICT_JSON_H_
+#ifndef YOCO_LIB_MODEL_STRICT_JSON_H_
+#define YOCO_LIB_MODEL_STRICT_JSON_H_
 
 #include <cstddef>
 
@@ -24,4 +24,4 @@ absl::StatusOr<nlohmann::json> ParseStrictJson(absl::string_view text, const Jso
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_ENGINE_STRICT_JSON_H_
+#endif  // YOCO_LIB_MODEL_STRICT_JSON_H_

@@ -1,6 +1,6 @@
 // The baseline's forward pass, structured like CpuBackend's: stacked rows for every product,
 // attention per sequence over its own cache.
-#include "lib/baseline/transformer_baseline.h"
+#include "tools/baseline/transformer_baseline.h"
 
 #include <cmath>
 #include <cstring>

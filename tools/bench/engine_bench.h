@@ -1,8 +1,8 @@
 // The engine benchmark behind `yoco bench`: YOCO against a same-shape Transformer on the same
 // kernels, and both against the machine's own sgemm rate and memory bandwidth, all measured in
 // one run.
-#ifndef YOCO_LIB_BENCH_ENGINE_BENCH_H_
-#define YOCO_LIB_BENCH_ENGINE_BENCH_H_
+#ifndef YOCO_TOOLS_BENCH_ENGINE_BENCH_H_
+#define YOCO_TOOLS_BENCH_ENGINE_BENCH_H_
 
 #include <cstdint>
 #include <ostream>
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lib/bench/spread.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/model_weights.h"
+#include "lib/model/model_config.h"
+#include "tools/bench/spread.h"
 
 namespace yoco {
 
@@ -105,4 +105,4 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& optio
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_BENCH_ENGINE_BENCH_H_
+#endif  // YOCO_TOOLS_BENCH_ENGINE_BENCH_H_

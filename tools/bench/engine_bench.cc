@@ -1,6 +1,6 @@
 // The benchmark. Decode batches copy one prefilled sequence's state, since decode speed does
 // not depend on the cached values and prefilling 32 contexts would dominate the run.
-#include "lib/bench/engine_bench.h"
+#include "tools/bench/engine_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,14 +10,14 @@
 #include "absl/strings/str_format.h"
 #include "kernels/cpu/gated_retention.h"
 #include "kernels/cpu/gemm.h"
-#include "lib/baseline/transformer_baseline.h"
-#include "lib/bench/bench_tokens.h"
-#include "lib/bench/machine_rates.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/random_model.h"
 #include "lib/engine/sampler.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "tools/baseline/transformer_baseline.h"
+#include "tools/bench/bench_tokens.h"
+#include "tools/bench/machine_rates.h"
 
 namespace yoco {
 namespace {

@@ -3,8 +3,8 @@
 // process, and the snapshot's bytes per cached token against a same-shape Transformer's K/V.
 // TTFT here is the prefill worker's part (lookup, restore, prefill, first token); shipping the
 // bundle to a decode worker costs the same on a hit and a miss and comes on top of both.
-#ifndef YOCO_LIB_BENCH_PREFIX_CACHE_BENCH_H_
-#define YOCO_LIB_BENCH_PREFIX_CACHE_BENCH_H_
+#ifndef YOCO_TOOLS_BENCH_PREFIX_CACHE_BENCH_H_
+#define YOCO_TOOLS_BENCH_PREFIX_CACHE_BENCH_H_
 
 #include <cstdint>
 #include <ostream>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lib/engine/model_config.h"
 #include "lib/engine/model_weights.h"
+#include "lib/model/model_config.h"
 
 namespace yoco {
 
@@ -45,4 +45,4 @@ absl::StatusOr<PrefixCacheBenchReport> RunPrefixCacheBench(const PrefixCacheBenc
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_BENCH_PREFIX_CACHE_BENCH_H_
+#endif  // YOCO_TOOLS_BENCH_PREFIX_CACHE_BENCH_H_

@@ -1,7 +1,7 @@
 // Deterministic token streams for the benchmarks: their speed does not depend on the ids, only
 // on how many there are, so a fast xorshift over the non-special ids [4, vocab) will do.
-#ifndef YOCO_LIB_BENCH_BENCH_TOKENS_H_
-#define YOCO_LIB_BENCH_BENCH_TOKENS_H_
+#ifndef YOCO_TOOLS_BENCH_BENCH_TOKENS_H_
+#define YOCO_TOOLS_BENCH_BENCH_TOKENS_H_
 
 #include <cstdint>
 #include <vector>
@@ -22,4 +22,4 @@ inline std::vector<int32_t> BenchTokens(int64_t n, int vocab, uint64_t state) {
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_BENCH_BENCH_TOKENS_H_
+#endif  // YOCO_TOOLS_BENCH_BENCH_TOKENS_H_

@@ -1,14 +1,14 @@
 // ModelConfig: the model's hyper-parameters, read from a checkpoint's params.json (the
 // reference's YOCOArgs keys) and validated before any weight is touched.
-#ifndef YOCO_LIB_ENGINE_MODEL_CONFIG_H_
-#define YOCO_LIB_ENGINE_MODEL_CONFIG_H_
+#ifndef YOCO_LIB_MODEL_MODEL_CONFIG_H_
+#define YOCO_LIB_MODEL_MODEL_CONFIG_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "lib/engine/kv_rows.h"
+#include "lib/model/kv_dtype.h"
 
 namespace yoco {
 
@@ -62,4 +62,4 @@ struct ModelConfig {
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_ENGINE_MODEL_CONFIG_H_
+#endif  // YOCO_LIB_MODEL_MODEL_CONFIG_H_

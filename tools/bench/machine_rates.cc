@@ -1,5 +1,5 @@
 // Machine rate probes.
-#include "lib/bench/machine_rates.h"
+#include "tools/bench/machine_rates.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,17 +1,17 @@
 // Prefix-cache benchmark: best of a few runs for the hit, one run for the (long) miss.
-#include "lib/bench/prefix_cache_bench.h"
+#include "tools/bench/prefix_cache_bench.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_format.h"
 #include "kernels/cpu/gemm.h"
-#include "lib/bench/bench_tokens.h"
 #include "lib/cache/cached_prefill.h"
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/random_model.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/bench_tokens.h"
 
 namespace yoco {
 namespace {

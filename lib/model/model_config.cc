@@ -1,5 +1,5 @@
 // Parsing and validation of params.json.
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
 
 #include <cmath>
 #include <fstream>
@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "lib/engine/strict_json.h"
 #include "lib/files/bounded_file.h"
+#include "lib/model/strict_json.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
 

@@ -1,6 +1,6 @@
 // Decode attention alone: K/V in rows, in the engine's layout (keys in lanes, values in strips),
 // and a plain read of the same bytes.
-#include "lib/bench/attention_bench.h"
+#include "tools/bench/attention_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,10 +13,10 @@
 #include "kernels/cpu/decode_attention.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vector_math.h"
-#include "lib/bench/machine_rates.h"
 #include "lib/engine/kv_attention_inputs.h"
 #include "lib/engine/kv_rows.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/machine_rates.h"
 
 namespace yoco {
 namespace {

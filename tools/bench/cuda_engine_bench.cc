@@ -1,7 +1,7 @@
 // GPU benchmark. Weights are random and made on the device; states for the decode cells are
 // one prefilled state copied per batch member. Decode runs with lazy_host_states (the GPU
 // decode worker's setting: only new K/V rows and logits cross the bus each step).
-#include "lib/bench/cuda_engine_bench.h"
+#include "tools/bench/cuda_engine_bench.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -14,11 +14,11 @@
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/bf16_gemv.h"
 #include "kernels/cuda/elementwise.h"
-#include "lib/bench/engine_bench.h"
 #include "lib/engine/cublas_library.h"
 #include "lib/engine/cuda_backend.h"
 #include "lib/status/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/engine_bench.h"
 
 namespace yoco {
 namespace {

@@ -1,7 +1,7 @@
 // Spread: the median and the range of a quantity measured in several rounds, so that a
 // benchmark on a shared, noisy machine reports how far one run's ratio can be trusted.
-#ifndef YOCO_LIB_BENCH_SPREAD_H_
-#define YOCO_LIB_BENCH_SPREAD_H_
+#ifndef YOCO_TOOLS_BENCH_SPREAD_H_
+#define YOCO_TOOLS_BENCH_SPREAD_H_
 
 #include <vector>
 
@@ -17,4 +17,4 @@ Spread SpreadOf(std::vector<double> values);
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_BENCH_SPREAD_H_
+#endif  // YOCO_TOOLS_BENCH_SPREAD_H_

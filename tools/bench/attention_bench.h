@@ -5,8 +5,8 @@
 // A decode step's attention can go no faster than reading its K/V once, so the fraction of that
 // read's rate is the kernel's figure of merit; the machine's probe bandwidth is printed beside it
 // because a plain read of many mid-sized buffers runs slower than the probe's one large buffer.
-#ifndef YOCO_LIB_BENCH_ATTENTION_BENCH_H_
-#define YOCO_LIB_BENCH_ATTENTION_BENCH_H_
+#ifndef YOCO_TOOLS_BENCH_ATTENTION_BENCH_H_
+#define YOCO_TOOLS_BENCH_ATTENTION_BENCH_H_
 
 #include <cstdint>
 #include <ostream>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lib/bench/spread.h"
-#include "lib/engine/model_config.h"
+#include "lib/model/model_config.h"
+#include "tools/bench/spread.h"
 
 namespace yoco {
 
@@ -60,4 +60,4 @@ absl::StatusOr<AttentionBenchReport> RunAttentionBench(const AttentionBenchOptio
 
 }  // namespace yoco
 
-#endif  // YOCO_LIB_BENCH_ATTENTION_BENCH_H_
+#endif  // YOCO_TOOLS_BENCH_ATTENTION_BENCH_H_
