@@ -13,6 +13,7 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "tests/cluster/serving_cluster.h"
 
 namespace yoco::testing {
@@ -104,6 +105,13 @@ TEST_F(ClusterServingTest, LaterQuestionsOnADocumentShipLess) {
   const std::vector<int32_t> doc = RandomPrompt(50, 700);
   std::vector<uint64_t> shipped;
   for (int q = 1; q <= 3; ++q) {
+    if (q > 1) {
+      // The router prices a decode worker's load from its last probe: one taken while the
+      // previous question was still being freed would count it as busy and send this question
+      // to the other worker, whole. Idle workers, then a probe (every 200 ms) that saw them so.
+      ASSERT_TRUE(DecodeFreed());
+      absl::SleepFor(absl::Milliseconds(500));
+    }
     std::vector<int32_t> prompt = doc;
     const std::vector<int32_t> question = RandomPrompt(60 + q, 20);
     prompt.insert(prompt.end(), question.begin() + 1, question.end());
