@@ -61,8 +61,8 @@ struct WorkerChoice {
 
 // What a choice weighs (WorkerRegistry::Choose).
 struct WorkerQuery {
-  absl::Span<const size_t> exclude;  // failed or refused this request already
-  absl::Span<const BlockKey> keys;   // the prompt's usable block keys; empty: by load alone
+  absl::Span<const size_t> exclude = {};  // failed or refused this request already
+  absl::Span<const BlockKey> keys = {};   // the prompt's usable block keys; empty: by load alone
   int64_t prompt_tokens = 0;
   int64_t load_penalty_tokens = 0;  // what one request in flight costs, in tokens to prefill
   int64_t disk_penalty_tokens = 0;  // what restoring a prefix from disk costs, likewise

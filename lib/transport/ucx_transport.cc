@@ -1,19 +1,13 @@
-// UcxTransport on UCP active messages. Three message kinds:
-//   DATA   sender -> receiver: DataHeader + payload (eager or rendezvous)
-//   REPLY  receiver -> sender: ReplyHeader + message: the verdict (OK, or why not)
-//   CANCEL sender -> receiver: CancelHeader: drop this transfer
-// All UCX calls happen on the progress thread; public methods queue commands for it.
+// UcxTransport on UCP active messages (DATA, REPLY, CANCEL: lib/transport/ucx_wire.h). All UCX
+// calls happen on the progress thread; public methods queue commands for it.
 #include "lib/transport/ucx_transport.h"
 
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -25,75 +19,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/checksum/crc32c.h"
+#include "lib/transport/peer_liveness.h"
 #include "lib/transport/transport_address.h"
 #include "lib/transport/ucx_handles.h"
+#include "lib/transport/ucx_wire.h"
 
 namespace yoco {
 namespace {
-
-enum AmId : unsigned { kAmData = 1, kAmReply = 2, kAmCancel = 3 };
-
-struct DataHeader {
-  uint64_t sender;
-  uint64_t id;
-  uint64_t size;
-  uint32_t crc;
-  uint32_t timeout_ms;
-  uint64_t host;        // HostId() of the sender
-  uint32_t sender_pid;  // lets a receiver on the same host notice that the sender exited
-  uint32_t flags;       // kHasChecksum
-};
-
-constexpr uint32_t kHasChecksum = 1;
-
-// Identifies the space a process id means something in: this boot of this machine and this PID
-// namespace. Processes compare equal only when each can look the other's pid up (kill(pid, 0)),
-// so containers that share a host, or even a host name (hostNetwork pods), but not a PID
-// namespace never probe each other's pids, which would name other processes or none.
-uint64_t HostId() {
-  static const uint64_t id = [] {
-    std::string boot;
-    if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-      char buf[64] = {};
-      if (std::fgets(buf, sizeof buf, f)) boot = buf;
-      std::fclose(f);
-    }
-    char ns[128] = {};  // "pid:[4026531836]"
-    const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-    const std::string pid_namespace = n > 0 ? std::string(ns, static_cast<size_t>(n)) : "";
-    const std::string both = boot + pid_namespace;
-    return static_cast<uint64_t>(Crc32c(both.data(), both.size())) << 32 |
-           Crc32c(pid_namespace.data(), pid_namespace.size());
-  }();
-  return id;
-}
-
-bool ProcessGone(uint32_t pid) {
-  return pid != 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
-
-// Transports whose UCX 1.13 implementation reports peer failures; shared memory does not.
-bool UcxDetectsPeerFailure(const std::string& tls) {
-  for (const char* shm : {"sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"}) {
-    for (size_t pos = tls.find(shm); pos != std::string::npos; pos = tls.find(shm, pos + 1)) {
-      const bool start = pos == 0 || tls[pos - 1] == ',';
-      const size_t end = pos + std::strlen(shm);
-      if (start && (end == tls.size() || tls[end] == ',')) return false;
-    }
-  }
-  return true;
-}
-
-struct ReplyHeader {
-  uint64_t id;
-  int32_t code;  // absl::StatusCode
-  uint32_t reserved;
-};
-
-struct CancelHeader {
-  uint64_t sender;
-  uint64_t id;
-};
 
 // A control message (REPLY or CANCEL) in flight: header and text live until UCX is done.
 struct ControlMessage {
@@ -171,14 +103,14 @@ class UcxTransport::Impl {
                               std::string(reinterpret_cast<const char*>(address), address_length)},
                              options_.address_key);
 
-    for (unsigned id : {kAmData, kAmReply, kAmCancel}) {
+    for (unsigned id : {kUcxData, kUcxReply, kUcxCancel}) {
       ucp_am_handler_param_t hp{};
       hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
       hp.id = id;
-      hp.cb = id == kAmData    ? &Impl::OnDataAm
-              : id == kAmReply ? &Impl::OnReplyAm
-                               : &Impl::OnCancelAm;
+      hp.cb = id == kUcxData    ? &Impl::OnDataAm
+              : id == kUcxReply ? &Impl::OnReplyAm
+                                : &Impl::OnCancelAm;
       hp.arg = this;
       if ((st = ucp_worker_set_am_recv_handler(worker_.get(), &hp)) != UCS_OK) {
         return UcsError("ucp_worker_set_am_recv_handler", st);
@@ -260,7 +192,7 @@ class UcxTransport::Impl {
     std::string peer_address;
     Peer* peer = nullptr;  // null once the peer's endpoint is closed
     SendBuffer buffer;
-    DataHeader header{};
+    std::vector<uint8_t> header;  // DATA's, encoded: lives until UCX is done with the send
     absl::Time start, deadline;
     uint32_t timeout_ms = 0;
     std::function<void(absl::Status)> done;
@@ -523,14 +455,9 @@ class UcxTransport::Impl {
       return;
     }
     const uint32_t crc = options_.checksum ? Crc32c(t->buffer.data, t->buffer.size) : 0;
-    t->header = {id_,
-                 t->id,
-                 t->buffer.size,
-                 crc,
-                 t->timeout_ms,
-                 HostId(),
-                 static_cast<uint32_t>(getpid()),
-                 options_.checksum ? kHasChecksum : 0};
+    t->header = Encode(DataHeader{id_, t->id, t->buffer.size, crc, t->timeout_ms, HostId(),
+                                  static_cast<uint32_t>(getpid()),
+                                  options_.checksum ? DataHeader::kHasChecksum : 0});
     ucp_request_param_t param{};
     param.op_attr_mask =
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -539,7 +466,7 @@ class UcxTransport::Impl {
     param.flags =
         UCP_AM_SEND_FLAG_REPLY |
         (t->buffer.size <= options_.eager_limit ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV);
-    void* request = ucp_am_send_nbx(t->peer->ep, kAmData, &t->header, sizeof t->header,
+    void* request = ucp_am_send_nbx(t->peer->ep, kUcxData, t->header.data(), t->header.size(),
                                     t->buffer.data, t->buffer.size, &param);
     if (UCS_PTR_IS_ERR(request)) {
       FinishOutgoing(t, UcsError("send failed", UCS_PTR_STATUS(request)));
@@ -564,9 +491,8 @@ class UcxTransport::Impl {
   void SendCancel(Outgoing* t) {
     if (t->peer == nullptr || t->peer->failed) return;
     auto msg = std::make_unique<ControlMessage>();
-    CancelHeader h{id_, t->id};
-    msg->header.assign(reinterpret_cast<uint8_t*>(&h), reinterpret_cast<uint8_t*>(&h) + sizeof h);
-    SendControl(t->peer->ep, kAmCancel, std::move(msg));
+    msg->header = Encode(CancelHeader{id_, t->id});
+    SendControl(t->peer->ep, kUcxCancel, std::move(msg));
   }
 
   void SendControl(ucp_ep_h ep, unsigned am, std::unique_ptr<ControlMessage> msg) {
@@ -618,14 +544,12 @@ class UcxTransport::Impl {
                                 size_t length, const ucp_am_recv_param_t* param) {
     Impl* self = static_cast<Impl*>(arg);
     // A rendezvous descriptor not received is dropped by UCX when the callback returns UCS_OK.
-    if (header_length != sizeof(ReplyHeader) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-      return UCS_OK;
-    ReplyHeader h;
-    std::memcpy(&h, header, sizeof h);
-    auto it = self->outgoing_.find(h.id);
+    const std::optional<ReplyHeader> h = DecodeReplyHeader(header, header_length);
+    if (!h.has_value() || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
+    auto it = self->outgoing_.find(h->id);
     if (it == self->outgoing_.end() || it->second->finished) return UCS_OK;
     const std::string text(static_cast<const char*>(data), length);
-    const auto code = static_cast<absl::StatusCode>(h.code);
+    const auto code = static_cast<absl::StatusCode>(h->code);
     self->FinishOutgoing(it->second.get(), code == absl::StatusCode::kOk
                                                ? absl::OkStatus()
                                                : absl::Status(code, text));
@@ -652,9 +576,9 @@ class UcxTransport::Impl {
       metrics_.RecordFailure(status);
       if (callbacks_.on_failed) callbacks_.on_failed(info, status);
     };
-    if (header_length != sizeof(DataHeader)) return;  // not ours; no transfer to answer
-    DataHeader h;
-    std::memcpy(&h, header, sizeof h);
+    const std::optional<DataHeader> decoded = DecodeDataHeader(header, header_length);
+    if (!decoded.has_value()) return;  // not ours; no transfer to answer
+    const DataHeader& h = *decoded;
     const IncomingTransfer info{h.sender, h.id, h.size};
     if (h.size != length) return refuse(info, absl::InvalidArgumentError("transfer size mismatch"));
     if (h.size > options_.max_receive_bytes) {
@@ -670,7 +594,7 @@ class UcxTransport::Impl {
     t->impl = this;
     t->info = info;
     t->crc = h.crc;
-    t->has_crc = h.flags & kHasChecksum;
+    t->has_crc = h.flags & DataHeader::kHasChecksum;
     t->reply_ep = reply_ep;
     t->sender_pid = h.host == HostId() ? h.sender_pid : 0;
     t->deadline = absl::Now() + absl::Milliseconds(h.timeout_ms);
@@ -784,19 +708,17 @@ class UcxTransport::Impl {
 
   void Reply(ucp_ep_h ep, uint64_t id, const absl::Status& status) {
     auto msg = std::make_unique<ControlMessage>();
-    ReplyHeader h{id, static_cast<int32_t>(status.code()), 0};
-    msg->header.assign(reinterpret_cast<uint8_t*>(&h), reinterpret_cast<uint8_t*>(&h) + sizeof h);
+    msg->header = Encode(ReplyHeader{id, static_cast<int32_t>(status.code())});
     msg->text = std::string(status.message());
-    SendControl(ep, kAmReply, std::move(msg));
+    SendControl(ep, kUcxReply, std::move(msg));
   }
 
   static ucs_status_t OnCancelAm(void* arg, const void* header, size_t header_length, void* data,
                                  size_t length, const ucp_am_recv_param_t* param) {
     Impl* self = static_cast<Impl*>(arg);
-    if (header_length != sizeof(CancelHeader)) return UCS_OK;
-    CancelHeader h;
-    std::memcpy(&h, header, sizeof h);
-    auto it = self->incoming_.find({h.sender, h.id});
+    const std::optional<CancelHeader> h = DecodeCancelHeader(header, header_length);
+    if (!h.has_value()) return UCS_OK;
+    auto it = self->incoming_.find({h->sender, h->id});
     if (it != self->incoming_.end()) {
       self->FinishIncoming(it->second.get(),
                            absl::CancelledError("transfer cancelled by the sender"),

@@ -2,6 +2,8 @@
 // before anything that would blame a worker, and a refusal for load never marks a worker failed.
 #include "services/router/failover.h"
 
+#include <chrono>
+
 namespace yoco {
 namespace {
 
@@ -77,6 +79,46 @@ Failover DecodeEnded(const AttemptEnd& end) {
 
 Failover DecideFailover(const AttemptEnd& end) {
   return end.call == WorkerRole::kPrefill ? PrefillFailed(end) : DecodeEnded(end);
+}
+
+void AvoidedWorkers::Note(const Failover& f, std::optional<size_t> prefill, size_t decode) {
+  if (f.mark_failed == WorkerRole::kPrefill && prefill.has_value()) {
+    failed_prefill.push_back(*prefill);
+  }
+  if (f.mark_failed == WorkerRole::kDecode || f.skip_decode) failed_decode.push_back(decode);
+  if (f.busy_prefill && prefill.has_value()) busy_prefill.push_back(*prefill);
+  if (f.busy_decode) busy_decode.push_back(decode);
+  if (f.force_remote) force_remote = true;
+}
+
+std::vector<size_t> AvoidedWorkers::SkipPrefill() const {
+  std::vector<size_t> out = failed_prefill;
+  out.insert(out.end(), busy_prefill.begin(), busy_prefill.end());
+  return out;
+}
+
+std::vector<size_t> AvoidedWorkers::SkipDecode() const {
+  std::vector<size_t> out = failed_decode;
+  out.insert(out.end(), busy_decode.begin(), busy_decode.end());
+  return out;
+}
+
+grpc::Status AttemptError(const AttemptEnd& end, const grpc::Status& status) {
+  if (end.stalled) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the decode worker stalled");
+  if (status.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode stream ended early");
+  return status;
+}
+
+bool ClientGone(const grpc::ServerContextBase& context) {
+  return context.IsCancelled() || std::chrono::system_clock::now() >= context.deadline();
+}
+
+grpc::Status ClientGoneStatus(const grpc::ServerContextBase& context, const grpc::Status& worker) {
+  if (std::chrono::system_clock::now() >= context.deadline()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the request's deadline passed (" + worker.error_message() + ")");
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
 }
 
 }  // namespace yoco

@@ -4,9 +4,12 @@
 #ifndef YOCO_SERVICES_ROUTER_FAILOVER_H_
 #define YOCO_SERVICES_ROUTER_FAILOVER_H_
 
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
 
+#include <cstddef>
 #include <optional>
+#include <vector>
 
 namespace yoco {
 
@@ -48,6 +51,31 @@ struct Failover {
 // What follows `end`. A Prefill call that succeeded continues to its Decode stream and is not
 // asked about.
 Failover DecideFailover(const AttemptEnd& end);
+
+// The workers one request avoids, as its attempts fail or are refused.
+struct AvoidedWorkers {
+  std::vector<size_t> failed_prefill, failed_decode;  // never again by this request
+  std::vector<size_t> busy_prefill, busy_decode;      // until the load queue says there is room
+  bool force_remote = false;                          // no more local prefills
+
+  // Records `f` for the pair that ended (`prefill`: none for a local prefill).
+  void Note(const Failover& f, std::optional<size_t> prefill, size_t decode);
+  std::vector<size_t> SkipPrefill() const;
+  std::vector<size_t> SkipDecode() const;
+  bool any_busy() const { return !busy_prefill.empty() || !busy_decode.empty(); }
+  bool any_failed() const { return !failed_prefill.empty() || !failed_decode.empty(); }
+};
+
+// The error a request ends with if no later attempt succeeds, after an attempt that ended with
+// `status` and was retried: a stall or a stream that ended without a finish say so (their status
+// is OK or the router's own CANCELLED).
+grpc::Status AttemptError(const AttemptEnd& end, const grpc::Status& status);
+
+// Whether the client cancelled or its deadline passed: then a worker's failing status is the
+// client's doing and must not mark the worker failed.
+bool ClientGone(const grpc::ServerContextBase& context);
+// What the client is told then: DEADLINE_EXCEEDED (with the worker's message) or CANCELLED.
+grpc::Status ClientGoneStatus(const grpc::ServerContextBase& context, const grpc::Status& worker);
 
 }  // namespace yoco
 

@@ -19,12 +19,15 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
-#include "lib/text/token_text_stream.h"
+#include "lib/routing/load_queue_place.h"
 #include "services/router/decode_relay.h"
 #include "services/router/failover.h"
+#include "services/router/finish_report.h"
+#include "services/router/in_flight_ops.h"
 #include "services/router/request_checks.h"
+#include "services/router/sent_tokens.h"
 #include "services/router/worker_pool.h"
+#include "services/router/worker_requests.h"
 #include "yoco/v1/yoco.grpc.pb.h"
 
 namespace yoco {
@@ -84,10 +87,10 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void WaitForRoom();
   void OnRoom(bool turn);  // the queue's answer: try again, or shed
 
+  // What this attempt asks of its workers.
+  AttemptRequest Asked() const;
   // Sends a token to the client, then runs `then` (not when the client is gone).
   void Emit(int32_t id, std::function<void()> then);
-  // Why the stream ends at token `id` (a stop token, EOS, a stop string, the length), if it does.
-  std::optional<v1::FinishReason> EndsAt(int32_t id) const;
   // The request succeeded with `reason`.
   void Complete(v1::FinishReason reason);
   // The request failed with `status` (or succeeded on the client's side: never called twice).
@@ -95,12 +98,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   // Whether the chain is in `expected`; if not (a bug), the call ends with INTERNAL.
   bool InPhase(Phase expected);
 
-  // Worker calls, relays and timers in flight: the object lives until they are done. Each is
-  // kept (for OnCancel) and counted by KeepLocked, and ends with EndOp.
-  template <typename T>
-  T* KeepLocked(std::vector<std::unique_ptr<T>>& list, std::unique_ptr<T> item)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void BeginOp();
+  // The object lives until gRPC is done with the call and every op has ended (InFlightOps).
   void EndOp();
 
   WorkerPool& pool_;
@@ -113,37 +111,22 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   Phase phase_ = Phase::kChoosing;
 
   // What was sent to the client.
-  std::vector<int32_t> generated_;
-  TokenTextStream text_;
-  std::chrono::steady_clock::time_point last_token_time_ = start_;
-  v1::Finish finish_;
+  SentTokens sent_;
+  FinishReport report_;
   v1::GenerateResponse out_;  // the write in flight
   std::function<void()> after_write_;
 
   // Across attempts.
   int attempts_ = 0;
   Attempt attempt_;
-  std::vector<size_t> bad_prefill_, bad_decode_;    // failed: not tried again by this request
-  std::vector<size_t> busy_prefill_, busy_decode_;  // refused for load: not until room comes
+  AvoidedWorkers avoided_;
   std::chrono::system_clock::time_point load_wait_until_;
   grpc::Status last_error_{grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker"};
-  bool cache_reported_ = false;
   std::optional<size_t> last_prefill_;
-  bool force_remote_ = false;
   std::atomic<bool> stalled_{false};  // the StallWatch cut this attempt's stream
+  LoadQueuePlace room_;               // in the load queue while every pair refuses for load
 
-  // Read by OnCancel on another thread. Contexts and relays are kept until the end, so a
-  // cancellation never races their destruction.
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<grpc::ClientContext>> prefill_contexts_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<DecodeRelay>> relays_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<grpc::Alarm>> alarms_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t waiting_place_ ABSL_GUARDED_BY(mu_) = 0;  // while in the load queue
-  bool room_answered_ ABSL_GUARDED_BY(mu_) = false;  // OnRoom ran for the last wait
-  uint64_t first_place_ ABSL_GUARDED_BY(mu_) = 0;    // kept across waits, so the turn is kept
-  int ops_ ABSL_GUARDED_BY(mu_) = 0;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  InFlightOps ops_;
 };
 
 }  // namespace yoco

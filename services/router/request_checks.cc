@@ -103,4 +103,14 @@ absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequ
   return document;
 }
 
+absl::Status CheckFitsDecodeWorker(uint64_t input, uint64_t still_to_come, uint64_t longest_rows) {
+  const uint64_t rows = input + still_to_come - 1;
+  if (longest_rows == 0 || rows <= longest_rows) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the request needs ", rows, " K/V rows on a decode worker (", input,
+      " prompt tokens + max_new_tokens ", still_to_come,
+      " - 1); the largest decode worker's state budget (--memory-budget-mb) holds ", longest_rows,
+      ": shorten the prompt or max_new_tokens, or give decode workers more memory"));
+}
+
 }  // namespace yoco

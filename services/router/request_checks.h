@@ -49,6 +49,12 @@ absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequ
                                                           const ModelConfig& config,
                                                           const Tokenizer& tokenizer);
 
+// RESOURCE_EXHAUSTED, naming the numbers and the flag, when a sequence of `input` tokens with
+// `still_to_come` more needs more K/V rows than the largest decode worker's state budget holds
+// (`longest_rows`; 0: unknown, nothing is refused). The last token is never fed back, so it
+// needs no row.
+absl::Status CheckFitsDecodeWorker(uint64_t input, uint64_t still_to_come, uint64_t longest_rows);
+
 }  // namespace yoco
 
 #endif  // YOCO_SERVICES_ROUTER_REQUEST_CHECKS_H_

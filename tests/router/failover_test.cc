@@ -176,5 +176,52 @@ TEST(FailoverTest, LoadIsNeverFailure) {
   }
 }
 
+// What a request avoids accumulates over its attempts; busy workers come back with room, failed
+// ones never.
+TEST(AvoidedWorkersTest, FailedAreAvoidedForGoodBusyUntilRoom) {
+  AvoidedWorkers avoided;
+  Failover prefill_failed;
+  prefill_failed.mark_failed = WorkerRole::kPrefill;
+  avoided.Note(prefill_failed, 3, 7);
+  Failover refused;
+  refused.busy_prefill = refused.busy_decode = true;
+  avoided.Note(refused, 4, 8);
+  Failover cannot_hold;
+  cannot_hold.skip_decode = true;
+  cannot_hold.force_remote = true;
+  avoided.Note(cannot_hold, std::nullopt, 9);  // a local prefill: no prefill worker to blame
+  EXPECT_EQ(avoided.SkipPrefill(), std::vector<size_t>({3, 4}));
+  EXPECT_EQ(avoided.SkipDecode(), std::vector<size_t>({9, 8}));
+  EXPECT_TRUE(avoided.any_busy());
+  EXPECT_TRUE(avoided.any_failed());
+  EXPECT_TRUE(avoided.force_remote);
+  avoided.busy_prefill.clear();
+  avoided.busy_decode.clear();
+  EXPECT_EQ(avoided.SkipPrefill(), std::vector<size_t>({3}));
+  EXPECT_EQ(avoided.SkipDecode(), std::vector<size_t>({9}));
+}
+
+TEST(AvoidedWorkersTest, ALocalPrefillsFailureNamesNoPrefillWorker) {
+  AvoidedWorkers avoided;
+  Failover f;
+  f.mark_failed = WorkerRole::kPrefill;  // cannot happen for a local attempt; still safe
+  f.busy_prefill = true;
+  avoided.Note(f, std::nullopt, 1);
+  EXPECT_TRUE(avoided.SkipPrefill().empty());
+  EXPECT_FALSE(avoided.any_busy());
+}
+
+TEST(AttemptErrorTest, AStallOrAnEarlyEndSaysSoOtherwiseTheWorkersStatus) {
+  AttemptEnd stalled = Decode(Code::CANCELLED);
+  stalled.stalled = true;
+  EXPECT_EQ(AttemptError(stalled, grpc::Status::CANCELLED).error_message(),
+            "the decode worker stalled");
+  const grpc::Status early = AttemptError(Decode(Code::OK), grpc::Status::OK);
+  EXPECT_EQ(early.error_code(), Code::UNAVAILABLE);
+  EXPECT_EQ(early.error_message(), "decode stream ended early");
+  const grpc::Status down(Code::UNAVAILABLE, "connection refused");
+  EXPECT_EQ(AttemptError(Prefill(Code::UNAVAILABLE), down).error_message(), "connection refused");
+}
+
 }  // namespace
 }  // namespace yoco

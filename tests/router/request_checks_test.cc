@@ -85,5 +85,15 @@ TEST_F(RequestChecksTest, PrecacheDocumentsMustFitTheModel) {
             "the document (65 tokens) exceeds the model's max_seq_len 64");
 }
 
+// The last token is never fed back: a budget of exactly input + still_to_come - 1 rows is enough.
+TEST(CheckFitsDecodeWorkerTest, CountsEveryRowButTheLastTokensAndNamesTheFlag) {
+  EXPECT_TRUE(CheckFitsDecodeWorker(100, 29, 128).ok());
+  const absl::Status st = CheckFitsDecodeWorker(100, 30, 128);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("129 K/V rows"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("--memory-budget-mb) holds 128"), std::string::npos) << st;
+  EXPECT_TRUE(CheckFitsDecodeWorker(1u << 30, 1, 0).ok());  // no budget known: nothing refused
+}
+
 }  // namespace
 }  // namespace yoco

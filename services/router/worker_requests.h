@@ -1,0 +1,42 @@
+// The requests one Generate attempt sends to its workers, built from what the client asked and
+// what was already sent: a retry continues the stream, so every request carries the prompt plus
+// the tokens the client has and asks only for the tokens still to come.
+#ifndef YOCO_SERVICES_ROUTER_WORKER_REQUESTS_H_
+#define YOCO_SERVICES_ROUTER_WORKER_REQUESTS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/types/span.h"
+#include "lib/model/sampling_params.h"
+#include "yoco/v1/worker.pb.h"
+
+namespace yoco {
+
+struct AttemptRequest {
+  std::string request_id;
+  absl::Span<const int32_t> input;  // the prompt plus the tokens already sent
+  SamplingParams sampling;
+  uint32_t max_new_tokens = 0;  // still to come
+  bool stop_at_eos = true;
+};
+
+// A prefill on a prefill worker that ships its state to the decode worker at `decode_ucx_address`
+// (which already holds `decode_resident_blocks` of the prompt's blocks).
+v1::PrefillRequest RemotePrefillRequest(const AttemptRequest& attempt, const std::string& salt,
+                                        const std::string& decode_ucx_address,
+                                        uint32_t decode_resident_blocks,
+                                        uint32_t transfer_timeout_ms);
+
+// A decode worker that prefills the input itself.
+v1::DecodeRequest LocalDecodeRequest(const AttemptRequest& attempt);
+
+// A decode worker that continues from the state `prefill` shipped to it (the prefill's first
+// token is among those already sent).
+v1::DecodeRequest ShippedDecodeRequest(const AttemptRequest& attempt,
+                                       const v1::PrefillResponse& prefill,
+                                       uint32_t wait_for_bundle_ms);
+
+}  // namespace yoco
+
+#endif  // YOCO_SERVICES_ROUTER_WORKER_REQUESTS_H_

@@ -1,0 +1,63 @@
+// The requests an attempt sends: a retry's carry the prompt plus the tokens already sent and ask
+// only for the rest; each carries the client's sampling and stop settings.
+#include "services/router/worker_requests.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace yoco {
+namespace {
+
+AttemptRequest Retry(const std::vector<int32_t>& input) {
+  AttemptRequest a;
+  a.request_id = "req-7";
+  a.input = input;
+  a.sampling.temperature = 0.5f;
+  a.sampling.seed = 99;
+  a.sampling.stop_token_ids = {12};
+  a.max_new_tokens = 5;
+  a.stop_at_eos = false;
+  return a;
+}
+
+TEST(WorkerRequestsTest, RemotePrefillShipsToTheDecodeWorker) {
+  const std::vector<int32_t> input = {1, 40, 41, 42};
+  const v1::PrefillRequest r = RemotePrefillRequest(Retry(input), "salt", "ucx-addr", 3, 2500);
+  EXPECT_EQ(r.request_id(), "req-7");
+  EXPECT_EQ(std::vector<int32_t>(r.prompt().begin(), r.prompt().end()), input);
+  EXPECT_EQ(r.cache_salt(), "salt");
+  EXPECT_EQ(r.decode_ucx_address(), "ucx-addr");
+  EXPECT_EQ(r.decode_resident_blocks(), 3u);
+  EXPECT_EQ(r.transfer_timeout_ms(), 2500u);
+  EXPECT_EQ(r.max_new_tokens(), 5u);
+  EXPECT_FALSE(r.stop_at_eos());
+  EXPECT_FLOAT_EQ(r.sampling().temperature(), 0.5f);
+  EXPECT_EQ(r.sampling().seed(), 99u);
+  ASSERT_EQ(r.sampling().stop_token_ids_size(), 1);
+  EXPECT_EQ(r.sampling().stop_token_ids(0), 12);
+}
+
+TEST(WorkerRequestsTest, ALocalDecodeCarriesThePromptAShippedOneTheTransfer) {
+  const std::vector<int32_t> input = {1, 40};
+  const v1::DecodeRequest local = LocalDecodeRequest(Retry(input));
+  EXPECT_EQ(std::vector<int32_t>(local.prompt().begin(), local.prompt().end()), input);
+  EXPECT_EQ(local.sampling().seed(), 99u);
+  EXPECT_EQ(local.max_new_tokens(), 5u);
+  EXPECT_EQ(local.transfer_id(), 0u);
+
+  v1::PrefillResponse shipped;
+  shipped.set_sender_transport(0xfeed);
+  shipped.set_transfer_id(31);
+  const v1::DecodeRequest remote = ShippedDecodeRequest(Retry(input), shipped, 800);
+  EXPECT_EQ(remote.request_id(), "req-7");
+  EXPECT_TRUE(remote.prompt().empty());
+  EXPECT_EQ(remote.sender_transport(), 0xfeedu);
+  EXPECT_EQ(remote.transfer_id(), 31u);
+  EXPECT_EQ(remote.wait_for_bundle_ms(), 800u);
+  EXPECT_EQ(remote.max_new_tokens(), 5u);
+  EXPECT_FALSE(remote.stop_at_eos());
+}
+
+}  // namespace
+}  // namespace yoco
