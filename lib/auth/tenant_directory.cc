@@ -5,13 +5,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <iostream>
 #include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/files/bounded_file.h"
+#include "lib/log/log.h"
 #include "lib/model/strict_json.h"
 
 namespace yoco {
@@ -63,6 +63,29 @@ absl::StatusOr<std::vector<std::string>> Strings(const Json& tenant, const std::
   return out;
 }
 
+absl::StatusOr<TenantLimits> ParseLimits(const Json& json, const std::string& tenant) {
+  if (!json.is_object()) return Invalid(absl::StrCat(tenant, ": limits must be an object"));
+  TenantLimits limits;
+  for (const auto& [field, value] : json.items()) {
+    uint64_t* target = field == "max_concurrent_requests"    ? &limits.max_concurrent_requests
+                       : field == "prompt_tokens_per_minute" ? &limits.prompt_tokens_per_minute
+                       : field == "generated_tokens_per_minute"
+                           ? &limits.generated_tokens_per_minute
+                           : nullptr;
+    if (target == nullptr) {
+      return Invalid(absl::StrCat(tenant, ": unknown limit \"", absl::CHexEscape(field),
+                                  "\" (max_concurrent_requests, prompt_tokens_per_minute, "
+                                  "generated_tokens_per_minute)"));
+    }
+    if (!value.is_number_unsigned() || value.get<uint64_t>() > kMaxTenantLimit) {
+      return Invalid(absl::StrCat(tenant, ": limit ", field, " must be an integer in [0, ",
+                                  kMaxTenantLimit, "] (0: no limit)"));
+    }
+    *target = value.get<uint64_t>();
+  }
+  return limits;
+}
+
 }  // namespace
 
 absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text) {
@@ -90,7 +113,7 @@ absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text) {
     }
     if (!tenant.is_object()) return Invalid(absl::StrCat(name, " must be an object"));
     for (const auto& [field, value] : tenant.items()) {
-      if (field != "tokens" && field != "client_identities") {
+      if (field != "tokens" && field != "client_identities" && field != "limits") {
         return Invalid(absl::StrCat(name, ": unknown field \"", absl::CHexEscape(field), "\""));
       }
     }
@@ -125,6 +148,11 @@ absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text) {
         return Invalid(
             absl::StrCat("client identity \"", absl::CHexEscape(identity), "\" is given twice"));
       }
+    }
+    if (tenant.contains("limits")) {
+      absl::StatusOr<TenantLimits> limits = ParseLimits(tenant["limits"], name);
+      if (!limits.ok()) return limits.status();
+      if (!(*limits == TenantLimits())) table.limits[name] = *limits;
     }
     table.names.push_back(name);
   }
@@ -161,7 +189,7 @@ absl::Status TenantDirectory::ReloadIfChanged() {
   if (!table.ok()) {
     absl::Status error(table.status().code(), absl::StrCat(path_, ": ", table.status().message()));
     if (table_ != nullptr && !(stamp == failed_stamp_)) {
-      std::cerr << "yoco: keeping the last good tenant set: " << error.message() << std::endl;
+      LogWarning("keeping the last good tenant set").With("error", error.message());
     }
     failed_stamp_ = stamp;
     return error;
@@ -206,6 +234,12 @@ absl::StatusOr<std::string> TenantDirectory::ByIdentity(absl::Span<const std::st
 }
 
 std::vector<std::string> TenantDirectory::Names() { return Current()->names; }
+
+TenantLimits TenantDirectory::Limits(const std::string& tenant) {
+  std::shared_ptr<const TenantTable> table = Current();
+  auto it = table->limits.find(tenant);
+  return it == table->limits.end() ? TenantLimits() : it->second;
+}
 
 uint64_t TenantDirectory::loads() const {
   absl::MutexLock lock(&mu_);

@@ -2,7 +2,10 @@
 // file maps bearer tokens and client-certificate identities to tenant names:
 //
 //   {"tenants": {"team-a": {"tokens": ["...", "..."],
-//                           "client_identities": ["spiffe://cluster/ns/rag/sa/team-a"]},
+//                           "client_identities": ["spiffe://cluster/ns/rag/sa/team-a"],
+//                           "limits": {"max_concurrent_requests": 8,
+//                                      "prompt_tokens_per_minute": 2000000,
+//                                      "generated_tokens_per_minute": 20000}},
 //                "team-b": {"tokens": ["..."]}}}
 //
 // A tenant's name decides its prefix-cache salt (TenantCacheSalt), so tenants never share
@@ -34,15 +37,27 @@ inline constexpr size_t kMaxTenantCredentials = 100000;  // tokens + identities,
 inline constexpr size_t kMinTokenBytes = 16, kMaxTokenBytes = 4096;
 inline constexpr uint64_t kMaxTenantFileBytes = uint64_t{4} << 20;
 
+// What one tenant may use (0: no limit): requests in flight at once, and prompt and generated
+// tokens per minute (TenantUsage).
+struct TenantLimits {
+  uint64_t max_concurrent_requests = 0;
+  uint64_t prompt_tokens_per_minute = 0;
+  uint64_t generated_tokens_per_minute = 0;
+  bool operator==(const TenantLimits&) const = default;
+};
+inline constexpr uint64_t kMaxTenantLimit = uint64_t{1} << 40;
+
 struct TenantTable {
   std::vector<std::string> names;                                // sorted
+  std::map<std::string, TenantLimits> limits;                    // tenants that have any
   std::map<std::array<uint8_t, 32>, std::string> token_digests;  // SHA-256(token) -> tenant
   std::map<std::string, std::string> identities;                 // identity -> tenant
 };
 
 // INVALID_ARGUMENT naming the problem: not the format above, a name outside
 // [a-z0-9][a-z0-9._-]{0,62}, a token outside kMinTokenBytes..kMaxTokenBytes printable ASCII, a
-// token or identity given to two tenants, more than kMaxTenants tenants.
+// token or identity given to two tenants, more than kMaxTenants tenants, a limit that is not an
+// integer in [0, kMaxTenantLimit] or not one of TenantLimits'.
 absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text);
 
 // The cache salt of a tenant's requests. Clients cannot send it: under --tenants the router
@@ -62,6 +77,8 @@ class TenantDirectory {
   // UNAUTHENTICATED when it names none.
   absl::StatusOr<std::string> ByIdentity(absl::Span<const std::string> identities);
   std::vector<std::string> Names();
+  // The tenant's limits (none for a tenant the file gives none, or names no more).
+  TenantLimits Limits(const std::string& tenant);
 
   // Re-reads the file if it changed since it was last read (size, inode, modification or
   // change time). OK when nothing changed or the new file was taken; otherwise its error, and

@@ -7,6 +7,7 @@
 // Asio needs <utility> ahead of its headers with Boost 1.74 and g++ 12.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -15,7 +16,6 @@
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <deque>
-#include <iostream>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "lib/log/log.h"
 
 namespace yoco {
 
@@ -69,6 +70,7 @@ class SessionBase {
  public:
   virtual ~SessionBase() = default;
   virtual void Post(std::function<void()> f) = 0;
+  virtual void DoSetHeader(std::string name, std::string value) = 0;
   virtual void DoRespond(int status, std::string content_type, std::string body) = 0;
   virtual void DoStartStream(int status, std::string content_type) = 0;
   virtual void DoSend(std::string piece, std::function<void(bool)> sent) = 0;
@@ -85,6 +87,7 @@ class Exchange final : public HttpExchange {
       : session_(std::move(session)), keep_alive_(keep_alive) {}
   ~Exchange() override;
 
+  void SetHeader(std::string name, std::string value) override;
   void Respond(int status, std::string content_type, std::string body) override;
   void StartStream(int status, std::string content_type) override;
   void Send(std::string piece, std::function<void(bool)> sent) override;
@@ -131,6 +134,11 @@ class Connection final : public SessionBase,
   void Post(std::function<void()> f) override { net::post(stream_.get_executor(), std::move(f)); }
 
   // --- called on the strand by Exchange ---
+  void DoSetHeader(std::string name, std::string value) override {
+    if (closed_ || responded_) return;
+    extra_headers_.emplace_back(std::move(name), std::move(value));
+  }
+
   void DoRespond(int status, std::string content_type, std::string body) override {
     if (closed_ || responded_) return;
     responded_ = true;
@@ -148,6 +156,7 @@ class Connection final : public SessionBase,
                                                                   close_delimited_ ? 10 : 11);
     res->set(http::field::content_type, content_type);
     res->set(http::field::cache_control, "no-cache");
+    SetExtraHeaders(*res);
     res->keep_alive(keep_alive_);
     res->chunked(!close_delimited_);
     auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
@@ -227,6 +236,7 @@ class Connection final : public SessionBase,
     exchange_done_ = false;
     responded_ = false;
     complete_ = false;
+    extra_headers_.clear();
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(shared_->options.max_header_bytes));
     parser_->body_limit(shared_->options.max_body_bytes);
@@ -304,6 +314,17 @@ class Connection final : public SessionBase,
     WriteWhole(status, "application/json", std::move(body));
   }
 
+  // A value with a byte outside printable ASCII could split the header: such a header is dropped.
+  template <typename Response>
+  void SetExtraHeaders(Response& res) {
+    for (const auto& [name, value] : extra_headers_) {
+      const bool printable = std::all_of(value.begin(), value.end(), [](char c) {
+        return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
+      });
+      if (printable) res.set(name, value);
+    }
+  }
+
   void WriteWhole(int status, const std::string& content_type, std::string body) {
     auto res =
         std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
@@ -312,6 +333,7 @@ class Connection final : public SessionBase,
     // too many connections) say when to come back, as clients' retry logic (the OpenAI SDKs')
     // reads it; a second is about how long a queue of prefills takes to move.
     if (status == 429 || status == 503) res->set(http::field::retry_after, "1");
+    SetExtraHeaders(*res);
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
@@ -441,12 +463,19 @@ class Connection final : public SessionBase,
   bool writing_ = false;
   bool responded_ = false;
   bool complete_ = false;
+  std::vector<std::pair<std::string, std::string>> extra_headers_;  // the response's SetHeader
   bool exchange_done_ = false;
   bool closed_ = false;
 };
 
 Exchange::~Exchange() {
   if (!finished_.load()) session_->Post([s = session_] { s->Abandoned(); });
+}
+
+void Exchange::SetHeader(std::string name, std::string value) {
+  session_->Post([s = session_, n = std::move(name), v = std::move(value)]() mutable {
+    s->DoSetHeader(std::move(n), std::move(v));
+  });
 }
 
 void Exchange::Respond(int status, std::string content_type, std::string body) {
@@ -505,8 +534,8 @@ class TlsContextSource {
       stamp_ = stamp;
     } else if (stamp != failed_stamp_) {
       failed_stamp_ = stamp;
-      std::cerr << "HTTP TLS: keeping the last certificate: " << context.status().message()
-                << std::endl;
+      LogWarning("HTTP TLS: keeping the last certificate")
+          .With("error", context.status().message());
     }
     return current_;
   }

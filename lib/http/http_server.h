@@ -38,6 +38,9 @@ struct HttpRequest {
 class HttpExchange {
  public:
   virtual ~HttpExchange() = default;
+  // A header the response carries besides the server's own (e.g. X-Request-Id); called before
+  // Respond or StartStream. The value must be printable ASCII (no CR or LF).
+  virtual void SetHeader(std::string name, std::string value) = 0;
   // The whole response, with Content-Length.
   virtual void Respond(int status, std::string content_type, std::string body) = 0;
   // A response whose body follows in pieces (chunked transfer encoding): StartStream, Send

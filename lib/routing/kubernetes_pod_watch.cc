@@ -11,7 +11,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cstdlib>
-#include <iostream>
 #include <limits>
 #include <map>
 #include <random>
@@ -22,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/files/bounded_file.h"
+#include "lib/log/log.h"
 
 namespace yoco {
 namespace {
@@ -165,11 +165,12 @@ class KubernetesPodWatch::Impl {
       known = WorkerAddresses(pods_, target_.port).size();
     }
     if (status.ok()) {
-      std::cerr << "discovery of " << what_ << ": the Kubernetes API answers again (" << known
-                << " workers)" << std::endl;
+      LogInfo("the Kubernetes API answers again").With("what", what_).With("workers", known);
     } else {
-      std::cerr << "discovery of " << what_ << ": " << line << "; keeping the " << known
-                << " known workers" << std::endl;
+      LogWarning("Kubernetes discovery failed; keeping the known workers")
+          .With("what", what_)
+          .With("error", line)
+          .With("known", known);
     }
     last_report_ = line;
   }

@@ -1,9 +1,8 @@
 // Discovery rounds: lookups outside any lock the caller holds; changes applied in order.
 #include "lib/routing/worker_discovery.h"
 
-#include <iostream>
-
 #include "absl/synchronization/mutex.h"
+#include "lib/log/log.h"
 
 namespace yoco {
 
@@ -25,22 +24,24 @@ absl::Status WorkerDiscovery::Sync() {
   if (!found.ok()) {
     ++failed_lookups_;
     if (!failing_) {  // one line per outage, not one per round
-      std::cerr << "discovery of " << what_ << ": " << found.status().message() << "; keeping the "
-                << members_.size() << " known" << std::endl;
+      LogWarning("worker discovery failed; keeping the known workers")
+          .With("what", what_)
+          .With("error", found.status().message())
+          .With("known", members_.size());
     }
     failing_ = true;
     return found.status();
   }
-  if (failing_) std::cerr << "discovery of " << what_ << ": lookups work again" << std::endl;
+  if (failing_) LogInfo("worker discovery lookups work again").With("what", what_);
   failing_ = false;
   const std::set<std::string> now(found->begin(), found->end());
   // Said once each time the set becomes empty: a name that does not resolve (a typo, a Service
   // with no ready pod) is otherwise a router that silently has no workers.
   if (now.empty() && (!members_.empty() || !said_empty_)) {
-    std::cerr << "discovery of " << what_
-              << ": the name resolves to no address (no such name, or no ready pod behind it); "
-                 "no workers until it does"
-              << std::endl;
+    LogWarning(
+        "the name resolves to no address (no such name, or no ready pod behind it); no workers "
+        "until it does")
+        .With("what", what_);
   }
   said_empty_ = now.empty();
   for (const std::string& address : members_) {

@@ -5,9 +5,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <iostream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "lib/log/log.h"
 #include "lib/rpc/health_watchers.h"
 
 namespace yoco {
@@ -35,8 +36,8 @@ void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std:
   int signal = 0;
   sigwait(&set, &signal);
   draining = true;
-  std::cerr << name << ": " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining for up to "
-            << absl::FormatDuration(drain) << std::endl;
+  LogInfo(absl::StrCat(signal == SIGTERM ? "SIGTERM" : "SIGINT", ", draining"))
+      .With("up_to", absl::FormatDuration(drain));
   if (grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService()) {
     health->Shutdown();  // NOT_SERVING for every service name, to checks and watchers
   }
@@ -48,7 +49,7 @@ void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std:
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EndHealthWatches();
   shutdown.join();
-  std::cerr << name << ": stopped" << std::endl;
+  LogInfo("stopped");
 }
 
 bool Draining() { return draining.load(); }

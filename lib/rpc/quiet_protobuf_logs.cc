@@ -4,11 +4,10 @@
 #include <google/protobuf/stubs/logging.h>
 
 #include <atomic>
-#include <chrono>
-#include <iostream>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
+#include "lib/log/log.h"
 
 namespace yoco {
 namespace {
@@ -17,21 +16,18 @@ std::atomic<uint64_t> suppressed{0};
 
 void Handler(google::protobuf::LogLevel level, const char* file, int line,
              const std::string& message) {
-  static absl::Mutex mu;
-  static auto last = std::chrono::steady_clock::time_point();
-  static uint64_t held_back = 0;
-  absl::MutexLock lock(&mu);
-  const auto now = std::chrono::steady_clock::now();
-  if (level < google::protobuf::LOGLEVEL_FATAL && now - last < std::chrono::seconds(1)) {
-    ++held_back;
+  static LogRateLimit* limit = new LogRateLimit(1, absl::Seconds(1));
+  uint64_t held_back = 0;
+  if (level < google::protobuf::LOGLEVEL_FATAL && !limit->Allow(&held_back)) {
     ++suppressed;
     return;
   }
-  last = now;
-  std::cerr << "[libprotobuf " << file << ":" << line << "] " << message;
-  if (held_back > 0) std::cerr << " (" << held_back << " similar messages held back)";
-  std::cerr << std::endl;
-  held_back = 0;
+  const LogLevel ours = level >= google::protobuf::LOGLEVEL_ERROR     ? LogLevel::kError
+                        : level == google::protobuf::LOGLEVEL_WARNING ? LogLevel::kWarning
+                                                                      : LogLevel::kInfo;
+  LogLine(ours, message)
+      .With("source", absl::StrCat("libprotobuf ", file, ":", line))
+      .HeldBack(held_back);
 }
 
 }  // namespace

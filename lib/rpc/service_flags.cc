@@ -1,12 +1,17 @@
 // absl's --help shows only flags defined in a file named after the program; ours live in
-// services/ and the tools' main.cc, plus the TLS and allowed-callers flags of lib/.
+// services/ and the tools' main.cc, plus the TLS, allowed-callers and log flags of lib/. Parsing
+// them also configures the log, so every program logs as its flags say from its first line.
 #include "lib/rpc/service_flags.h"
+
+#include <cstdio>
+#include <cstdlib>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/log/log_flags.h"
 #include "lib/rpc/flag_names.h"
 
 namespace yoco {
@@ -16,7 +21,8 @@ std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage) {
   config.contains_help_flags = [](absl::string_view file) {
     return absl::StrContains(file, "services/") || absl::StrContains(file, "loadtest/") ||
            absl::StrContains(file, "tools/") || absl::StrContains(file, "lib/rpc/tls_flags") ||
-           absl::StrContains(file, "lib/auth/allowed_callers_flag");
+           absl::StrContains(file, "lib/auth/allowed_callers_flag") ||
+           absl::StrContains(file, "lib/log/log_flags");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   const absl::string_view path = argc > 0 ? argv[0] : "yoco";
@@ -28,7 +34,12 @@ std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage) {
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   UnderscoreFlagNames(argc, argv);
-  return absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (absl::Status log = ConfigureLogFromFlags(name); !log.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(log.message()).c_str());
+    std::exit(2);
+  }
+  return args;
 }
 
 }  // namespace yoco

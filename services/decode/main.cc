@@ -1,8 +1,9 @@
 // yoco-decode: the decode worker. Flags, wiring, run.
-#include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "lib/engine/backend_choice.h"
+#include "lib/log/log.h"
 #include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/transfer_metrics_export.h"
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   yoco::ParseServiceFlags(argc, argv,
                           "the decode worker (continuous batching, token "
                           "streams).\nusage: yoco-decode --model DIR [flags] (or --flagfile=FILE)");
-  yoco::WorkerBase base = yoco::WorkerBaseFromFlagsOrExit("yoco-decode");
+  yoco::WorkerBase base = yoco::WorkerBaseFromFlagsOrExit();
   yoco::DecodeWorkerOptions options;
   options.transport = base.transport;
   options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   choice.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   auto backend = yoco::MakeBackend(base.model, choice);
   if (!backend.ok()) {
-    std::cerr << "yoco-decode: " << backend.status().message() << "\n";
+    yoco::LogError(backend.status().message());
     return 1;
   }
   const std::string backend_description = yoco::DescribeBackend(**backend);
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
     prefill_choice.lazy_host_states = false;  // its states go to the batch's backend
     auto made = yoco::MakeBackend(base.model, prefill_choice);
     if (!made.ok()) {
-      std::cerr << "yoco-decode: " << made.status().message() << "\n";
+      yoco::LogError(made.status().message());
       return 1;
     }
     prefill_backend = std::move(*made);
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
   auto worker =
       yoco::DecodeWorker::Create(std::move(*backend), options, std::move(prefill_backend));
   if (!worker.ok()) {
-    std::cerr << "yoco-decode: " << worker.status().message() << "\n";
+    yoco::LogError(worker.status().message());
     return 1;
   }
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();

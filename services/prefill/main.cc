@@ -1,10 +1,11 @@
 // yoco-prefill: the prefill worker. Flags, wiring, run.
 #include <algorithm>
-#include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "lib/engine/backend_choice.h"
 #include "lib/files/key_file.h"
+#include "lib/log/log.h"
 #include "lib/metrics/load_signals_export.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/snapshot_store_export.h"
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   yoco::ParseServiceFlags(argc, argv,
                           "the prefill worker (prefix cache, state bundles over "
                           "UCX).\nusage: yoco-prefill --model DIR [flags] (or --flagfile=FILE)");
-  yoco::WorkerBase base = yoco::WorkerBaseFromFlagsOrExit("yoco-prefill");
+  yoco::WorkerBase base = yoco::WorkerBaseFromFlagsOrExit();
   yoco::PrefillWorkerOptions options;
   options.cache_budget_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
   options.transfer_buffer_keep_bytes = absl::GetFlag(FLAGS_transfer_buffer_mb) << 20;
   options.prefault = absl::GetFlag(FLAGS_prefault);
   if (const int64_t mb = absl::GetFlag(FLAGS_bundle_part_mb); mb < 0 || mb > 4096) {
-    std::cerr << "yoco-prefill: --bundle-part-mb " << mb << " is not in [0, 4096]\n";
+    yoco::LogError(absl::StrCat("--bundle-part-mb ", mb, " is not in [0, 4096]"));
     return 2;
   }
   options.bundle_part_bytes = absl::GetFlag(FLAGS_bundle_part_mb) << 20;
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   if (const std::string path = absl::GetFlag(FLAGS_cache_key_file); !path.empty()) {
     absl::StatusOr<std::string> key = yoco::ReadKeyFile(path, "cache key");
     if (!key.ok()) {
-      std::cerr << "yoco-prefill: " << key.status().message() << "\n";
+      yoco::LogError(key.status().message());
       return 1;
     }
     options.cache_key = std::move(*key);
@@ -73,19 +74,18 @@ int main(int argc, char** argv) {
   // default): no lazy_host_states here.
   auto backend = yoco::MakeBackend(base.model, base.backend);
   if (!backend.ok()) {
-    std::cerr << "yoco-prefill: " << backend.status().message() << "\n";
+    yoco::LogError(backend.status().message());
     return 1;
   }
   const std::string backend_description = yoco::DescribeBackend(**backend);
   auto created = yoco::PrefillWorker::Create(std::move(*backend), base.transport, options);
   if (!created.ok()) {
-    std::cerr << "yoco-prefill: " << created.status().message() << "\n";
+    yoco::LogError(created.status().message());
     return 1;
   }
   yoco::PrefillWorker& worker = **created;
   for (const yoco::DiscardedSnapshot& d : worker.discarded_at_start()) {
-    std::cerr << "yoco-prefill: discarded snapshot " << d.key.Hex() << ": " << d.reason.message()
-              << "\n";
+    yoco::LogWarning("discarded snapshot").With("key", d.key.Hex()).With("why", d.reason.message());
   }
   yoco::PrefillService service(worker, absl::GetFlag(FLAGS_listen), backend_description,
                                std::move(base.callers));

@@ -5,10 +5,14 @@
 #include "services/router/generate_stream.h"
 
 #include <algorithm>
-#include <iostream>
 
+#include "absl/random/random.h"
+#include "absl/strings/str_format.h"
+#include "lib/log/log.h"
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
+#include "lib/rpc/request_id.h"
+#include "lib/rpc/retry_after.h"
 
 namespace yoco {
 namespace {
@@ -29,6 +33,13 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
       context_(context),
       request_(request),
       room_(pool.load_queue(), [this](bool turn) { OnRoom(turn); }) {
+  if (absl::Status id = CheckRequestId(request_->request_id()); !id.ok()) {
+    context_->AddTrailingMetadata(kInvalidFieldMetadata, InvalidField(id));
+    FinishWith(ToGrpcStatus(id));
+    return;
+  }
+  request_id_ = request_->request_id().empty() ? NewRequestId() : request_->request_id();
+  context_->AddTrailingMetadata(kRequestIdMetadata, request_id_);
   absl::StatusOr<CallScope> scope =
       pool_.Scope(*context_, !request_->cache_salt().empty(), request_->cache_salt());
   if (!scope.ok()) {
@@ -47,6 +58,17 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
     return;
   }
   call_ = *std::move(call);
+  absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> lease =
+      pool_.AdmitTenant(scope_, call_.prompt.size());
+  if (!lease.ok()) {
+    if (std::optional<absl::Duration> after = TenantUsage::RetryAfter(lease.status())) {
+      context_->AddTrailingMetadata(kRetryAfterMsMetadata,
+                                    absl::StrCat(absl::ToInt64Milliseconds(*after)));
+    }
+    FinishWith(ToGrpcStatus(lease.status()));
+    return;
+  }
+  tenant_lease_ = *std::move(lease);
   sent_ = SentTokens(call_, pool_.tokenizer(), start_);
   load_wait_until_ =
       std::min(context_->deadline(), std::chrono::system_clock::now() +
@@ -72,8 +94,10 @@ void GenerateStream::OnCancel() {
 
 bool GenerateStream::InPhase(Phase expected) {
   if (phase_ == expected) return true;
-  std::cerr << "yoco-router: request " << request_->request_id() << ": step for phase "
-            << static_cast<int>(expected) << " ran in phase " << static_cast<int>(phase_) << "\n";
+  LogError("a request's step ran in the wrong phase")
+      .With("request_id", request_id_)
+      .With("expected", static_cast<int>(expected))
+      .With("phase", static_cast<int>(phase_));
   FinishWith(grpc::Status(grpc::StatusCode::INTERNAL, "the router lost track of this request"));
   return false;
 }
@@ -207,6 +231,7 @@ void GenerateStream::StartRemotePrefill() {
   phase_ = Phase::kPrefilling;
   const WorkerChoice& prefill = *attempt_.pair.prefill;
   const WorkerChoice& decode = *attempt_.pair.decode;
+  tried_prefill_ = prefill.index;
   if (prefill.better_holder.has_value()) pool_.CopySnapshotLater(prefill, attempt_.keys);
   // Prefill the prompt plus whatever was already sent; it returns the next token.
   attempt_.prefill_request =
@@ -281,6 +306,7 @@ void GenerateStream::ContinueAfterFirstToken() {
 void GenerateStream::StartDecode(v1::DecodeRequest request) {
   phase_ = Phase::kDecoding;
   attempt_.decode_start = std::chrono::steady_clock::now();
+  last_decode_ = attempt_.pair.decode->index;
   DecodeRelay* relay = ops_.Keep(std::make_unique<DecodeRelay>(
       std::move(request), [this](const v1::DecodeEvent& event) { OnDecodeEvent(event); },
       [this](const grpc::Status& status) { OnDecodeDone(status); }));
@@ -375,8 +401,8 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
 }
 
 AttemptRequest GenerateStream::Asked() const {
-  return AttemptRequest{request_->request_id(), attempt_.input, call_.sampling,
-                        sent_.still_to_come(), call_.stop_at_eos};
+  return AttemptRequest{request_id_, attempt_.input, call_.sampling, sent_.still_to_come(),
+                        call_.stop_at_eos};
 }
 
 void GenerateStream::Emit(int32_t id, std::function<void()> then) {
@@ -389,6 +415,7 @@ void GenerateStream::Emit(int32_t id, std::function<void()> then) {
   }
   metrics_.generated_tokens.Increment();
   if (scope_.generated_tokens != nullptr) scope_.generated_tokens->Increment();
+  if (tenant_lease_ != nullptr) tenant_lease_->ChargeGenerated(1);
   out_.Clear();
   *out_.mutable_token() = sent.message;
   after_write_ = std::move(then);
@@ -419,6 +446,7 @@ void GenerateStream::OnWriteDone(bool ok) {
 
 void GenerateStream::Complete(v1::FinishReason reason) {
   attempt_ = Attempt();  // releases the workers' counts
+  tenant_lease_.reset();
   phase_ = Phase::kFinished;
   if (scope_.prompt_tokens != nullptr) scope_.prompt_tokens->Increment(call_.prompt.size());
   if (pool_.options().snapshot_conversations && last_prefill_.has_value()) {
@@ -430,6 +458,7 @@ void GenerateStream::Complete(v1::FinishReason reason) {
   metrics_.Outcome(grpc::StatusCode::OK).Increment();
   out_.Clear();
   *out_.mutable_finish() = report_.Finished(reason, call_.prompt.size(), sent_.ids().size());
+  LogAccess(grpc::Status::OK, out_.finish());
   // Written, then finished once written: StartWriteAndFinish's message can be lost on the
   // in-process transport (the HTTP front's) when the client reads it only after the status.
   after_write_ = [this] { Finish(grpc::Status::OK); };
@@ -441,8 +470,40 @@ void GenerateStream::FinishWith(const grpc::Status& status) {
   phase_ = Phase::kFinished;
   attempt_.decode_load.reset();
   attempt_.prefill_load.reset();
+  tenant_lease_.reset();
   metrics_.Outcome(status.error_code()).Increment();
+  LogAccess(status, report_.Finished(v1::FINISH_REASON_UNSPECIFIED, call_.prompt.size(),
+                                     sent_.ids().size()));
   Finish(status);
+}
+
+void GenerateStream::LogAccess(const grpc::Status& status, const v1::Finish& finish) {
+  if (!pool_.options().access_log) return;
+  LogLine line(LogLevel::kInfo, "request finished");
+  line.With("request_id", request_id_)
+      .With("outcome", OutcomeName(status.error_code()))
+      .With("finish_reason", v1::FinishReason_Name(finish.reason()));
+  if (!scope_.tenant.empty()) line.With("tenant", scope_.tenant);
+  line.With("prompt_tokens", finish.usage().prompt_tokens())
+      .With("cached_tokens", finish.usage().cached_prompt_tokens())
+      .With("generated_tokens", finish.usage().generated_tokens())
+      .With("ttft_ms", finish.timings().ttft_ms())
+      .With("duration_ms", MsSince(start_))
+      .With("retries", attempts_);
+  if (finish.local_prefill()) {
+    line.With("prefill", "local");
+  } else if (tried_prefill_.has_value()) {
+    line.With("prefill", pool_.WorkerAddress(WorkerRole::kPrefill, *tried_prefill_));
+  }
+  if (last_decode_.has_value()) {
+    line.With("decode", pool_.WorkerAddress(WorkerRole::kDecode, *last_decode_));
+  }
+  if (!status.ok()) line.With("error", status.error_message());
+}
+
+std::string GenerateStream::NewRequestId() {
+  absl::BitGen gen;
+  return absl::StrFormat("req-%016x", absl::Uniform<uint64_t>(gen));
 }
 
 }  // namespace yoco

@@ -91,6 +91,9 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   AttemptRequest Asked() const;
   // Sends a token to the client, then runs `then` (not when the client is gone).
   void Emit(int32_t id, std::function<void()> then);
+  // The access log's line for a call that ended with `status` and `finish`.
+  void LogAccess(const grpc::Status& status, const v1::Finish& finish);
+  static std::string NewRequestId();  // for a client that sent none
   // The request succeeded with `reason`.
   void Complete(v1::FinishReason reason);
   // The request failed with `status` (or succeeded on the client's side: never called twice).
@@ -107,6 +110,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   const v1::GenerateRequest* const request_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   CallScope scope_;
+  std::unique_ptr<TenantUsage::Lease> tenant_lease_;  // while the request runs, under --tenants
+  std::string request_id_;                            // the client's, or one the router made
   CheckedGenerateRequest call_;
   Phase phase_ = Phase::kChoosing;
 
@@ -122,9 +127,10 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   AvoidedWorkers avoided_;
   std::chrono::system_clock::time_point load_wait_until_;
   grpc::Status last_error_{grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker"};
-  std::optional<size_t> last_prefill_;
-  std::atomic<bool> stalled_{false};  // the StallWatch cut this attempt's stream
-  LoadQueuePlace room_;               // in the load queue while every pair refuses for load
+  std::optional<size_t> last_prefill_;  // the last that answered: it snapshots the conversation
+  std::optional<size_t> tried_prefill_, last_decode_;  // the last called (the access log's)
+  std::atomic<bool> stalled_{false};                   // the StallWatch cut this attempt's stream
+  LoadQueuePlace room_;  // in the load queue while every pair refuses for load
 
   InFlightOps ops_;
 };

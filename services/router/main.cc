@@ -1,12 +1,13 @@
 // yoco-router: the public API in front of prefill and decode workers. Flags, wiring, run.
 #include <algorithm>
 #include <filesystem>
-#include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "lib/auth/tenant_directory.h"
 #include "lib/http/http_server.h"
+#include "lib/log/log.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/openai/chat_template.h"
 #include "lib/rpc/graceful_shutdown.h"
@@ -101,6 +102,9 @@ ABSL_FLAG(std::string, http_tls_cert, "",
 ABSL_FLAG(std::string, http_tls_key, "", "PEM private key of --http-tls-cert");
 ABSL_FLAG(std::string, http_tls_ca, "",
           "with --http-tls-cert: HTTP clients must present a certificate this CA signed");
+ABSL_FLAG(bool, access_log, true,
+          "log one line per finished Generate call (request id, tenant, prompt, cached and "
+          "generated tokens, TTFT, duration, outcome, retries, the workers that served it)");
 ABSL_FLAG(bool, snapshot_conversations, true,
           "after each request, extend its prefill worker's cache over the generated tokens so a "
           "follow-up turn prefills only what is new");
@@ -113,7 +117,7 @@ int main(int argc, char** argv) {
                           "--decode HOST:PORT[,...] [flags] (or --flagfile=FILE)");
   auto config = yoco::ModelConfig::FromFile(absl::GetFlag(FLAGS_model) + "/params.json");
   if (!config.ok()) {
-    std::cerr << "yoco-router: " << config.status().message() << "\n";
+    yoco::LogError(config.status().message());
     return 1;
   }
   std::unique_ptr<yoco::Tokenizer> tokenizer = std::make_unique<yoco::ByteTokenizer>();
@@ -122,15 +126,16 @@ int main(int argc, char** argv) {
     auto bpe = yoco::TiktokenBpe::Load(absl::GetFlag(FLAGS_tiktoken_ranks), yoco::kCl100kPattern,
                                        yoco::YocoSpecialTokens());
     if (!bpe.ok()) {
-      std::cerr << "yoco-router: " << bpe.status().message() << "\n";
+      yoco::LogError(bpe.status().message());
       return 1;
     }
     tokenizer = std::move(*bpe);
     tokenizer_name = "tiktoken";
   }
   if (tokenizer->id_limit() > config->vocab_size) {
-    std::cerr << "yoco-router: the tokenizer's ids (< " << tokenizer->id_limit()
-              << ") do not fit the model's vocabulary (" << config->vocab_size << ")\n";
+    yoco::LogError("the tokenizer's ids do not fit the model's vocabulary")
+        .With("id_limit", tokenizer->id_limit())
+        .With("vocab_size", config->vocab_size);
     return 1;
   }
   yoco::RouterOptions options;
@@ -142,18 +147,19 @@ int main(int argc, char** argv) {
   }
   if (auto worker_credentials = yoco::MakeChannelCredentials(options.worker_tls);
       !worker_credentials.ok()) {
-    std::cerr << "yoco-router: calls to workers: " << worker_credentials.status().message() << "\n";
+    yoco::LogError(absl::StrCat("calls to workers: ", worker_credentials.status().message()));
     return 1;
   }
   options.prefill_workers = absl::StrSplit(absl::GetFlag(FLAGS_prefill), ',', absl::SkipEmpty());
   options.decode_workers = absl::StrSplit(absl::GetFlag(FLAGS_decode), ',', absl::SkipEmpty());
   if (options.prefill_workers.empty() || options.decode_workers.empty()) {
-    std::cerr << "yoco-router: --prefill and --decode are required\n";
+    yoco::LogError("--prefill and --decode are required");
     return 1;
   }
   options.probe_interval = absl::Milliseconds(absl::GetFlag(FLAGS_probe_interval_ms));
   options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
   options.snapshot_conversations = absl::GetFlag(FLAGS_snapshot_conversations);
+  options.access_log = absl::GetFlag(FLAGS_access_log);
   options.wait_for_workers = absl::Milliseconds(absl::GetFlag(FLAGS_wait_for_workers_ms));
   options.stall_multiple = absl::GetFlag(FLAGS_stall_multiple);
   options.min_stall = absl::Milliseconds(std::max(1, absl::GetFlag(FLAGS_min_stall_ms)));
@@ -167,14 +173,13 @@ int main(int argc, char** argv) {
     auto opened = yoco::TenantDirectory::Open(
         absl::GetFlag(FLAGS_tenants), absl::Seconds(absl::GetFlag(FLAGS_tenants_reload_seconds)));
     if (!opened.ok()) {
-      std::cerr << "yoco-router: --tenants: " << opened.status().message() << "\n";
+      yoco::LogError(absl::StrCat("--tenants: ", opened.status().message()));
       return 1;
     }
     tenants = *std::move(opened);
     options.tenants = tenants.get();
     if (yoco::TlsFilesFromFlags().cert.empty()) {
-      std::cerr << "yoco-router: warning: --tenants without --tls-cert: bearer tokens travel in "
-                   "plaintext\n";
+      yoco::LogWarning("--tenants without --tls-cert: bearer tokens travel in plaintext");
     }
   }
   auto registry = std::make_shared<prometheus::Registry>();
@@ -185,7 +190,7 @@ int main(int argc, char** argv) {
   options.k8s_ca_file = absl::GetFlag(FLAGS_k8s_ca_file);
   yoco::RouterService service(*config, std::move(tokenizer), tokenizer_name, options, &metrics);
   if (absl::Status st = service.Start(); !st.ok()) {
-    std::cerr << "yoco-router: " << st.message() << "\n";
+    yoco::LogError(st.message());
     return 1;
   }
   auto callbacks = std::make_shared<yoco::ScrapeCallbacks>();
@@ -201,25 +206,25 @@ int main(int argc, char** argv) {
   auto metrics_server =
       yoco::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry, callbacks);
   if (!metrics_server.ok()) {
-    std::cerr << "yoco-router: " << metrics_server.status().message() << "\n";
+    yoco::LogError(metrics_server.status().message());
     return 1;
   }
   if ((*metrics_server)->port() != 0) {
-    std::cerr << "yoco-router: metrics on port " << (*metrics_server)->port() << std::endl;
+    yoco::LogInfo(absl::StrCat("metrics on port ", (*metrics_server)->port()));
   }
   int port = 0;
   auto credentials = yoco::MakeServerCredentials(yoco::TlsFilesFromFlags());
   if (!credentials.ok()) {
-    std::cerr << "yoco-router: " << credentials.status().message() << "\n";
+    yoco::LogError(credentials.status().message());
     return 1;
   }
   auto server = yoco::StartGrpcServer(absl::GetFlag(FLAGS_listen), {&service},
                                       yoco::v1::Yoco::service_full_name(), &port, *credentials);
   if (!server.ok()) {
-    std::cerr << "yoco-router: " << server.status().message() << "\n";
+    yoco::LogError(server.status().message());
     return 1;
   }
-  std::cerr << "yoco-router: serving on port " << port << std::endl;
+  yoco::LogInfo(absl::StrCat("serving on port ", port));
   // The HTTP front and its server outlive main when calls did not end in time (below).
   yoco::OpenAiFront* front = nullptr;
   std::unique_ptr<yoco::HttpServer> http;
@@ -227,7 +232,7 @@ int main(int argc, char** argv) {
     const std::string model_dir = absl::GetFlag(FLAGS_model);
     auto chat_template = yoco::ChatTemplate::Load(model_dir, *config);
     if (!chat_template.ok()) {
-      std::cerr << "yoco-router: " << chat_template.status().message() << "\n";
+      yoco::LogError(chat_template.status().message());
       return 1;
     }
     yoco::OpenAiFrontOptions front_options;
@@ -263,8 +268,7 @@ int main(int argc, char** argv) {
       http_options.tls =
           yoco::HttpTlsFiles{grpc_tls.cert, grpc_tls.key, grpc_tls.ca, grpc_tls.reload};
     } else if (tenants != nullptr) {
-      std::cerr << "yoco-router: warning: --tenants with a plain-HTTP API: bearer tokens travel "
-                   "in plaintext\n";
+      yoco::LogWarning("--tenants with a plain-HTTP API: bearer tokens travel in plaintext");
     }
     auto started = yoco::HttpServer::Start(
         absl::GetFlag(FLAGS_http_listen), http_options,
@@ -272,12 +276,12 @@ int main(int argc, char** argv) {
           front->Handle(std::move(request), std::move(exchange));
         });
     if (!started.ok()) {
-      std::cerr << "yoco-router: --http-listen: " << started.status().message() << "\n";
+      yoco::LogError(absl::StrCat("--http-listen: ", started.status().message()));
       return 1;
     }
     http = *std::move(started);
-    std::cerr << "yoco-router: HTTP" << (http_options.tls ? "S" : "") << " API (model \""
-              << front_options.model_name << "\") on port " << http->port() << std::endl;
+    yoco::LogInfo(absl::StrCat(http_options.tls ? "HTTPS" : "HTTP", " API on port ", http->port()))
+        .With("model", front_options.model_name);
   }
   yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
                              "yoco-router");
@@ -285,7 +289,7 @@ int main(int argc, char** argv) {
     // Calls still in flight hold exchanges of the HTTP server: if they do not end, both are
     // left to the process's exit rather than destroyed under them.
     if (!front->Shutdown(absl::Seconds(10))) {
-      std::cerr << "yoco-router: HTTP calls did not end in time\n";
+      yoco::LogWarning("HTTP calls did not end in time");
       http.release();
       return 0;
     }

@@ -13,6 +13,8 @@
 #include "lib/openai/openai_response.h"
 #include "lib/openai/stop_string_trimmer.h"
 #include "lib/rpc/invalid_field.h"
+#include "lib/rpc/request_id.h"
+#include "lib/rpc/retry_after.h"
 
 namespace yoco {
 namespace {
@@ -168,6 +170,14 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
                                      ? absl::InternalError("the generation ended early")
                                      : WithParam(FromGrpc(status), InvalidFieldOf(context_));
       if (!stream_started_) {
+        const auto& trailers = context_.GetServerTrailingMetadata();
+        if (auto it = trailers.find(kRetryAfterMsMetadata); it != trailers.end()) {
+          int64_t ms = 0;
+          if (absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &ms)) {
+            exchange_->SetHeader("Retry-After",
+                                 absl::StrCat((std::max<int64_t>(ms, 1) + 999) / 1000));
+          }
+        }
         front_.Fail(*exchange_, error);
       } else {
         // The status line is sent: the error travels as an event, as OpenAI's servers do.
@@ -384,6 +394,9 @@ void OpenAiFront::Generate(const HttpRequest& request, std::shared_ptr<HttpExcha
   header.model = options_.model_name;
   const std::string request_id = request.Header("x-request-id");
   parsed->request.set_request_id(request_id.empty() ? header.id : request_id.substr(0, 128));
+  // Echoed, so a client can quote it (the server drops a value that is not printable ASCII; the
+  // router then refuses the request, naming the field).
+  exchange->SetHeader(kRequestIdMetadata, parsed->request.request_id());
   HttpGenerateCall::Start(*this, *stub_, request, std::move(exchange), *std::move(parsed),
                           std::move(header));
 }

@@ -103,6 +103,20 @@ absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequ
   return document;
 }
 
+absl::Status CheckRequestId(const std::string& request_id) {
+  if (request_id.size() > kMaxRequestIdBytes) {
+    return FieldError("request_id", absl::StrCat("the request id has ", request_id.size(),
+                                                 " bytes: at most ", kMaxRequestIdBytes));
+  }
+  for (const char c : request_id) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+      return FieldError("request_id",
+                        "the request id may hold only printable ASCII characters (X-Request-Id)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckFitsDecodeWorker(uint64_t input, uint64_t still_to_come, uint64_t longest_rows) {
   const uint64_t rows = input + still_to_come - 1;
   if (longest_rows == 0 || rows <= longest_rows) return absl::OkStatus();

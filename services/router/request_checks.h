@@ -35,6 +35,12 @@ struct CheckedGenerateRequest {
 // client in kInvalidFieldMetadata.
 std::string InvalidField(const absl::Status& status);
 
+inline constexpr size_t kMaxRequestIdBytes = 128;
+
+// A client's request id goes into logs, gRPC metadata and HTTP headers: empty (the router makes
+// one) or 1-128 printable ASCII characters; INVALID_ARGUMENT (field request_id) otherwise.
+absl::Status CheckRequestId(const std::string& request_id);
+
 // INVALID_ARGUMENT naming the problem (and the field, InvalidField): an empty prompt, a token
 // outside the vocabulary, a text the tokenizer refuses (it must be UTF-8), bad sampling settings,
 // too many or too long stop strings, an absurd max_new_tokens, or a prompt + max_new_tokens beyond

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/log/log.h"
 #include "lib/rpc/grpc_status.h"
 #include "services/router/request_checks.h"
 #include "services/router/router_service.h"
@@ -180,9 +180,11 @@ void RouterService::CopySnapshotLater(const WorkerChoice& choice,
       metrics_->snapshot_copies.Increment();
       prefill_workers_->Probe(target);
     } else {
-      std::cerr << "yoco-router: copying snapshot " << key.Hex() << " from "
-                << prefill_workers_->address(holder) << " to " << prefill_workers_->address(target)
-                << " failed: " << st.error_message() << std::endl;
+      LogWarning("copying a snapshot failed")
+          .With("key", key.Hex())
+          .With("from", prefill_workers_->address(holder))
+          .With("to", prefill_workers_->address(target))
+          .With("error", st.error_message());
     }
     absl::MutexLock lock(&copies_mu_);
     copies_.erase({key, target});

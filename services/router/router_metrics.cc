@@ -99,16 +99,19 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                          .Help("Responses of the OpenAI HTTP front (--http-listen) by status")
                          .Register(registry)) {}
 
+const char* OutcomeName(grpc::StatusCode code) {
+  return code == grpc::StatusCode::OK                   ? "ok"
+         : code == grpc::StatusCode::INVALID_ARGUMENT   ? "invalid_argument"
+         : code == grpc::StatusCode::RESOURCE_EXHAUSTED ? "resource_exhausted"
+         : code == grpc::StatusCode::CANCELLED          ? "cancelled"
+         : code == grpc::StatusCode::DEADLINE_EXCEEDED  ? "deadline_exceeded"
+         : code == grpc::StatusCode::UNAVAILABLE        ? "unavailable"
+         : code == grpc::StatusCode::UNAUTHENTICATED    ? "unauthenticated"
+                                                        : "error";
+}
+
 prometheus::Counter& RouterMetrics::Outcome(grpc::StatusCode code) {
-  const char* name = code == grpc::StatusCode::OK                   ? "ok"
-                     : code == grpc::StatusCode::INVALID_ARGUMENT   ? "invalid_argument"
-                     : code == grpc::StatusCode::RESOURCE_EXHAUSTED ? "resource_exhausted"
-                     : code == grpc::StatusCode::CANCELLED          ? "cancelled"
-                     : code == grpc::StatusCode::DEADLINE_EXCEEDED  ? "deadline_exceeded"
-                     : code == grpc::StatusCode::UNAVAILABLE        ? "unavailable"
-                     : code == grpc::StatusCode::UNAUTHENTICATED    ? "unauthenticated"
-                                                                    : "error";
-  return requests.Add({{"outcome", name}});
+  return requests.Add({{"outcome", OutcomeName(code)}});
 }
 
 }  // namespace yoco

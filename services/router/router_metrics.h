@@ -12,6 +12,9 @@
 
 namespace yoco {
 
+// A request's outcome as the metrics' label and the access log name it: "ok", "cancelled", ...
+const char* OutcomeName(grpc::StatusCode code);
+
 // The router's Prometheus metrics.
 struct RouterMetrics {
   explicit RouterMetrics(prometheus::Registry& registry);

@@ -26,6 +26,8 @@ struct RouterOptions {
   std::string k8s_token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
   std::string k8s_ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
   int attempts = 3;  // worker pairs tried per request
+  // One log line per finished Generate call: who, how much, how fast, how it ended, where.
+  bool access_log = true;
   // A request that finds no healthy worker pair waits this long (within its deadline) for one,
   // since workers that are restarting (a rollout, a crash) come back within seconds.
   absl::Duration wait_for_workers = absl::Seconds(10);

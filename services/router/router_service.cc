@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/auth/caller_tenant.h"
+#include "lib/log/log.h"
 #include "lib/model/sampling_params.h"
 #include "lib/routing/dns_lookup.h"
 #include "lib/rpc/failed_peer.h"
@@ -184,8 +184,9 @@ void RouterService::JoinWorker(const std::string& address, const std::string& tl
     }
   }
   if (stubs.size() == kMaxWorkers) {
-    std::cerr << "yoco-router: " << address << " is not used: the router takes at most "
-              << kMaxWorkers << " workers of a role\n";
+    LogError("a worker is not used: the router takes at most kMaxWorkers of a role")
+        .With("address", address)
+        .With("max_workers", kMaxWorkers);
     return;
   }
   grpc::ChannelArguments args = channel_args_;
@@ -245,6 +246,14 @@ bool RouterService::PrefillOnDecodeWorker(const std::optional<WorkerChoice>& dec
   return load < options_.local_prefill_max_load;
 }
 
+absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> RouterService::AdmitTenant(
+    const CallScope& scope, uint64_t prompt_tokens) {
+  if (options_.tenants == nullptr || scope.tenant.empty()) {
+    return std::unique_ptr<TenantUsage::Lease>();
+  }
+  return tenant_usage_.Admit(scope.tenant, options_.tenants->Limits(scope.tenant), prompt_tokens);
+}
+
 uint64_t RouterService::LongestSequenceRows() const {
   return decode_workers_->LongestSequenceRows();
 }
@@ -282,6 +291,11 @@ void RouterService::MarkFailed(WorkerRole role, size_t index) {
     decode_workers_->MarkFailed(index);
     metrics_->decode_worker_failures.Increment();
   }
+}
+
+std::string RouterService::WorkerAddress(WorkerRole role, size_t index) const {
+  return role == WorkerRole::kPrefill ? prefill_workers_->address(index)
+                                      : decode_workers_->address(index);
 }
 
 void RouterService::NoteHeld(size_t decode_index, const BlockKey& key) {

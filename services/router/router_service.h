@@ -90,6 +90,8 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   std::vector<BlockKey> UsableKeys(const std::string& salt,
                                    const std::vector<int32_t>& tokens) const override;
   uint64_t LongestSequenceRows() const override;
+  absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> AdmitTenant(const CallScope& scope,
+                                                                  uint64_t prompt_tokens) override;
   WorkerPair ChoosePair(const PairRequest& request) override;
   v1::PrefillWorker::StubInterface& PrefillStub(size_t index) override {
     return *prefill_stubs_[index];
@@ -99,6 +101,7 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   }
   std::unique_ptr<WorkerRegistry::InFlight> CountRequest(WorkerRole role, size_t index) override;
   void MarkFailed(WorkerRole role, size_t index) override;
+  std::string WorkerAddress(WorkerRole role, size_t index) const override;
   void NoteHeld(size_t decode_index, const BlockKey& key) override;
   std::optional<ForgottenReason> WhyForgotten(absl::Span<const BlockKey> keys) const override;
   void CopySnapshotLater(const WorkerChoice& choice, const std::vector<BlockKey>& keys) override;
@@ -155,6 +158,7 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   std::set<std::pair<BlockKey, size_t>> copies_
       ABSL_GUARDED_BY(copies_mu_);  // (snapshot, target worker) queued or running
   LoadWaitQueue load_queue_;
+  TenantUsage tenant_usage_;        // against the tenant file's limits
   BoundedJobQueue background_{64};  // its jobs use the members above
   // Wakes a waiter now and then, for room nothing at this router announces (other routers'
   // requests ending, workers coming back). Last: it uses load_queue_.

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "lib/auth/tenant_usage.h"
 #include "lib/cache/block_key.h"
 #include "lib/model/model_config.h"
 #include "lib/routing/load_wait_queue.h"
@@ -65,6 +66,11 @@ class WorkerPool {
   // salt itself (it could otherwise reach another tenant's snapshots).
   virtual absl::StatusOr<CallScope> Scope(const grpc::ServerContextBase& context, bool has_salt,
                                           const std::string& request_salt) = 0;
+  // Admits a request of the scope's tenant under its limits (nothing to admit without
+  // --tenants: null): the lease is held while the request runs and charged its generated
+  // tokens. RESOURCE_EXHAUSTED naming the limit otherwise (TenantUsage::RetryAfter says when).
+  virtual absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> AdmitTenant(
+      const CallScope& scope, uint64_t prompt_tokens) = 0;
   // The block keys of `tokens` a prefill can resume from (all but the last token's block).
   virtual std::vector<BlockKey> UsableKeys(const std::string& salt,
                                            const std::vector<int32_t>& tokens) const = 0;
@@ -79,6 +85,8 @@ class WorkerPool {
   virtual std::unique_ptr<WorkerRegistry::InFlight> CountRequest(WorkerRole role, size_t index) = 0;
   // A call to the worker failed: unhealthy until its probe answers again (and counted).
   virtual void MarkFailed(WorkerRole role, size_t index) = 0;
+  // The worker's address, as the router reaches it (for the access log).
+  virtual std::string WorkerAddress(WorkerRole role, size_t index) const = 0;
 
   // The decode worker now holds the prefix ending in `key` (a lean bundle reached it).
   virtual void NoteHeld(size_t decode_index, const BlockKey& key) = 0;

@@ -2,10 +2,11 @@
 #include "services/worker/worker_startup.h"
 
 #include <cstdlib>
-#include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "lib/auth/allowed_callers_flag.h"
+#include "lib/log/log.h"
 #include "lib/metrics/backend_info_export.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
@@ -40,8 +41,8 @@ ABSL_FLAG(bool, vllm_metric_names, false,
 namespace yoco {
 namespace {
 
-[[noreturn]] void Exit(const char* program, int code, const std::string& why) {
-  std::cerr << program << ": " << why << std::endl;
+[[noreturn]] void Exit(int code, const std::string& why) {
+  LogError(why);
   std::exit(code);
 }
 
@@ -50,34 +51,32 @@ constexpr int kFailed = 1;
 
 }  // namespace
 
-WorkerBase WorkerBaseFromFlagsOrExit(const char* program) {
+WorkerBase WorkerBaseFromFlagsOrExit() {
   WorkerBase base;
   auto callers = AllowedCallersFromFlags(!TlsFilesFromFlags().ca.empty());
-  if (!callers.ok()) Exit(program, kBadFlag, std::string(callers.status().message()));
+  if (!callers.ok()) Exit(kBadFlag, std::string(callers.status().message()));
   if (callers->admits_everyone()) {
-    std::cerr << program
-              << ": no mutual TLS: any client that reaches this port can call the worker's API "
-                 "(keep it behind the NetworkPolicy, or serve with --tls-ca and "
-                 "--allowed-callers)"
-              << std::endl;
+    LogWarning(
+        "no mutual TLS: any client that reaches this port can call the worker's API (keep it "
+        "behind the NetworkPolicy, or serve with --tls-ca and --allowed-callers)");
   }
   base.callers = std::move(*callers);
   auto weights = ParseWeightFormat(absl::GetFlag(FLAGS_weights));
-  if (!weights.ok()) Exit(program, kBadFlag, absl::StrCat("--", weights.status().message()));
+  if (!weights.ok()) Exit(kBadFlag, absl::StrCat("--", weights.status().message()));
   auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) {
-    Exit(program, kBadFlag, absl::StrCat("--kv-dtype: ", kv_dtype.status().message()));
+    Exit(kBadFlag, absl::StrCat("--kv-dtype: ", kv_dtype.status().message()));
   }
   auto model = Model::Load(absl::GetFlag(FLAGS_model), *weights, *kv_dtype);
-  if (!model.ok()) Exit(program, kFailed, std::string(model.status().message()));
+  if (!model.ok()) Exit(kFailed, std::string(model.status().message()));
   base.model = std::move(*model);
   auto transport =
       BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices),
                              absl::GetFlag(FLAGS_transport_key_file));
-  if (!transport.ok()) Exit(program, kFailed, std::string(transport.status().message()));
+  if (!transport.ok()) Exit(kFailed, std::string(transport.status().message()));
   base.transport = std::move(*transport);
   auto kind = ParseBackendKind(absl::GetFlag(FLAGS_backend));
-  if (!kind.ok()) Exit(program, kBadFlag, std::string(kind.status().message()));
+  if (!kind.ok()) Exit(kBadFlag, std::string(kind.status().message()));
   base.backend.kind = *kind;
   base.backend.threads = absl::GetFlag(FLAGS_threads);
   base.backend.device = absl::GetFlag(FLAGS_device);
@@ -96,24 +95,24 @@ int ServeWorker(const char* program, const std::string& listen, grpc::Service& s
   auto metrics_server =
       MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen), registry, std::move(callbacks));
   if (!metrics_server.ok()) {
-    std::cerr << program << ": " << metrics_server.status().message() << "\n";
+    LogError(metrics_server.status().message());
     return kFailed;
   }
   if ((*metrics_server)->port() != 0) {
-    std::cerr << program << ": metrics on port " << (*metrics_server)->port() << std::endl;
+    LogInfo(absl::StrCat("metrics on port ", (*metrics_server)->port()));
   }
   auto credentials = MakeServerCredentials(TlsFilesFromFlags());
   if (!credentials.ok()) {
-    std::cerr << program << ": " << credentials.status().message() << "\n";
+    LogError(credentials.status().message());
     return kFailed;
   }
   int port = 0;
   auto server = StartGrpcServer(listen, {&service}, service_name, &port, *credentials);
   if (!server.ok()) {
-    std::cerr << program << ": " << server.status().message() << "\n";
+    LogError(server.status().message());
     return kFailed;
   }
-  std::cerr << program << ": serving on port " << port << std::endl;
+  LogInfo(absl::StrCat("serving on port ", port));
   ReadinessReporter readiness(**server, service_name, std::move(ready));
   ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)), program);
   return 0;

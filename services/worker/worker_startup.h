@@ -25,17 +25,17 @@ struct WorkerBase {
 };
 
 // Reads the common flags: who may call (first, so a deployment that leaves the API open fails
-// before the model loads), the model, the transport, the backend. On a bad flag prints
-// "<program>: why" and exits with 2, on anything else that fails with 1: it runs first in main,
-// before anything needs cleaning up.
-WorkerBase WorkerBaseFromFlagsOrExit(const char* program);
+// before the model loads), the model, the transport, the backend. On a bad flag logs why and
+// exits with 2, on anything else that fails with 1: it runs first in main, before anything needs
+// cleaning up.
+WorkerBase WorkerBaseFromFlagsOrExit();
 
 // --vllm-metric-names.
 bool VllmMetricNames();
 
 // Serves `service` on `listen` until SIGTERM/SIGINT, then drains for --drain-seconds: the
 // /metrics endpoint (`callbacks` plus the draining gauge and the backend's info), TLS from the
-// flags, readiness from `ready`. Prints "serving on port N" (and "metrics on port N") once
+// flags, readiness from `ready`. Logs "serving on port N" (and "metrics on port N") once
 // listening. Returns main's exit code.
 int ServeWorker(const char* program, const std::string& listen, grpc::Service& service,
                 const std::string& service_name, const std::string& backend_description,

@@ -78,6 +78,29 @@ TEST(TenantFileTest, RefusesWhatCouldConfuseTenantsOrMetrics) {
   EXPECT_EQ(dup.status().message().find("abcdefghijklmnopq"), std::string::npos);
 }
 
+TEST(TenantFileTest, LimitsAreReadAndBadOnesRefusedByName) {
+  absl::StatusOr<TenantTable> table = ParseTenantFile(R"({"tenants": {
+      "a": {"tokens": ["abcdefghijklmnop"],
+            "limits": {"max_concurrent_requests": 4, "prompt_tokens_per_minute": 100000,
+                       "generated_tokens_per_minute": 2000}},
+      "b": {"tokens": ["qrstuvwxyz012345"], "limits": {}},
+      "c": {"tokens": ["6789abcdefghijkl"]}}})");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->limits.at("a"), (TenantLimits{4, 100000, 2000}));
+  EXPECT_EQ(table->limits.count("b"), 0u);  // no limits: as if none were given
+  EXPECT_EQ(table->limits.count("c"), 0u);
+  for (const std::string& bad : {R"("limits": {"max_concurrent_requests": -1})",
+                                 R"("limits": {"max_concurrent_requests": 1.5})",
+                                 R"("limits": {"prompt_tokens_per_minute": "1000"})",
+                                 R"("limits": {"prompt_tokens_per_minute": 2000000000000})",
+                                 R"("limits": [4])", R"("limits": {"requests_per_second": 5})"}) {
+    absl::StatusOr<TenantTable> refused = ParseTenantFile(
+        absl::StrCat(R"({"tenants": {"a": {"tokens": ["abcdefghijklmnop"], )", bad, "}}}"));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("a: "), std::string::npos) << refused.status();
+  }
+}
+
 TEST(TenantFileTest, SaltsDifferPerTenant) {
   EXPECT_NE(TenantCacheSalt("a"), TenantCacheSalt("b"));
   EXPECT_NE(TenantCacheSalt("a"), "a");  // a tenant's salt is not a salt a client would send

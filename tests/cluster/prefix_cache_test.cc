@@ -199,10 +199,10 @@ TEST_F(ClusterPrefixCacheTest, TheDiskTierSurvivesARestartAndRefusesBadFiles) {
   EXPECT_EQ(ExpectCached(doc2, 256, "").cache_tier(), "disk");
   ExpectCached(doc3, 0, "corrupt");
   EXPECT_THAT(worker.process().Log(),
-              ::testing::HasSubstr(absl::StrCat("discarded snapshot ", p3.handle())));
+              ::testing::HasSubstr(absl::StrCat("discarded snapshot key=", p3.handle())));
   ExpectCached(doc5, 0, "unauthenticated");
   EXPECT_THAT(worker.process().Log(), ::testing::ContainsRegex(absl::StrCat(
-                                          "discarded snapshot ", p5.handle(), ": .*cache key")));
+                                          "discarded snapshot key=", p5.handle(), " .*cache key")));
 }
 
 }  // namespace

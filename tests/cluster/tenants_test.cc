@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tests/cluster/serving_cluster.h"
 
@@ -19,6 +20,7 @@ namespace {
 constexpr char kTokenA[] = "token-of-team-a-8f2b61d0c4";
 constexpr char kTokenB[] = "token-of-team-b-3e9d07aa51";
 constexpr char kTokenD[] = "token-of-team-d-77c1e0b2f9";
+constexpr char kTokenE[] = "token-of-team-e-5a0c93d1e2";
 
 class ClusterTenantsTest : public ::testing::Test {
  protected:
@@ -33,10 +35,11 @@ class ClusterTenantsTest : public ::testing::Test {
       if (made.ok()) {
         made = MakeTestCertificate(dir, "team-c-client", "ca", 2, 400, "DNS:team-c.clients");
       }
-      std::ofstream(dir + "/tenants.json")
-          << absl::StrCat(R"({"tenants": {"team-a": {"tokens": [")", kTokenA, R"("]},)",
-                          R"("team-b": {"tokens": [")", kTokenB, R"("]},)",
-                          R"("team-c": {"client_identities": ["team-c.clients"]}}})");
+      std::ofstream(dir + "/tenants.json") << absl::StrCat(
+          R"({"tenants": {"team-a": {"tokens": [")", kTokenA, R"("]},)",
+          R"("team-b": {"tokens": [")", kTokenB, R"("]},)",
+          R"("team-c": {"client_identities": ["team-c.clients"]},)", R"("team-e": {"tokens": [")",
+          kTokenE, R"("],)", R"(  "limits": {"prompt_tokens_per_minute": 30}}}})");
       return made;
     };
     options.router_flags = {"--tenants", "{dir}/tenants.json", "--tenants-reload-seconds", "1"};
@@ -156,6 +159,31 @@ TEST_F(ClusterTenantsTest, TenantsSeeOnlyTheirOwnCache) {
   EXPECT_GT(router.Metric("yoco_router_tenant_generated_tokens_total{tenant=\"team-b\"}"), 0);
   EXPECT_EQ(router.Metric("yoco_router_tenant_prompt_tokens_total{tenant=\"team-c\"}"), 429);
   EXPECT_GT(router.Metric("yoco_router_unauthenticated_total"), 0);
+}
+
+// A tenant over its prompt tokens per minute is refused with RESOURCE_EXHAUSTED naming the limit
+// and saying when to retry; other tenants go on.
+TEST_F(ClusterTenantsTest, ATenantOverItsLimitIsToldWhichAndWhen) {
+  auto e = As(kTokenE);
+  const std::vector<int32_t> prompt = RandomPrompt(8, 20);
+  ASSERT_TRUE(Generate(*e, Request(prompt, 2), absl::Seconds(20)).status.ok());
+  grpc::ClientContext context;
+  auto reader = e->Generate(&context, Request(prompt, 2));
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+  }
+  const grpc::Status refused = reader->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              ::testing::HasSubstr("tenant team-e used its 30 prompt tokens per minute"));
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto after = trailers.find("yoco-retry-after-ms");
+  ASSERT_NE(after, trailers.end());
+  int64_t ms = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(std::string(after->second.data(), after->second.size()), &ms));
+  EXPECT_GT(ms, 15000);  // 10 tokens short at half a token a second: about 20 s
+  EXPECT_LE(ms, 20000);
+  EXPECT_EQ(Code(*As(kTokenB)), grpc::StatusCode::OK);  // team-b has no limits
 }
 
 }  // namespace

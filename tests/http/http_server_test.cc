@@ -83,13 +83,20 @@ int Count(const std::string& text, const std::string& what) {
 
 // Answers "METHOD TARGET BODY" as text/plain; /stream streams three pieces; /hang never
 // answers but reports when its client goes; /drop drops its exchange; /busy refuses for load;
-// /slow answers after 300 ms from another thread.
+// /slow answers after 300 ms from another thread. An X-Request-Id is echoed, and an X-Split query
+// sets a header value with a line break in it.
 class HttpServerTest : public ::testing::Test {
  protected:
   void Start(HttpServerOptions options = {}) {
     auto server = HttpServer::Start(
         "127.0.0.1:0", options,
         [this](HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+          if (const std::string id = request.Header("x-request-id"); !id.empty()) {
+            exchange->SetHeader("X-Request-Id", id);
+          }
+          if (!request.Query("split").empty()) {
+            exchange->SetHeader("X-Split", "a\r\nInjected: yes");
+          }
           if (request.Path() == "/stream") {
             exchange->StartStream(200, "text/event-stream");
             auto send_rest = [exchange](bool ok) {
@@ -162,6 +169,26 @@ TEST_F(HttpServerTest, LoadRefusalsSayWhenToRetry) {
   EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 429 Too Many Requests\r\n")) << got;
   EXPECT_NE(got.substr(0, ok).find("Retry-After: 1\r\n"), std::string::npos) << got;
   EXPECT_EQ(got.substr(ok).find("Retry-After"), std::string::npos) << got;  // not on a 200
+}
+
+TEST_F(HttpServerTest, HandlerHeadersGoOnTheirResponseOnly) {
+  Start();
+  Client c(port());
+  c.Send(
+      "GET /a?split=1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: rag-7\r\n\r\n"
+      "GET /stream HTTP/1.1\r\nHost: x\r\nX-Request-Id: rag-8\r\n\r\n"
+      "GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string got = c.ReadUntil("GET /b", kWait);
+  const size_t second = got.find("HTTP/1.1 200", 1);
+  const size_t third = got.find("HTTP/1.1 200", second + 1);
+  ASSERT_NE(third, std::string::npos) << got;
+  EXPECT_NE(got.substr(0, second).find("X-Request-Id: rag-7\r\n"), std::string::npos) << got;
+  EXPECT_NE(got.substr(second, third - second).find("X-Request-Id: rag-8\r\n"), std::string::npos)
+      << got;
+  EXPECT_EQ(got.substr(third).find("X-Request-Id"), std::string::npos) << got;
+  // A value that would split the header is dropped, not sent.
+  EXPECT_EQ(got.find("Injected"), std::string::npos) << got;
+  EXPECT_EQ(got.find("X-Split"), std::string::npos) << got;
 }
 
 // RFC 9112 (5.2) lets a server either refuse obsolete line folding or replace each fold with

@@ -133,6 +133,15 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Request-Timeout: soon' "http
 if [ "$code" = 400 ]; then pass bad-timeout-header; else fail bad-timeout-header "$code"; fi
 code=$(curl -s -o "$log/deadline" -w '%{http_code}' -H 'X-Request-Timeout: 0.05' "http://$HTTP/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 4000, "ignore_eos": true}')
 if [ "$code" = 504 ]; then pass deadline; else fail deadline "$code $(cat "$log/deadline")"; fi
+# The request id: the client's echoed, one made when it sent none, and the router's access log
+# names it; an id that is not printable ASCII is refused by name.
+headers=$(curl -s -D - -o /dev/null -H 'X-Request-Id: rag-doc-7-q-3' "http://$HTTP/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2}')
+if grep -qi "^x-request-id: rag-doc-7-q-3" <<< "$headers" && grep -q "request finished request_id=rag-doc-7-q-3 outcome=ok" "$log/r"; then
+  pass request-id-echoed-and-logged; else fail request-id-echoed-and-logged "$headers"; fi
+headers=$(curl -s -D - -o /dev/null "http://$HTTP/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2}')
+if grep -qiE "^x-request-id: cmpl-" <<< "$headers"; then pass request-id-made; else fail request-id-made "$headers"; fi
+code=$(curl -s -o "$log/badid" -w '%{http_code}' -H $'X-Request-Id: caf\xc3\xa9' "http://$HTTP/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2}')
+if [ "$code" = 400 ] && grep -q "request id may hold only printable ASCII" "$log/badid"; then pass bad-request-id; else fail bad-request-id "$code $(cat "$log/badid")"; fi
 head -c 1200000 /dev/zero | tr '\0' 'a' > "$log/big"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/v1/completions" --data-binary @"$log/big")
 if [ "$code" = 413 ]; then pass body-too-large; else fail body-too-large "$code"; fi

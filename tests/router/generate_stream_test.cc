@@ -4,6 +4,7 @@
 // step in one way and checks what the client gets and whom the router blames (its metrics).
 #include "services/router/generate_stream.h"
 
+#include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -13,11 +14,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "lib/engine/sampler.h"
+#include "lib/log/log.h"
+#include "lib/rpc/invalid_field.h"
+#include "lib/rpc/request_id.h"
 #include "lib/text/byte_tokenizer.h"
 #include "services/router/router_service.h"
 
@@ -163,6 +168,8 @@ struct Result {
   grpc::Status status;
   std::vector<int32_t> ids;
   v1::Finish finish;
+  std::string request_id;     // from the trailing metadata
+  std::string invalid_field;  // likewise, on INVALID_ARGUMENT
 };
 
 class GenerateStreamTest : public ::testing::Test {
@@ -219,6 +226,7 @@ class GenerateStreamTest : public ::testing::Test {
     v1::GenerateRequest request;
     for (int32_t id : prompt_) request.mutable_tokens()->add_ids(id);
     request.mutable_sampling()->set_max_new_tokens(max_new_tokens);
+    request.set_request_id(request_id_);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
     std::thread side;
@@ -232,6 +240,13 @@ class GenerateStreamTest : public ::testing::Test {
     }
     result.status = reader->Finish();
     if (side.joinable()) side.join();
+    const auto& trailers = context.GetServerTrailingMetadata();
+    if (auto it = trailers.find(kRequestIdMetadata); it != trailers.end()) {
+      result.request_id = std::string(it->second.data(), it->second.size());
+    }
+    if (auto it = trailers.find(kInvalidFieldMetadata); it != trailers.end()) {
+      result.invalid_field = std::string(it->second.data(), it->second.size());
+    }
     return result;
   }
 
@@ -248,6 +263,7 @@ class GenerateStreamTest : public ::testing::Test {
   prometheus::Registry registry_;
   RouterMetrics metrics_{registry_};
   Bundles bundles_;
+  std::string request_id_;  // sent with each Generate
   const std::vector<int32_t> prompt_ = {kBosId, 'h' + kTokenizerIdOffset, 'i' + kTokenizerIdOffset};
   std::vector<std::unique_ptr<FakePrefill>> prefills_;
   std::vector<std::unique_ptr<FakeDecode>> decodes_;
@@ -415,6 +431,101 @@ TEST_F(GenerateStreamTest, AFailingWorkerOnEveryAttemptEndsWithItsStatus) {
   EXPECT_EQ(r.status.error_message(), "broken");
   EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 2);  // two attempts, two workers
   EXPECT_EQ(prefills_[0]->calls + prefills_[1]->calls + prefills_[2]->calls, 2);
+}
+
+// Captures the log's lines as JSON objects while it lives.
+class LogCapture {
+ public:
+  LogCapture() {
+    LogSettings settings;
+    settings.format = LogFormat::kJson;
+    settings.sink = [this](absl::string_view line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back(nlohmann::json::parse(line));
+    };
+    ConfigureLog(std::move(settings));
+  }
+  ~LogCapture() { ConfigureLog(LogSettings()); }
+  // The access log's lines for `request_id`.
+  std::vector<nlohmann::json> Access(const std::string& request_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<nlohmann::json> out;
+    for (const nlohmann::json& j : lines_) {
+      if (j["message"] == "request finished" && j.value("request_id", "") == request_id) {
+        out.push_back(j);
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<nlohmann::json> lines_;
+};
+
+TEST_F(GenerateStreamTest, TheAccessLogSaysWhoHowMuchHowFastAndWhere) {
+  LogCapture log;
+  AddPrefill();
+  AddDecode();
+  StartRouter();
+  request_id_ = "rag-question-42";
+  const Result r = Generate(12);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.request_id, "rag-question-42");
+  const std::vector<nlohmann::json> lines = log.Access("rag-question-42");
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json& line = lines[0];
+  EXPECT_EQ(line["level"], "info");
+  EXPECT_EQ(line["outcome"], "ok");
+  EXPECT_EQ(line["finish_reason"], "FINISH_REASON_LENGTH");
+  EXPECT_EQ(line["prompt_tokens"], prompt_.size());
+  EXPECT_EQ(line["generated_tokens"], 12);
+  EXPECT_EQ(line["cached_tokens"], 0);
+  EXPECT_EQ(line["retries"], 0);
+  EXPECT_EQ(line["prefill"], options_.prefill_workers[0]);
+  EXPECT_EQ(line["decode"], options_.decode_workers[0]);
+  EXPECT_GT(line["duration_ms"].get<double>(), 0);
+  EXPECT_GE(line["duration_ms"].get<double>(), line["ttft_ms"].get<double>());
+  EXPECT_FALSE(line.contains("error"));
+}
+
+TEST_F(GenerateStreamTest, ARequestWithoutAnIdGetsOneAndABadIdIsRefusedByName) {
+  LogCapture log;
+  AddPrefill();
+  AddDecode();
+  StartRouter();
+  const Result made = Generate(2);
+  ASSERT_TRUE(made.status.ok()) << made.status.error_message();
+  EXPECT_THAT(made.request_id, ::testing::MatchesRegex("req-[0-9a-f]{16}"));
+  EXPECT_EQ(log.Access(made.request_id).size(), 1u);
+  EXPECT_NE(Generate(2).request_id, made.request_id);
+
+  for (const std::string& bad : {std::string("two\nlines"), std::string(129, 'x')}) {
+    request_id_ = bad;
+    const Result r = Generate(2);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(r.invalid_field, "request_id");
+    EXPECT_TRUE(r.ids.empty());
+  }
+}
+
+TEST_F(GenerateStreamTest, AFailedRequestIsLoggedWithItsError) {
+  LogCapture log;
+  AddPrefill().before = [](grpc::ServerContext*) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the worker dislikes it");
+  };
+  AddDecode();
+  StartRouter();
+  request_id_ = "doomed";
+  const Result r = Generate(4);
+  ASSERT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const std::vector<nlohmann::json> lines = log.Access("doomed");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["outcome"], "invalid_argument");
+  EXPECT_EQ(lines[0]["error"], "the worker dislikes it");
+  EXPECT_EQ(lines[0]["generated_tokens"], 0);
+  EXPECT_EQ(lines[0]["prefill"], options_.prefill_workers[0]);  // the worker that refused it
+  EXPECT_FALSE(lines[0].contains("decode"));
 }
 
 }  // namespace

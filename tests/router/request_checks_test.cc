@@ -95,5 +95,17 @@ TEST(CheckFitsDecodeWorkerTest, CountsEveryRowButTheLastTokensAndNamesTheFlag) {
   EXPECT_TRUE(CheckFitsDecodeWorker(1u << 30, 1, 0).ok());  // no budget known: nothing refused
 }
 
+TEST(CheckRequestIdTest, PrintableAsciiUpTo128BytesOrNone) {
+  EXPECT_TRUE(CheckRequestId("").ok());
+  EXPECT_TRUE(CheckRequestId("rag-42 question 7").ok());
+  EXPECT_TRUE(CheckRequestId(std::string(128, '~')).ok());
+  for (const std::string& bad : {std::string(129, 'a'), std::string("a\nb"), std::string("tab\t"),
+                                 std::string("caf\xc3\xa9"), std::string("nul\0x", 5)}) {
+    const absl::Status st = CheckRequestId(bad);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(InvalidField(st), "request_id");
+  }
+}
+
 }  // namespace
 }  // namespace yoco
