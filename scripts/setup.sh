@@ -19,6 +19,7 @@ PACKAGES=(
   clang-format
   python3-yaml         # the deployment smoke test reads the rendered manifests
   python3-torch        # tools/train: the PyTorch YOCO the engine is checked against and trained with
+  python3-grpcio python3-protobuf  # clients/python, the gRPC client (its example runs in the tests)
   gnuplot-nox          # yoco-loadtest's latency plots
   dnsmasq-base curl    # a real DNS server for the router's dns:/// discovery test; metrics
   qemu-user            # the CPU-baseline test runs a binary on an emulated pre-AVX2 CPU

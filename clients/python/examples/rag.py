@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""RAG against YOCO Serve: pre-cache three documents, then ask questions about each; every
+question reuses its document's snapshot, so only the question is prefilled. Prints one JSON line
+per pre-cached document and per answer (with its cached prompt tokens).
+
+    PYTHONPATH=build/clients/python:clients/python \\
+        python3 clients/python/examples/rag.py --router 127.0.0.1:50051
+"""
+
+import argparse
+import json
+
+from yoco_serve import YocoClient
+
+DOCUMENTS = [
+    "The lighthouse on Kestrel Point was built in 1874 from granite quarried on the island. "
+    "Its lamp burned whale oil until 1911, then paraffin, and was electrified in 1952. The last "
+    "keeper, Mara Quill, left in 1989 when the light was automated; the tower still flashes "
+    "white every ten seconds and can be seen from twenty-two nautical miles away.",
+    "Orvane Valley cheese is made only from the milk of cows grazing above 1200 metres between "
+    "June and September. The curd is cut to the size of rice grains, pressed for a day, salted by "
+    "hand and aged for at least fourteen months in caves that stay at nine degrees. A wheel weighs "
+    "about forty kilograms and its rind is washed with brine twice a week.",
+    "The Tarrow-Lisk railway climbs 1630 metres in 41 kilometres using three spiral tunnels and a "
+    "rack section of 2.4 kilometres on the steepest grade. It opened in 1903, was electrified in "
+    "1928 and still runs four trains a day in winter, when the road over the pass is closed for "
+    "snow. Its oldest locomotive, number 7, is kept at Lisk station.",
+]
+
+QUESTIONS = ["\nQuestion: When did this start?\nAnswer:", "\nQuestion: What is unusual?\nAnswer:"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--router", required=True, help="HOST:PORT of the router")
+    parser.add_argument("--token", help="a tenant's bearer token")
+    parser.add_argument("--tls-ca", help="the CA of the router's certificate (TLS on)")
+    parser.add_argument("--tls-cert", help="a client certificate (mutual TLS)")
+    parser.add_argument("--tls-key", help="its private key")
+    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--show-prompts", action="store_true", help="print each prompt too")
+    args = parser.parse_args()
+    with YocoClient(args.router, token=args.token, tls_ca=args.tls_ca, tls_cert=args.tls_cert,
+                    tls_key=args.tls_key) as client:
+        for d, document in enumerate(DOCUMENTS):
+            cached = client.precache(document)
+            print(json.dumps({"document": d, "handle": cached.handle, "tokens": cached.tokens,
+                              "cached_tokens": cached.cached_tokens}), flush=True)
+        for d, document in enumerate(DOCUMENTS):
+            for q, question in enumerate(QUESTIONS):
+                answer = client.ask(document + question, max_new_tokens=args.max_new_tokens,
+                                    request_id=f"rag-doc{d}-q{q}")
+                line = {"document": d, "question": question.strip(), "answer": answer.text,
+                        "token_ids": answer.token_ids,
+                        "cached_prompt_tokens": answer.cached_prompt_tokens,
+                        "prompt_tokens": answer.prompt_tokens, "request_id": answer.request_id}
+                if args.show_prompts:
+                    line["prompt"] = document + question
+                print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()

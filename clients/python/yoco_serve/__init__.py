@@ -1,0 +1,13 @@
+"""A Python client for YOCO Serve's gRPC API (yoco.v1.Yoco): pre-cache documents, ask questions
+against them with streaming, list and evict cached snapshots."""
+
+from yoco_serve.client import (
+    Answer,
+    CacheEntry,
+    CachedDocument,
+    Token,
+    YocoClient,
+    YocoError,
+)
+
+__all__ = ["Answer", "CacheEntry", "CachedDocument", "Token", "YocoClient", "YocoError"]

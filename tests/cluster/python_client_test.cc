@@ -1,0 +1,59 @@
+// The Python client (clients/python) against a cluster secured as a deployment is (mutual TLS),
+// as a RAG user runs it: the example pre-caches three documents and asks two questions about
+// each. Every answer must reuse its document's snapshot and equal, token for token, what the C++
+// client gets for the same prompt.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "tests/cluster/serving_cluster.h"
+
+namespace yoco::testing {
+namespace {
+
+TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppClient) {
+  ClusterOptions options;
+  options.secure = true;
+  auto cluster = ServingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ServingCluster& c = **cluster;
+  const ToolRun run = RunToCompletion(
+      "/usr/bin/env",
+      {absl::StrCat("PYTHONPATH=", YOCO_PYTHON_STUBS_DIR, ":", YOCO_PYTHON_CLIENT_DIR),
+       "/usr/bin/python3", absl::StrCat(YOCO_PYTHON_CLIENT_DIR, "/examples/rag.py"), "--router",
+       c.router().address(), "--tls-ca", c.dir() + "/ca.pem", "--tls-cert", c.dir() + "/client.pem",
+       "--tls-key", c.dir() + "/client.key", "--max-new-tokens", "12", "--show-prompts"},
+      c.dir() + "/rag.log", absl::Seconds(120));
+  ASSERT_EQ(run.status, 0) << run.output;
+
+  std::map<int, int> document_cached;
+  int answers = 0;
+  for (absl::string_view line : absl::StrSplit(run.output, '\n', absl::SkipEmpty())) {
+    if (line.front() != '{') continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("answer")) {
+      EXPECT_GE(j["cached_tokens"].get<int>(), 128) << line;  // a snapshot of the document
+      document_cached[j["document"].get<int>()] = j["cached_tokens"].get<int>();
+      continue;
+    }
+    ++answers;
+    EXPECT_EQ(j["cached_prompt_tokens"], document_cached.at(j["document"].get<int>())) << line;
+    v1::GenerateRequest request;
+    request.set_text(j["prompt"].get<std::string>());
+    request.mutable_sampling()->set_max_new_tokens(12);
+    request.mutable_sampling()->set_stop_at_eos(true);
+    const Generated want = c.Generate(request);
+    ASSERT_TRUE(want.status.ok()) << want.status.error_message();
+    EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), want.tokens) << line;
+    EXPECT_EQ(j["answer"].get<std::string>(), want.text) << line;
+    EXPECT_EQ(j["request_id"].get<std::string>().rfind("rag-doc", 0), 0u) << line;
+  }
+  EXPECT_EQ(document_cached.size(), 3u) << run.output;
+  EXPECT_EQ(answers, 6) << run.output;
+}
+
+}  // namespace
+}  // namespace yoco::testing
