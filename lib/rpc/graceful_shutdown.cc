@@ -31,7 +31,7 @@ void BlockTerminationSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std::string& name) {
+void ServeUntilTerminated(grpc::Server& server, absl::Duration drain) {
   const sigset_t set = TerminationSignals();
   int signal = 0;
   sigwait(&set, &signal);

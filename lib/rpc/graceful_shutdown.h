@@ -7,8 +7,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <string>
-
 #include "absl/time/time.h"
 
 namespace yoco {
@@ -18,7 +16,7 @@ namespace yoco {
 void BlockTerminationSignals();
 
 // Waits for SIGTERM or SIGINT, then drains `server` for up to `drain` and shuts it down.
-void ServeUntilTerminated(grpc::Server& server, absl::Duration drain, const std::string& name);
+void ServeUntilTerminated(grpc::Server& server, absl::Duration drain);
 
 // True from the termination signal on (the services export it as yoco_service_draining).
 bool Draining();

@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   yoco::ExportTransferMetrics("yoco_decode", &w->transfer_metrics(), callbacks.get());
   yoco::DecodeService service(**worker, absl::GetFlag(FLAGS_listen), backend_description,
                               std::move(base.callers));
-  return yoco::ServeWorker("yoco-decode", absl::GetFlag(FLAGS_listen), service,
+  return yoco::ServeWorker(absl::GetFlag(FLAGS_listen), service,
                            yoco::v1::DecodeWorker::service_full_name(), backend_description,
                            std::move(callbacks), [w] { return w->CanAdmit(); });
 }

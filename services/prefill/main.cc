@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   if (worker.cache() != nullptr) {
     yoco::ExportSnapshotStoreMetrics("yoco_prefill_cache", worker.cache(), callbacks.get());
   }
-  return yoco::ServeWorker("yoco-prefill", absl::GetFlag(FLAGS_listen), service,
+  return yoco::ServeWorker(absl::GetFlag(FLAGS_listen), service,
                            yoco::v1::PrefillWorker::service_full_name(), backend_description,
                            std::move(callbacks), [&worker] { return !worker.engine_queue_full(); });
 }

@@ -283,8 +283,7 @@ int main(int argc, char** argv) {
     yoco::LogInfo(absl::StrCat(http_options.tls ? "HTTPS" : "HTTP", " API on port ", http->port()))
         .With("model", front_options.model_name);
   }
-  yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)),
-                             "yoco-router");
+  yoco::ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
   if (front != nullptr) {
     // Calls still in flight hold exchanges of the HTTP server: if they do not end, both are
     // left to the process's exit rather than destroyed under them.

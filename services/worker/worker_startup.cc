@@ -85,9 +85,9 @@ WorkerBase WorkerBaseFromFlagsOrExit() {
 
 bool VllmMetricNames() { return absl::GetFlag(FLAGS_vllm_metric_names); }
 
-int ServeWorker(const char* program, const std::string& listen, grpc::Service& service,
-                const std::string& service_name, const std::string& backend_description,
-                std::shared_ptr<ScrapeCallbacks> callbacks, std::function<bool()> ready) {
+int ServeWorker(const std::string& listen, grpc::Service& service, const std::string& service_name,
+                const std::string& backend_description, std::shared_ptr<ScrapeCallbacks> callbacks,
+                std::function<bool()> ready) {
   callbacks->Add("yoco_service_draining", "1 from SIGTERM/SIGINT until the service exits",
                  ScrapeCallbacks::Type::kGauge, [] { return Draining() ? 1.0 : 0.0; });
   auto registry = std::make_shared<prometheus::Registry>();
@@ -114,7 +114,7 @@ int ServeWorker(const char* program, const std::string& listen, grpc::Service& s
   }
   LogInfo(absl::StrCat("serving on port ", port));
   ReadinessReporter readiness(**server, service_name, std::move(ready));
-  ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)), program);
+  ServeUntilTerminated(**server, absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
   return 0;
 }
 

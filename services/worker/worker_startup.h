@@ -37,9 +37,9 @@ bool VllmMetricNames();
 // /metrics endpoint (`callbacks` plus the draining gauge and the backend's info), TLS from the
 // flags, readiness from `ready`. Logs "serving on port N" (and "metrics on port N") once
 // listening. Returns main's exit code.
-int ServeWorker(const char* program, const std::string& listen, grpc::Service& service,
-                const std::string& service_name, const std::string& backend_description,
-                std::shared_ptr<ScrapeCallbacks> callbacks, std::function<bool()> ready);
+int ServeWorker(const std::string& listen, grpc::Service& service, const std::string& service_name,
+                const std::string& backend_description, std::shared_ptr<ScrapeCallbacks> callbacks,
+                std::function<bool()> ready);
 
 }  // namespace yoco
 
