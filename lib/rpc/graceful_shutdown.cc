@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/log/log.h"
 #include "lib/rpc/health_watchers.h"
+#include "lib/trace/trace_flags.h"
 
 namespace yoco {
 namespace {
@@ -49,6 +50,7 @@ void ServeUntilTerminated(grpc::Server& server, absl::Duration drain) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EndHealthWatches();
   shutdown.join();
+  FlushTraces();  // the drained calls' spans
   LogInfo("stopped");
 }
 

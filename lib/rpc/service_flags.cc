@@ -1,6 +1,7 @@
 // absl's --help shows only flags defined in a file named after the program; ours live in
 // services/ and the tools' main.cc, plus the TLS, allowed-callers and log flags of lib/. Parsing
-// them also configures the log, so every program logs as its flags say from its first line.
+// them also configures the log (and tracing), so every program logs as its flags say from its
+// first line.
 #include "lib/rpc/service_flags.h"
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/log/log_flags.h"
 #include "lib/rpc/flag_names.h"
+#include "lib/trace/trace_flags.h"
 
 namespace yoco {
 
@@ -22,7 +24,8 @@ std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage) {
     return absl::StrContains(file, "services/") || absl::StrContains(file, "loadtest/") ||
            absl::StrContains(file, "tools/") || absl::StrContains(file, "lib/rpc/tls_flags") ||
            absl::StrContains(file, "lib/auth/allowed_callers_flag") ||
-           absl::StrContains(file, "lib/log/log_flags");
+           absl::StrContains(file, "lib/log/log_flags") ||
+           absl::StrContains(file, "lib/trace/trace_flags");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   const absl::string_view path = argc > 0 ? argv[0] : "yoco";
@@ -37,6 +40,10 @@ std::vector<char*> ParseServiceFlags(int argc, char** argv, const char* usage) {
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (absl::Status log = ConfigureLogFromFlags(name); !log.ok()) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(log.message()).c_str());
+    std::exit(2);
+  }
+  if (absl::Status trace = ConfigureTracingFromFlags(name, YOCO_VERSION); !trace.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(trace.message()).c_str());
     std::exit(2);
   }
   return args;

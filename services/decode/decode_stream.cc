@@ -9,6 +9,8 @@
 #include "absl/synchronization/mutex.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
+#include "lib/rpc/trace_metadata.h"
+#include "lib/trace/tracer.h"
 
 namespace yoco {
 namespace {
@@ -33,6 +35,15 @@ v1::FinishReason ToProto(DecodeFinish reason) {
 DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* context,
                            const v1::DecodeRequest* request)
     : worker_(worker) {
+  {
+    const std::optional<TraceContext> parent = TraceFromMetadata(context->client_metadata());
+    std::shared_ptr<const Tracer> tracer = GlobalTracer();
+    absl::MutexLock lock(&mu_);
+    span_ = tracer->StartSpan("yoco.decode.run", SpanKind::kServer,
+                              parent.has_value() ? &*parent : nullptr);
+    span_.SetAttribute("yoco.local_prefill", request->prompt_size() > 0);
+    admission_ = tracer->StartSpan("yoco.decode.admission", SpanKind::kInternal, &span_.context());
+  }
   if (request->max_new_tokens() < 1) {
     admission_done_ = events_done_ = true;
     FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens must be >= 1"));
@@ -72,6 +83,11 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
 }
 
 void DecodeStream::OnAdmitted(const absl::StatusOr<uint64_t>& id) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!id.ok()) admission_.SetError(id.status().message());
+    admission_.End();
+  }
   if (!id.ok()) {
     FinishOnce(ToGrpcStatus(id.status()));
     EngineDone(/*admission=*/true, /*events=*/true);  // a refused sequence sends no events
@@ -96,6 +112,11 @@ void DecodeStream::OnEvent(const DecodeEvent& event) {
   {
     absl::MutexLock lock(&mu_);
     if (!finished_) events_.push_back(event);
+    if (!event.finished && !first_token_) {
+      first_token_ = true;
+      span_.AddEvent("first_token");
+    }
+    if (event.finished) span_.SetAttribute("gen_ai.usage.output_tokens", event.generated);
   }
   Pump();
   if (event.finished) EngineDone(/*admission=*/false, /*events=*/true);
@@ -174,6 +195,8 @@ void DecodeStream::FinishOnce(const grpc::Status& status) {
     finished_ = true;
     events_.clear();
     sequence = sequence_;
+    admission_.End();
+    EndSpan(span_, status);
   }
   // A sequence still running has nobody to stream to.
   if (!status.ok() && sequence != 0) worker_.Cancel(sequence);

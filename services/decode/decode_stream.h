@@ -13,6 +13,7 @@
 #include <deque>
 
 #include "absl/synchronization/mutex.h"
+#include "lib/trace/span.h"
 #include "lib/workers/decode_worker.h"
 #include "yoco/v1/worker.grpc.pb.h"
 
@@ -54,8 +55,13 @@ class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
   bool admission_done_ ABSL_GUARDED_BY(mu_) = false;
   bool events_done_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone called
-  uint32_t index_ = 0;                      // the next token's index (Pump's)
-  v1::DecodeEvent out_;                     // the write in flight
+  // The call's span (under the router's decode span) and its admission's (the wait for the
+  // bundle, or the local prefill, until the batcher takes the sequence).
+  Span span_ ABSL_GUARDED_BY(mu_);
+  Span admission_ ABSL_GUARDED_BY(mu_);
+  bool first_token_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t index_ = 0;   // the next token's index (Pump's)
+  v1::DecodeEvent out_;  // the write in flight
 };
 
 }  // namespace yoco

@@ -7,6 +7,8 @@
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
+#include "lib/rpc/trace_metadata.h"
+#include "lib/trace/tracer.h"
 
 namespace yoco {
 namespace {
@@ -41,6 +43,39 @@ grpc::Status PrefillService::CheckTokens(
 grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
                                      const v1::PrefillRequest* request,
                                      v1::PrefillResponse* response) {
+  // Under the router's prefill span (its context came in the call's metadata).
+  const std::optional<TraceContext> parent = TraceFromMetadata(context->client_metadata());
+  Span span = GlobalTracer()->StartSpan("yoco.prefill.run", SpanKind::kServer,
+                                        parent.has_value() ? &*parent : nullptr);
+  span.SetAttribute("gen_ai.usage.input_tokens", request->prompt_size());
+  const grpc::Status status = RunPrefill(context, request, response);
+  if (status.ok() && span.recording()) {
+    span.SetAttribute("yoco.cached_tokens", response->cached_tokens())
+        .SetAttribute("yoco.cache.tier", response->cache_tier())
+        .SetAttribute("yoco.prefill_ms", response->prefill_ms());
+    if (!response->cache_miss_reason().empty()) {
+      span.SetAttribute("yoco.cache.miss_reason", response->cache_miss_reason());
+    }
+    if (response->bundle_shipped()) {
+      // The bundle's send to the decode worker over UCX: the call's last transfer_ms.
+      const absl::Time end = absl::Now();
+      Span transfer =
+          GlobalTracer()->StartSpan("yoco.bundle.transfer", SpanKind::kInternal, &span.context(),
+                                    end - absl::Milliseconds(response->transfer_ms()));
+      transfer.SetAttribute("yoco.bundle.bytes", response->bundle_bytes())
+          .SetAttribute("yoco.bundle.parts", response->bundle_parts())
+          .SetAttribute("yoco.bundle.resident_blocks", response->resident_blocks())
+          .SetAttribute("yoco.transfer_id", response->transfer_id());
+      transfer.End(end);
+    }
+  }
+  EndSpan(span, status);
+  return status;
+}
+
+grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
+                                        const v1::PrefillRequest* request,
+                                        v1::PrefillResponse* response) {
   if (grpc::Status st = callers_.Check(*context, "PrefillWorker.Prefill"); !st.ok()) return st;
   if (grpc::Status st = CheckTokens(request->prompt()); !st.ok()) return st;
   ++active_;

@@ -46,6 +46,9 @@ class PrefillService final : public v1::PrefillWorker::Service {
   uint64_t cancelled_requests() const { return cancelled_.load(); }
 
  private:
+  // The Prefill call without its span.
+  grpc::Status RunPrefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                          v1::PrefillResponse* response);
   grpc::Status CheckTokens(const google::protobuf::RepeatedField<int32_t>& tokens) const;
   // Precache and PrecacheWithProgress: `progress` may be null.
   grpc::Status RunPrecache(grpc::ServerContext* context, const v1::WorkerPrecacheRequest& request,

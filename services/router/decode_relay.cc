@@ -2,6 +2,8 @@
 // stream's end or the reader's Abandon.
 #include "services/router/decode_relay.h"
 
+#include "lib/rpc/trace_metadata.h"
+
 namespace yoco {
 
 DecodeRelay::DecodeRelay(v1::DecodeRequest request,
@@ -10,8 +12,9 @@ DecodeRelay::DecodeRelay(v1::DecodeRequest request,
     : request_(std::move(request)), on_event_(std::move(on_event)), on_done_(std::move(on_done)) {}
 
 void DecodeRelay::Start(v1::DecodeWorker::StubInterface& stub,
-                        std::chrono::system_clock::time_point deadline) {
+                        std::chrono::system_clock::time_point deadline, const TraceContext& trace) {
   context_.set_deadline(deadline);
+  InjectTrace(trace, &context_);
   stub.async()->Decode(&context_, &request_, this);
   AddHold();
   StartRead(&event_);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 
+#include "lib/trace/trace_context.h"
 #include "yoco/v1/worker.grpc.pb.h"
 
 namespace yoco {
@@ -21,7 +22,9 @@ class DecodeRelay final : public grpc::ClientReadReactor<v1::DecodeEvent> {
   DecodeRelay(v1::DecodeRequest request, std::function<void(const v1::DecodeEvent&)> on_event,
               std::function<void(const grpc::Status&)> on_done);
 
-  void Start(v1::DecodeWorker::StubInterface& stub, std::chrono::system_clock::time_point deadline);
+  // `trace`: the decode span the worker's spans go under (none when invalid).
+  void Start(v1::DecodeWorker::StubInterface& stub, std::chrono::system_clock::time_point deadline,
+             const TraceContext& trace = {});
   // The reader's calls, one at a time, never while a read is outstanding.
   void ReadNext() { StartRead(&event_); }
   void Abandon();

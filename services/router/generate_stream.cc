@@ -32,6 +32,7 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
       metrics_(pool.metrics()),
       context_(context),
       request_(request),
+      trace_(*context, pool.options().model_name),
       room_(pool.load_queue(), [this](bool turn) { OnRoom(turn); }) {
   if (absl::Status id = CheckRequestId(request_->request_id()); !id.ok()) {
     context_->AddTrailingMetadata(kInvalidFieldMetadata, InvalidField(id));
@@ -58,6 +59,7 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
     return;
   }
   call_ = *std::move(call);
+  trace_.Describe(call_, request_id_, scope_.tenant);
   absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> lease =
       pool_.AdmitTenant(scope_, call_.prompt.size());
   if (!lease.ok()) {
@@ -130,6 +132,7 @@ void GenerateStream::StartAttempt(bool retry) {
   attempt_.wait_until = std::min(context_->deadline(),
                                  std::chrono::system_clock::now() +
                                      absl::ToChronoMilliseconds(pool_.options().wait_for_workers));
+  trace_.StartChoosing(attempts_);
   ChooseWorkers();
 }
 
@@ -144,6 +147,9 @@ void GenerateStream::ChooseWorkers() {
   attempt_.pair = pool_.ChoosePair(want);
   const WorkerPair& pair = attempt_.pair;
   if (pair.usable()) {
+    trace_.Chosen(
+        pair.local ? "local" : pool_.WorkerAddress(WorkerRole::kPrefill, pair.prefill->index),
+        pool_.WorkerAddress(WorkerRole::kDecode, pair.decode->index));
     attempt_.decode_load = pool_.CountRequest(WorkerRole::kDecode, pair.decode->index);
     if (!pair.local) {
       StartRemotePrefill();
@@ -174,6 +180,7 @@ void GenerateStream::ChooseWorkers() {
 
 void GenerateStream::WaitForWorkers() {
   phase_ = Phase::kWaitingForWorkers;
+  trace_.NoteWait("workers");
   grpc::Alarm* alarm = ops_.Keep(std::make_unique<grpc::Alarm>());
   if (ops_.cancelled()) {
     EndOp();  // the alarm is never set
@@ -200,6 +207,7 @@ void GenerateStream::WaitForRoom() {
     return;
   }
   phase_ = Phase::kWaitingForRoom;
+  trace_.NoteWait("room");
   const bool first_wait = !room_.waited();
   ops_.Begin();  // the queue's: OnRoom ends it
   ops_.Begin();  // this function's: OnRoom may run on another thread before Wait returns
@@ -242,6 +250,7 @@ void GenerateStream::StartRemotePrefill() {
   // Propagates the client's deadline and cancellation to the prefill worker.
   grpc::ClientContext* context =
       ops_.Keep(grpc::ClientContext::FromCallbackServerContext(*context_));
+  trace_.StartPrefill(pool_.WorkerAddress(WorkerRole::kPrefill, prefill.index), context);
   if (ops_.cancelled()) context->TryCancel();
   pool_.PrefillStub(prefill.index)
       .async()
@@ -257,6 +266,7 @@ void GenerateStream::StartRemotePrefill() {
 
 void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blamed) {
   if (!InPhase(Phase::kPrefilling)) return;
+  trace_.PrefillDone(status, attempt_.prefill_response);
   attempt_.prefill_load.reset();
   // A prefill worker's queue has one more place: the next waiter's turn.
   if (pool_.load_queue().waiting() > 0) pool_.load_queue().WakeNext();
@@ -316,7 +326,8 @@ void GenerateStream::StartDecode(v1::DecodeRequest request) {
     stalled_ = true;
     relay->Cancel();
   });
-  relay->Start(pool_.DecodeStub(decode_index), context_->deadline());
+  relay->Start(pool_.DecodeStub(decode_index), context_->deadline(),
+               trace_.StartDecode(pool_.WorkerAddress(WorkerRole::kDecode, decode_index)));
   if (ops_.cancelled()) relay->Cancel();
 }
 
@@ -348,6 +359,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
 
 void GenerateStream::OnDecodeDone(const grpc::Status& status) {
   report_.AddDecodeMs(MsSince(attempt_.decode_start));
+  trace_.DecodeDone(status, attempt_.decode_reason);
   pool_.stall_watch().Unwatch(attempt_.stall_id);
   // A decode worker has room for one more sequence: the next waiter's turn.
   if (pool_.load_queue().waiting() > 0) pool_.load_queue().WakeNext();
@@ -408,6 +420,7 @@ AttemptRequest GenerateStream::Asked() const {
 void GenerateStream::Emit(int32_t id, std::function<void()> then) {
   const SentTokens::Sent sent = sent_.Add(id, std::chrono::steady_clock::now());
   if (sent.first) {
+    trace_.FirstToken();
     report_.SetTtftMs(sent.seconds * 1000);
     metrics_.time_to_first_token.Observe(sent.seconds);
   } else {
@@ -458,7 +471,7 @@ void GenerateStream::Complete(v1::FinishReason reason) {
   metrics_.Outcome(grpc::StatusCode::OK).Increment();
   out_.Clear();
   *out_.mutable_finish() = report_.Finished(reason, call_.prompt.size(), sent_.ids().size());
-  LogAccess(grpc::Status::OK, out_.finish());
+  ReportEnd(grpc::Status::OK, out_.finish());
   // Written, then finished once written: StartWriteAndFinish's message can be lost on the
   // in-process transport (the HTTP front's) when the client reads it only after the status.
   after_write_ = [this] { Finish(grpc::Status::OK); };
@@ -472,16 +485,20 @@ void GenerateStream::FinishWith(const grpc::Status& status) {
   attempt_.prefill_load.reset();
   tenant_lease_.reset();
   metrics_.Outcome(status.error_code()).Increment();
-  LogAccess(status, report_.Finished(v1::FINISH_REASON_UNSPECIFIED, call_.prompt.size(),
+  ReportEnd(status, report_.Finished(v1::FINISH_REASON_UNSPECIFIED, call_.prompt.size(),
                                      sent_.ids().size()));
   Finish(status);
 }
 
-void GenerateStream::LogAccess(const grpc::Status& status, const v1::Finish& finish) {
+void GenerateStream::ReportEnd(const grpc::Status& status, const v1::Finish& finish) {
+  trace_.End(status, finish, attempts_);
   if (!pool_.options().access_log) return;
   LogLine line(LogLevel::kInfo, "request finished");
-  line.With("request_id", request_id_)
-      .With("outcome", OutcomeName(status.error_code()))
+  line.With("request_id", request_id_);
+  if (const std::string trace_id = trace_.trace_id(); !trace_id.empty()) {
+    line.With("trace_id", trace_id);
+  }
+  line.With("outcome", OutcomeName(status.error_code()))
       .With("finish_reason", v1::FinishReason_Name(finish.reason()));
   if (!scope_.tenant.empty()) line.With("tenant", scope_.tenant);
   line.With("prompt_tokens", finish.usage().prompt_tokens())

@@ -25,6 +25,7 @@
 #include "services/router/finish_report.h"
 #include "services/router/in_flight_ops.h"
 #include "services/router/request_checks.h"
+#include "services/router/request_trace.h"
 #include "services/router/sent_tokens.h"
 #include "services/router/worker_pool.h"
 #include "services/router/worker_requests.h"
@@ -91,8 +92,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   AttemptRequest Asked() const;
   // Sends a token to the client, then runs `then` (not when the client is gone).
   void Emit(int32_t id, std::function<void()> then);
-  // The access log's line for a call that ended with `status` and `finish`.
-  void LogAccess(const grpc::Status& status, const v1::Finish& finish);
+  // The call ended with `status` and `finish`: its trace's end and the access log's line.
+  void ReportEnd(const grpc::Status& status, const v1::Finish& finish);
   static std::string NewRequestId();  // for a client that sent none
   // The request succeeded with `reason`.
   void Complete(v1::FinishReason reason);
@@ -112,6 +113,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   CallScope scope_;
   std::unique_ptr<TenantUsage::Lease> tenant_lease_;  // while the request runs, under --tenants
   std::string request_id_;                            // the client's, or one the router made
+  RequestTrace trace_;
   CheckedGenerateRequest call_;
   Phase phase_ = Phase::kChoosing;
 

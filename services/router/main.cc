@@ -109,6 +109,21 @@ ABSL_FLAG(bool, snapshot_conversations, true,
           "after each request, extend its prefill worker's cache over the generated tokens so a "
           "follow-up turn prefills only what is new");
 
+namespace {
+
+// --served-model-name, or the model folder's name.
+std::string ServedModelName() {
+  std::string name = absl::GetFlag(FLAGS_served_model_name);
+  if (!name.empty()) return name;
+  const std::filesystem::path model_dir =
+      std::filesystem::path(absl::GetFlag(FLAGS_model)).lexically_normal();
+  name = model_dir.filename();
+  if (name.empty()) name = model_dir.parent_path().filename();
+  return name;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   yoco::BlockTerminationSignals();
   yoco::ParseServiceFlags(argc, argv,
@@ -160,6 +175,7 @@ int main(int argc, char** argv) {
   options.cache_load_penalty_tokens = absl::GetFlag(FLAGS_cache_load_penalty_tokens);
   options.snapshot_conversations = absl::GetFlag(FLAGS_snapshot_conversations);
   options.access_log = absl::GetFlag(FLAGS_access_log);
+  options.model_name = ServedModelName();
   options.wait_for_workers = absl::Milliseconds(absl::GetFlag(FLAGS_wait_for_workers_ms));
   options.stall_multiple = absl::GetFlag(FLAGS_stall_multiple);
   options.min_stall = absl::Milliseconds(std::max(1, absl::GetFlag(FLAGS_min_stall_ms)));
@@ -236,14 +252,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     yoco::OpenAiFrontOptions front_options;
-    front_options.model_name = absl::GetFlag(FLAGS_served_model_name);
-    if (front_options.model_name.empty()) {
-      front_options.model_name = std::filesystem::path(model_dir).lexically_normal().filename();
-      if (front_options.model_name.empty()) {
-        front_options.model_name =
-            std::filesystem::path(model_dir).lexically_normal().parent_path().filename();
-      }
-    }
+    front_options.model_name = options.model_name;
     front_options.defaults.max_seq_len = config->max_seq_len;
     front_options.request_timeout =
         absl::Seconds(absl::GetFlag(FLAGS_http_request_timeout_seconds));

@@ -15,6 +15,7 @@
 #include "lib/rpc/invalid_field.h"
 #include "lib/rpc/request_id.h"
 #include "lib/rpc/retry_after.h"
+#include "lib/trace/trace_context.h"
 
 namespace yoco {
 namespace {
@@ -310,6 +311,13 @@ absl::Status OpenAiFront::PrepareContext(const HttpRequest& request,
       }
     }
     context.AddMetadata("authorization", auth);
+  }
+  // The caller's W3C trace context goes on to the router's service, whose span continues it; a
+  // malformed one is dropped (a new trace), as the specification says.
+  if (std::optional<TraceContext> trace = ParseTraceparent(request.Header(kTraceparentHeader))) {
+    trace->tracestate = CheckedTracestate(request.Header(kTracestateHeader));
+    context.AddMetadata(kTraceparentHeader, trace->Traceparent());
+    if (!trace->tracestate.empty()) context.AddMetadata(kTracestateHeader, trace->tracestate);
   }
   return absl::OkStatus();
 }

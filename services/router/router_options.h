@@ -26,6 +26,8 @@ struct RouterOptions {
   std::string k8s_token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
   std::string k8s_ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
   int attempts = 3;  // worker pairs tried per request
+  // The model's name to clients (OpenAI's `model`) and in traces (gen_ai.request.model).
+  std::string model_name = "yoco";
   // One log line per finished Generate call: who, how much, how fast, how it ended, where.
   bool access_log = true;
   // A request that finds no healthy worker pair waits this long (within its deadline) for one,
