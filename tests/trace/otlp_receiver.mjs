@@ -1,8 +1,10 @@
 // An OTLP/HTTP trace receiver for the tests: decodes each POST /v1/traces body with the official
 // OTLP protobuf definitions (as compiled into OpenTelemetry JS's @opentelemetry/otlp-transformer)
 // and appends one JSON line per span to OUT_FILE. Prints "receiving on port N" once listening.
+// With --count-only it decodes nothing and writes one line per batch, {"bytes": N} (a cheap sink
+// for measuring the senders).
 //
-//   node otlp_receiver.mjs OUT_FILE
+//   node otlp_receiver.mjs OUT_FILE [--count-only]
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
@@ -13,6 +15,7 @@ const { ExportTraceServiceRequest, ExportTraceServiceResponse } =
     root.opentelemetry.proto.collector.trace.v1;
 
 const out = process.argv[2];
+const countOnly = process.argv[3] === '--count-only';
 const hex = (bytes) => Buffer.from(bytes ?? []).toString('hex');
 
 function value(any) {
@@ -36,6 +39,11 @@ const server = createServer((req, res) => {
     if (req.method !== 'POST' || req.url !== '/v1/traces' ||
         req.headers['content-type'] !== 'application/x-protobuf') {
       res.writeHead(400).end();
+      return;
+    }
+    if (countOnly) {
+      appendFileSync(out, JSON.stringify({ bytes: Buffer.concat(chunks).length }) + '\n');
+      res.writeHead(200, { 'Content-Type': 'application/x-protobuf' }).end();
       return;
     }
     let request;
