@@ -12,9 +12,12 @@ namespace yoco {
 namespace {
 
 constexpr char kRetryAfterPayload[] = "yoco.retry_after_ms";
+constexpr char kLimitPayload[] = "yoco.tenant_limit";
 
-absl::Status Refuse(std::string message, std::optional<absl::Duration> retry_after) {
+absl::Status Refuse(absl::string_view limit, std::string message,
+                    std::optional<absl::Duration> retry_after) {
   absl::Status st = absl::ResourceExhaustedError(std::move(message));
+  st.SetPayload(kLimitPayload, absl::Cord(limit));
   if (retry_after.has_value()) {
     const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(*retry_after));
     st.SetPayload(kRetryAfterPayload, absl::Cord(absl::StrCat(ms)));
@@ -53,7 +56,8 @@ absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> TenantUsage::Admit(const std
   t.generated_per_minute = limits.generated_tokens_per_minute;
   if (limits.max_concurrent_requests > 0 && t.in_flight >= limits.max_concurrent_requests) {
     // A request in flight ends within seconds, typically: try again shortly.
-    return Refuse(absl::StrCat("tenant ", tenant, " is at its limit of ",
+    return Refuse("max_concurrent_requests",
+                  absl::StrCat("tenant ", tenant, " is at its limit of ",
                                limits.max_concurrent_requests, " concurrent requests"),
                   absl::Seconds(1));
   }
@@ -61,6 +65,7 @@ absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> TenantUsage::Admit(const std
     Refill(t.generated, limits.generated_tokens_per_minute, now);
     if (t.generated.tokens <= 0) {
       return Refuse(
+          "generated_tokens_per_minute",
           absl::StrCat("tenant ", tenant, " used its ", limits.generated_tokens_per_minute,
                        " generated tokens per minute"),
           TimeToRefill(1 - t.generated.tokens, limits.generated_tokens_per_minute));
@@ -69,6 +74,7 @@ absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> TenantUsage::Admit(const std
   if (limits.prompt_tokens_per_minute > 0) {
     if (prompt_tokens > limits.prompt_tokens_per_minute) {
       return Refuse(
+          "prompt_tokens_per_minute",
           absl::StrCat("the prompt's ", prompt_tokens, " tokens are more than tenant ", tenant,
                        "'s ", limits.prompt_tokens_per_minute, " prompt tokens per minute"),
           std::nullopt);
@@ -76,7 +82,8 @@ absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> TenantUsage::Admit(const std
     Refill(t.prompt, limits.prompt_tokens_per_minute, now);
     const double need = static_cast<double>(prompt_tokens);
     if (t.prompt.tokens < need) {
-      return Refuse(absl::StrCat("tenant ", tenant, " used its ", limits.prompt_tokens_per_minute,
+      return Refuse("prompt_tokens_per_minute",
+                    absl::StrCat("tenant ", tenant, " used its ", limits.prompt_tokens_per_minute,
                                  " prompt tokens per minute"),
                     TimeToRefill(need - t.prompt.tokens, limits.prompt_tokens_per_minute));
     }
@@ -105,6 +112,11 @@ std::optional<absl::Duration> TenantUsage::RetryAfter(const absl::Status& refusa
   int64_t ms = 0;
   if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &ms)) return std::nullopt;
   return absl::Milliseconds(ms);
+}
+
+std::string TenantUsage::LimitOf(const absl::Status& refusal) {
+  const auto payload = refusal.GetPayload(kLimitPayload);
+  return payload.has_value() ? std::string(*payload) : "";
 }
 
 }  // namespace yoco

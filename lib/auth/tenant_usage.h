@@ -51,6 +51,10 @@ class TenantUsage {
 
   // When a refusal of Admit's may succeed if tried again; none when it never will.
   static std::optional<absl::Duration> RetryAfter(const absl::Status& refusal);
+  // The limit a refusal of Admit's is about, as the tenant file names it
+  // ("max_concurrent_requests", "prompt_tokens_per_minute", "generated_tokens_per_minute"); ""
+  // for any other status. The router's refusal metric is labelled with it.
+  static std::string LimitOf(const absl::Status& refusal);
 
  private:
   struct Bucket {

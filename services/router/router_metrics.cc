@@ -89,6 +89,11 @@ RouterMetrics::RouterMetrics(prometheus::Registry& registry)
                                   .Name("yoco_router_tenant_generated_tokens_total")
                                   .Help("Tokens streamed by tenant (--tenants)")
                                   .Register(registry)),
+      tenant_limit_refusals(
+          prometheus::BuildCounter()
+              .Name("yoco_router_tenant_limit_refusals_total")
+              .Help("Requests refused by their tenant's limits, by tenant and limit (--tenants)")
+              .Register(registry)),
       unauthenticated(prometheus::BuildCounter()
                           .Name("yoco_router_unauthenticated_total")
                           .Help("Calls refused under --tenants: no credentials or unknown ones")

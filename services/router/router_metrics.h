@@ -41,6 +41,8 @@ struct RouterMetrics {
   prometheus::Family<prometheus::Counter>& tenant_requests;
   prometheus::Family<prometheus::Counter>& tenant_prompt_tokens;
   prometheus::Family<prometheus::Counter>& tenant_generated_tokens;
+  // Requests refused by a tenant's limits, by tenant and limit (the tenant file's names).
+  prometheus::Family<prometheus::Counter>& tenant_limit_refusals;
   prometheus::Counter& unauthenticated;  // calls refused: no or unknown credentials
   prometheus::Family<prometheus::Counter>& http_responses;  // the HTTP front's, by status
 };

@@ -251,7 +251,14 @@ absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> RouterService::AdmitTenant(
   if (options_.tenants == nullptr || scope.tenant.empty()) {
     return std::unique_ptr<TenantUsage::Lease>();
   }
-  return tenant_usage_.Admit(scope.tenant, options_.tenants->Limits(scope.tenant), prompt_tokens);
+  absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> lease =
+      tenant_usage_.Admit(scope.tenant, options_.tenants->Limits(scope.tenant), prompt_tokens);
+  if (!lease.ok()) {
+    metrics_->tenant_limit_refusals
+        .Add({{"tenant", scope.tenant}, {"limit", TenantUsage::LimitOf(lease.status())}})
+        .Increment();
+  }
+  return lease;
 }
 
 uint64_t RouterService::LongestSequenceRows() const {

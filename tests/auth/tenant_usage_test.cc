@@ -28,6 +28,7 @@ TEST_F(TenantUsageTest, ConcurrentRequestsComeBackWhenALeaseEnds) {
   const auto third = usage_.Admit("acme", limits, 10);
   ExpectRefused(third, "tenant acme is at its limit of 2 concurrent requests");
   EXPECT_EQ(TenantUsage::RetryAfter(third.status()), absl::Seconds(1));
+  EXPECT_EQ(TenantUsage::LimitOf(third.status()), "max_concurrent_requests");
   EXPECT_TRUE(usage_.Admit("other", limits, 10).ok());  // another tenant's count
   a->reset();
   EXPECT_TRUE(usage_.Admit("acme", limits, 10).ok());
@@ -40,6 +41,7 @@ TEST_F(TenantUsageTest, PromptTokensRefillAtTheirRate) {
   const auto over = usage_.Admit("acme", limits, 500);
   ExpectRefused(over, "tenant acme used its 6000 prompt tokens per minute");
   EXPECT_EQ(TenantUsage::RetryAfter(over.status()), absl::Seconds(5));  // 500 at 100/s
+  EXPECT_EQ(TenantUsage::LimitOf(over.status()), "prompt_tokens_per_minute");
   now_ += absl::Seconds(4);
   ExpectRefused(usage_.Admit("acme", limits, 500), "prompt tokens per minute");
   now_ += absl::Seconds(1);
@@ -53,6 +55,8 @@ TEST_F(TenantUsageTest, APromptLargerThanAMinutesWorthNeverFits) {
   const auto huge = usage_.Admit("acme", TenantLimits{0, 6000, 0}, 6001);
   ExpectRefused(huge, "the prompt's 6001 tokens are more than tenant acme's 6000");
   EXPECT_EQ(TenantUsage::RetryAfter(huge.status()), std::nullopt);
+  EXPECT_EQ(TenantUsage::LimitOf(huge.status()), "prompt_tokens_per_minute");
+  EXPECT_EQ(TenantUsage::LimitOf(absl::ResourceExhaustedError("a worker's queue")), "");
 }
 
 TEST_F(TenantUsageTest, GeneratedTokensAreRepaidBeforeTheNextRequest) {
@@ -65,6 +69,7 @@ TEST_F(TenantUsageTest, GeneratedTokensAreRepaidBeforeTheNextRequest) {
   const auto refused = usage_.Admit("acme", limits, 1);
   ExpectRefused(refused, "tenant acme used its 600 generated tokens per minute");
   EXPECT_EQ(TenantUsage::RetryAfter(refused.status()), absl::Milliseconds(20100));  // 201 tokens
+  EXPECT_EQ(TenantUsage::LimitOf(refused.status()), "generated_tokens_per_minute");
   now_ += absl::Seconds(21);
   EXPECT_TRUE(usage_.Admit("acme", limits, 1).ok());
 }

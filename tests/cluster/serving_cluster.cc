@@ -143,6 +143,15 @@ double Service::Metric(absl::string_view prefix) const {
   return sum;
 }
 
+std::vector<std::string> Service::MetricSeries() const {
+  absl::StatusOr<std::string> text =
+      HttpGet(absl::StrCat("http://127.0.0.1:", metrics_port_, "/metrics"));
+  std::vector<std::string> series;
+  if (!text.ok()) return series;
+  for (const auto& [name, value] : ParsePrometheusText(*text)) series.push_back(name);
+  return series;
+}
+
 v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_new_tokens,
                             const SamplingParams& sampling) {
   v1::GenerateRequest request;

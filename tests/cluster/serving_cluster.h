@@ -60,6 +60,8 @@ class Service {
   // The sum of the values of every series whose "name{labels}" starts with `prefix` (0 when
   // none does), scraped now from /metrics. -1 when the scrape fails.
   double Metric(absl::string_view prefix) const;
+  // Every series' "name{labels}" on /metrics now (empty when the scrape fails).
+  std::vector<std::string> MetricSeries() const;
 
   std::shared_ptr<grpc::Channel> Channel() const;
 

@@ -9,6 +9,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -42,7 +45,10 @@ class ClusterTenantsTest : public ::testing::Test {
           kTokenE, R"("],)", R"(  "limits": {"prompt_tokens_per_minute": 30}}}})");
       return made;
     };
-    options.router_flags = {"--tenants", "{dir}/tenants.json", "--tenants-reload-seconds", "1"};
+    http_port_ = FreePort();
+    options.router_flags = {
+        "--tenants", "{dir}/tenants.json", "--tenants-reload-seconds",
+        "1",         "--http-listen",      absl::StrCat("127.0.0.1:", http_port_)};
     auto started = ServingCluster::Start(options);
     ASSERT_TRUE(started.ok()) << started.status();
     cluster_ = *std::move(started);
@@ -74,6 +80,7 @@ class ClusterTenantsTest : public ::testing::Test {
   }
 
   std::unique_ptr<ServingCluster> cluster_;
+  int http_port_ = 0;
   std::string dir_;
 };
 
@@ -184,6 +191,70 @@ TEST_F(ClusterTenantsTest, ATenantOverItsLimitIsToldWhichAndWhen) {
   EXPECT_GT(ms, 15000);  // 10 tokens short at half a token a second: about 20 s
   EXPECT_LE(ms, 20000);
   EXPECT_EQ(Code(*As(kTokenB)), grpc::StatusCode::OK);  // team-b has no limits
+  EXPECT_EQ(cluster_->router().Metric("yoco_router_tenant_limit_refusals_total{limit=\"prompt_"
+                                      "tokens_per_minute\",tenant=\"team-e\"}"),
+            1);
+}
+
+// On the HTTP API (HTTPS with the router's certificates) a tenant over its limit gets 429 with
+// Retry-After in seconds.
+TEST_F(ClusterTenantsTest, OverItsLimitOnTheHttpApiATenantGets429WithRetryAfter) {
+  auto post = [&](const std::string& name) {
+    // -k: curl's OpenSSL refuses the test CA (no CA extensions) that gRPC accepts; what is
+    // checked here is the limit, not the server's certificate.
+    return RunToCompletion(
+        "/usr/bin/curl",
+        {"-sS", "-i", "-k", "--cert", dir_ + "/stranger.pem", "--key", dir_ + "/stranger.key", "-H",
+         absl::StrCat("Authorization: Bearer ", kTokenE), "-H", "Content-Type: application/json",
+         "-d", R"({"prompt": "twenty bytes of text", "max_tokens": 2})",
+         absl::StrCat("https://127.0.0.1:", http_port_, "/v1/completions")},
+        absl::StrCat(dir_, "/", name));
+  };
+  const ToolRun first = post("curl1");  // 21 of team-e's 30 prompt tokens a minute
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_THAT(first.output, ::testing::StartsWith("HTTP/1.1 200"));
+  const ToolRun second = post("curl2");
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_THAT(second.output, ::testing::StartsWith("HTTP/1.1 429"));
+  EXPECT_THAT(second.output, ::testing::HasSubstr("prompt tokens per minute"));
+  // 12 tokens short at half a token a second: 24 s.
+  EXPECT_THAT(second.output, ::testing::ContainsRegex("[Rr]etry-[Aa]fter: 2[0-9]\r\n"));
+}
+
+// The dashboard (deploy/k8s/components/monitoring) queries only series the services export: a
+// renamed metric would otherwise leave an empty panel nobody notices. Each tenant panel's series
+// exists once a tenant has been served and refused.
+TEST_F(ClusterTenantsTest, TheDashboardQueriesSeriesTheServicesExport) {
+  ASSERT_EQ(Code(*As(kTokenA)), grpc::StatusCode::OK);
+  auto e = As(kTokenE);
+  const std::vector<int32_t> prompt = RandomPrompt(8, 20);
+  ASSERT_TRUE(Generate(*e, Request(prompt, 2), absl::Seconds(20)).status.ok());
+  ASSERT_EQ(Generate(*e, Request(prompt, 2), absl::Seconds(20)).status.error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  std::set<std::string> exported;
+  for (Service* service : {&cluster_->router(), &cluster_->prefill(0), &cluster_->decode(0)}) {
+    for (const std::string& series : service->MetricSeries()) {
+      exported.insert(series.substr(0, series.find('{')));
+    }
+  }
+  ASSERT_GT(exported.size(), 20u);
+  std::ifstream file(std::string(YOCO_TEST_SOURCE_DIR) +
+                     "/../deploy/k8s/components/monitoring/grafana-dashboard.json");
+  const nlohmann::json dashboard = nlohmann::json::parse(file);
+  const std::regex metric(R"(\byoco_[a-z0-9_]+)");
+  int queried = 0;
+  for (const nlohmann::json& panel : dashboard["panels"]) {
+    for (const nlohmann::json& target : panel["targets"]) {
+      const std::string expr = target["expr"];
+      for (auto it = std::sregex_iterator(expr.begin(), expr.end(), metric);
+           it != std::sregex_iterator(); ++it) {
+        ++queried;
+        EXPECT_TRUE(exported.count(it->str()) > 0)
+            << panel["title"] << " queries " << it->str() << ", which no service exports";
+      }
+    }
+  }
+  EXPECT_GT(queried, 20);
 }
 
 }  // namespace
