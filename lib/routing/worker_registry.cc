@@ -180,6 +180,11 @@ std::optional<WorkerChoice> WorkerRegistry::Choose(const WorkerQuery& query) {
       for (size_t i = 0; i < workers_.size(); ++i) {
         const Worker& w = workers_[i];
         if (!w.healthy || std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
+        if (!query.fingerprints.empty() &&
+            std::find(query.fingerprints.begin(), query.fingerprints.end(),
+                      w.info.model_fingerprint()) == query.fingerprints.end()) {
+          continue;
+        }
         int64_t cached = 0;
         bool disk_only = false;
         for (size_t j = keys.size(); j > 0; --j) {
@@ -240,6 +245,19 @@ uint64_t WorkerRegistry::fingerprint() const {
     if (w.healthy) return w.info.model_fingerprint();
   }
   return 0;
+}
+
+std::vector<uint64_t> WorkerRegistry::HealthyFingerprints(absl::Span<const size_t> exclude) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<uint64_t> versions;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& w = workers_[i];
+    if (!w.healthy || std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
+    versions.push_back(w.info.model_fingerprint());
+  }
+  std::sort(versions.begin(), versions.end());
+  versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
+  return versions;
 }
 
 uint64_t WorkerRegistry::LongestSequenceRows() const {

@@ -66,6 +66,9 @@ struct WorkerQuery {
   int64_t prompt_tokens = 0;
   int64_t load_penalty_tokens = 0;  // what one request in flight costs, in tokens to prefill
   int64_t disk_penalty_tokens = 0;  // what restoring a prefix from disk costs, likewise
+  // Non-empty: only workers running one of these model versions (their model fingerprints), so
+  // that a prefill and a decode worker of one request run the same weights during a rollout.
+  absl::Span<const uint64_t> fingerprints = {};
 };
 
 class WorkerRegistry {
@@ -128,6 +131,8 @@ class WorkerRegistry {
   bool healthy(size_t index) const;
   // The model fingerprint a healthy worker reports (0 when none is healthy).
   uint64_t fingerprint() const;
+  // The model versions healthy workers run, except those in `exclude` (each once, ascending).
+  std::vector<uint64_t> HealthyFingerprints(absl::Span<const size_t> exclude = {}) const;
   // The most K/V rows a sequence can hold on any healthy worker (WorkerInfo.max_sequence_rows);
   // 0 when none is healthy or one does not say (nothing known for sure).
   uint64_t LongestSequenceRows() const;

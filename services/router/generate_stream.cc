@@ -144,6 +144,7 @@ void GenerateStream::ChooseWorkers() {
   want.skip_prefill = avoided_.SkipPrefill();
   want.skip_decode = avoided_.SkipDecode();
   want.allow_local = !avoided_.force_remote;
+  want.version = version_;
   attempt_.pair = pool_.ChoosePair(want);
   const WorkerPair& pair = attempt_.pair;
   if (pair.usable()) {
@@ -419,6 +420,7 @@ AttemptRequest GenerateStream::Asked() const {
 
 void GenerateStream::Emit(int32_t id, std::function<void()> then) {
   const SentTokens::Sent sent = sent_.Add(id, std::chrono::steady_clock::now());
+  if (version_ == 0) version_ = attempt_.pair.version();
   if (sent.first) {
     trace_.FirstToken();
     report_.SetTtftMs(sent.seconds * 1000);
@@ -515,6 +517,7 @@ void GenerateStream::ReportEnd(const grpc::Status& status, const v1::Finish& fin
   if (last_decode_.has_value()) {
     line.With("decode", pool_.WorkerAddress(WorkerRole::kDecode, *last_decode_));
   }
+  if (version_ != 0) line.With("model_version", absl::StrFormat("%016x", version_));
   if (!status.ok()) line.With("error", status.error_message());
 }
 

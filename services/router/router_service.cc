@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -267,18 +268,34 @@ uint64_t RouterService::LongestSequenceRows() const {
 
 WorkerPair RouterService::ChoosePair(const PairRequest& request) {
   WorkerPair pair;
+  // During a rollout old and new workers serve side by side: a pair is two workers of one model
+  // version (a bundle from other weights would be refused), from the versions both roles run,
+  // or the request's own once it has streamed tokens.
+  std::vector<uint64_t> versions;
+  if (request.version != 0) {
+    versions = {request.version};
+  } else {
+    const std::vector<uint64_t> decode = decode_workers_->HealthyFingerprints(request.skip_decode);
+    const std::vector<uint64_t> prefill =
+        prefill_workers_->HealthyFingerprints(request.skip_prefill);
+    std::set_intersection(decode.begin(), decode.end(), prefill.begin(), prefill.end(),
+                          std::back_inserter(versions));
+  }
   // A decode worker that holds the prompt's document needs only the question's rows shipped.
   pair.decode =
       decode_workers_->Choose({.exclude = request.skip_decode,
                                .keys = request.keys,
                                .prompt_tokens = static_cast<int64_t>(request.input_tokens),
-                               .load_penalty_tokens = options_.cache_load_penalty_tokens});
+                               .load_penalty_tokens = options_.cache_load_penalty_tokens,
+                               .fingerprints = versions});
+  const uint64_t version = pair.version();
   pair.prefill =
       prefill_workers_->Choose({.exclude = request.skip_prefill,
                                 .keys = request.keys,
                                 .prompt_tokens = static_cast<int64_t>(request.input_tokens),
                                 .load_penalty_tokens = options_.cache_load_penalty_tokens,
-                                .disk_penalty_tokens = kDiskPenaltyTokens});
+                                .disk_penalty_tokens = kDiskPenaltyTokens,
+                                .fingerprints = absl::MakeConstSpan(&version, version != 0)});
   pair.local =
       request.allow_local && PrefillOnDecodeWorker(pair.decode, pair.prefill, request.input_tokens);
   return pair;

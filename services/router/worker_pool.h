@@ -43,6 +43,9 @@ struct PairRequest {
   size_t input_tokens = 0;          // the prompt plus the tokens already sent
   std::vector<size_t> skip_prefill, skip_decode;
   bool allow_local = true;  // the decode worker may prefill (RouterOptions::local_prefill_*)
+  // Nonzero: only workers of this model version (the request has streamed tokens of it; its
+  // continuation must come from the same weights). Zero: any version both roles run.
+  uint64_t version = 0;
 };
 
 struct WorkerPair {
@@ -50,6 +53,8 @@ struct WorkerPair {
   std::optional<WorkerChoice> decode;
   bool local = false;  // the decode worker prefills: `prefill` is not used
   bool usable() const { return decode.has_value() && (local || prefill.has_value()); }
+  // The model version the pair runs (the decode worker's fingerprint; 0 without one).
+  uint64_t version() const { return decode.has_value() ? decode->info.model_fingerprint() : 0; }
 };
 
 class WorkerPool {

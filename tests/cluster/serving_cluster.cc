@@ -125,6 +125,15 @@ absl::Status Service::Restart() {
   return Launch(port_);
 }
 
+absl::Status Service::Replace(const std::vector<std::string>& flags, absl::Duration drain) {
+  if (process_) {
+    absl::StatusOr<int> exit = process_->Terminate(drain);
+    if (!exit.ok()) return exit.status();
+  }
+  flags_.insert(flags_.end(), flags.begin(), flags.end());
+  return Launch(port_);
+}
+
 std::string Service::address() const { return absl::StrCat("127.0.0.1:", port_); }
 
 std::shared_ptr<grpc::Channel> Service::Channel() const {
@@ -310,6 +319,10 @@ absl::StatusOr<std::unique_ptr<ServingCluster>> ServingCluster::Start(const Clus
       flags.insert(flags.end(), {"--cache-dir", absl::StrCat(dir, "/cache", i)});
     }
     flags.insert(flags.end(), options.prefill_flags.begin(), options.prefill_flags.end());
+    if (i < static_cast<int>(options.prefill_flags_each.size())) {
+      const std::vector<std::string>& own = options.prefill_flags_each[i];
+      flags.insert(flags.end(), own.begin(), own.end());
+    }
     auto started = Service::Start(Role::kPrefill, flags, absl::StrCat(dir, "/prefill", i), 0,
                                   cluster->router_side_);
     if (!started.ok()) return started.status();

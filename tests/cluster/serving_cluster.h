@@ -56,6 +56,10 @@ class Service {
 
   // Kills the process if it runs and starts it again with the same flags on the same port.
   absl::Status Restart();
+  // As a rolling update replaces a pod: SIGTERM (the service drains its calls in flight), then
+  // the same service again on the same port with `flags` added to its own (a later flag wins).
+  absl::Status Replace(const std::vector<std::string>& flags,
+                       absl::Duration drain = absl::Seconds(60));
 
   // The sum of the values of every series whose "name{labels}" starts with `prefix` (0 when
   // none does), scraped now from /metrics. -1 when the scrape fails.
@@ -75,7 +79,7 @@ class Service {
   absl::Status Launch(int port);
 
   const Role role_;
-  const std::vector<std::string> flags_;
+  std::vector<std::string> flags_;
   const std::string log_path_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::unique_ptr<ServiceProcess> process_;
@@ -93,7 +97,9 @@ struct ClusterOptions {
   std::vector<std::string> prefill_flags;
   std::vector<std::string> decode_flags;
   std::vector<std::string> router_flags;
-  // Added to decode worker i's flags only (e.g. one worker without local prefill).
+  // Added to prefill or decode worker i's flags only (e.g. one worker without local prefill, or
+  // with another --model).
+  std::vector<std::vector<std::string>> prefill_flags_each;
   std::vector<std::vector<std::string>> decode_flags_each;
   // As a deployment mounts its secrets: every gRPC connection mutual TLS (a CA, a "server"
   // certificate for the services, the router calling workers with it, and a "client" one for

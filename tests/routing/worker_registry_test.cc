@@ -17,6 +17,7 @@ struct FakeWorkers {
   std::vector<bool> up = {true, true, true};
   std::vector<uint32_t> load = {0, 0, 0};
   std::vector<uint64_t> generation = {0, 0, 0};
+  std::vector<uint64_t> fingerprint = {42, 42, 42};  // the model version each runs
   std::vector<std::vector<IndexedSnapshot>> snapshots = {{}, {}, {}};
   std::atomic<int> list_calls{0};
 
@@ -26,7 +27,7 @@ struct FakeWorkers {
       std::lock_guard<std::mutex> lock(mu);
       if (!up[i]) return absl::UnavailableError("down");
       v1::WorkerInfo info;
-      info.set_model_fingerprint(42);
+      info.set_model_fingerprint(fingerprint[i]);
       info.set_active_requests(load[i]);
       info.set_cache_generation(generation[i]);
       return info;
@@ -70,6 +71,32 @@ TEST(WorkerRegistryTest, PicksTheLeastLoadedHealthyWorker) {
   registry.MarkFailed(1);
   EXPECT_EQ(registry.Choose({.prompt_tokens = 100, .load_penalty_tokens = 1})->index, 2u);
   EXPECT_EQ(registry.fingerprint(), 42u);
+}
+
+TEST(WorkerRegistryTest, ChoosesAmongWorkersOfTheAskedModelVersionsOnly) {
+  FakeWorkers fake;
+  fake.fingerprint = {42, 43, 43};  // a rollout: worker 0 still runs the old weights
+  fake.load = {0, 5, 1};
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
+  EXPECT_EQ(registry.HealthyFingerprints(), (std::vector<uint64_t>{42, 43}));
+  EXPECT_EQ(registry.HealthyFingerprints({0}), (std::vector<uint64_t>{43}));
+  const uint64_t new_version = 43, old_version = 42;
+  EXPECT_EQ(registry.Choose({.prompt_tokens = 100, .load_penalty_tokens = 1})->index, 0u);
+  EXPECT_EQ(registry
+                .Choose({.prompt_tokens = 100,
+                         .load_penalty_tokens = 1,
+                         .fingerprints = absl::MakeConstSpan(&new_version, 1)})
+                ->index,
+            2u);  // the least loaded of version 43
+  EXPECT_FALSE(registry
+                   .Choose({.exclude = {0},
+                            .prompt_tokens = 100,
+                            .load_penalty_tokens = 1,
+                            .fingerprints = absl::MakeConstSpan(&old_version, 1)})
+                   .has_value());  // version 42's only worker is excluded: none, not another
+  fake.up[0] = false;
+  registry.Probe(0);
+  EXPECT_EQ(registry.HealthyFingerprints(), (std::vector<uint64_t>{43}));
 }
 
 TEST(WorkerRegistryTest, NoHealthyWorkerProbesAgainThenGivesUp) {
