@@ -71,11 +71,12 @@ absl::StatusOr<TenantLimits> ParseLimits(const Json& json, const std::string& te
                        : field == "prompt_tokens_per_minute" ? &limits.prompt_tokens_per_minute
                        : field == "generated_tokens_per_minute"
                            ? &limits.generated_tokens_per_minute
-                           : nullptr;
+                       : field == "max_pinned_snapshot_bytes" ? &limits.max_pinned_snapshot_bytes
+                                                              : nullptr;
     if (target == nullptr) {
       return Invalid(absl::StrCat(tenant, ": unknown limit \"", absl::CHexEscape(field),
                                   "\" (max_concurrent_requests, prompt_tokens_per_minute, "
-                                  "generated_tokens_per_minute)"));
+                                  "generated_tokens_per_minute, max_pinned_snapshot_bytes)"));
     }
     if (!value.is_number_unsigned() || value.get<uint64_t>() > kMaxTenantLimit) {
       return Invalid(absl::StrCat(tenant, ": limit ", field, " must be an integer in [0, ",

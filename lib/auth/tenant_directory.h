@@ -43,6 +43,9 @@ struct TenantLimits {
   uint64_t max_concurrent_requests = 0;
   uint64_t prompt_tokens_per_minute = 0;
   uint64_t generated_tokens_per_minute = 0;
+  // Bytes of pinned snapshots (pre-cached with pin) the tenant may hold across the prefill
+  // workers; a pin that would pass it is refused.
+  uint64_t max_pinned_snapshot_bytes = 0;
   bool operator==(const TenantLimits&) const = default;
 };
 inline constexpr uint64_t kMaxTenantLimit = uint64_t{1} << 40;

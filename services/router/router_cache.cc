@@ -60,6 +60,18 @@ grpc::Status RouterService::RunPrecache(
       CheckPrecacheRequest(request, config_, *tokenizer_);
   if (!checked.ok()) return ToGrpcStatus(checked.status());
   const std::vector<int32_t>& document = *checked;
+  // A pin under the tenant's max_pinned_snapshot_bytes: refused before any work when the tenant
+  // is at its limit already, undone (the new snapshot evicted) when this one passed it.
+  const uint64_t pin_limit = request.pin() && options_.tenants != nullptr && !scope->tenant.empty()
+                                 ? options_.tenants->Limits(scope->tenant).max_pinned_snapshot_bytes
+                                 : 0;
+  std::map<std::string, uint64_t> pinned;
+  uint64_t pinned_bytes = 0;
+  if (pin_limit > 0) {
+    pinned = PinnedSnapshots(*context, scope->salt);
+    for (const auto& [handle, bytes] : pinned) pinned_bytes += bytes;
+    if (pinned_bytes >= pin_limit) return RefusePin(scope->tenant, pinned_bytes, 0, pin_limit);
+  }
   // Prefer the worker that already holds most of the document.
   const std::vector<BlockKey> keys = UsableKeys(scope->salt, document);
   std::optional<WorkerChoice> choice =
@@ -102,9 +114,59 @@ grpc::Status RouterService::RunPrecache(
     }
   }
   if (!st.ok()) return st;
+  if (pin_limit > 0 && pinned.count(response->handle()) == 0 &&
+      pinned_bytes + response->bytes() > pin_limit) {
+    // Pins cannot be taken back but snapshots can be evicted (a cached copy of the document
+    // that was there unpinned goes too: it is recomputed when asked for).
+    v1::EvictCacheRequest evict;
+    evict.set_handle(response->handle());
+    evict.set_cache_salt(scope->salt);
+    v1::EvictCacheResponse evicted;
+    std::unique_ptr<grpc::ClientContext> ctx = WorkerCall(*context, std::chrono::seconds(10));
+    const grpc::Status undone =
+        prefill_stubs_[choice->index]->EvictCache(ctx.get(), evict, &evicted);
+    prefill_workers_->Probe(choice->index);
+    if (!undone.ok() || evicted.evicted() == 0) {
+      LogWarning("a pin over its tenant's limit could not be undone")
+          .With("tenant", scope->tenant)
+          .With("handle", response->handle())
+          .With("error", undone.error_message());
+    }
+    return RefusePin(scope->tenant, pinned_bytes, response->bytes(), pin_limit);
+  }
   response->set_worker(prefill_workers_->address(choice->index));
   prefill_workers_->Probe(choice->index);  // so the next prompt is routed to the snapshot
   return grpc::Status::OK;
+}
+
+std::map<std::string, uint64_t> RouterService::PinnedSnapshots(const grpc::ServerContext& context,
+                                                               const std::string& salt) {
+  v1::ListCacheRequest request;
+  request.set_cache_salt(salt);
+  std::map<std::string, uint64_t> pinned;
+  for (size_t i : prefill_workers_->HealthyWorkers()) {
+    std::unique_ptr<grpc::ClientContext> ctx = WorkerCall(context, std::chrono::seconds(10));
+    v1::ListCacheResponse listed;
+    if (!prefill_stubs_[i]->ListCache(ctx.get(), request, &listed).ok()) continue;
+    for (const v1::CacheEntry& e : listed.entries()) {
+      if (e.pinned()) pinned[e.handle()] = e.bytes();
+    }
+  }
+  return pinned;
+}
+
+grpc::Status RouterService::RefusePin(const std::string& tenant, uint64_t pinned, uint64_t adding,
+                                      uint64_t limit) {
+  metrics_->tenant_limit_refusals.Add({{"tenant", tenant}, {"limit", "max_pinned_snapshot_bytes"}})
+      .Increment();
+  const std::string what =
+      adding == 0 ? absl::StrCat("tenant ", tenant, " holds ", pinned, " bytes of pinned snapshots")
+                  : absl::StrCat("pinning this document (", adding, " bytes) would take tenant ",
+                                 tenant, "'s pinned snapshots to ", pinned + adding, " bytes");
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat(what, ", at or over its max_pinned_snapshot_bytes of ", limit,
+                                   ": evict a pinned document first (EvictCache), or pre-cache "
+                                   "without pin"));
 }
 
 grpc::Status RouterService::ListCache(grpc::ServerContext* context,

@@ -6,6 +6,7 @@
 #define YOCO_SERVICES_ROUTER_ROUTER_SERVICE_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -81,6 +82,13 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   grpc::Status RunPrecache(grpc::ServerContext* context, const v1::PrecacheRequest& request,
                            const std::function<void(const v1::PrecacheProgress&)>& progress,
                            v1::PrecacheResponse* response);
+  // The pinned snapshots under `salt` across the healthy prefill workers: handle -> bytes (a
+  // copy on a second worker counts once).
+  std::map<std::string, uint64_t> PinnedSnapshots(const grpc::ServerContext& context,
+                                                  const std::string& salt);
+  // A pin refused by `tenant`'s max_pinned_snapshot_bytes (counted in the refusal metric).
+  grpc::Status RefusePin(const std::string& tenant, uint64_t pinned, uint64_t adding,
+                         uint64_t limit);
   // WorkerPool, for GenerateStream.
   const RouterOptions& options() const override { return options_; }
   const ModelConfig& config() const override { return config_; }

@@ -82,11 +82,12 @@ TEST(TenantFileTest, LimitsAreReadAndBadOnesRefusedByName) {
   absl::StatusOr<TenantTable> table = ParseTenantFile(R"({"tenants": {
       "a": {"tokens": ["abcdefghijklmnop"],
             "limits": {"max_concurrent_requests": 4, "prompt_tokens_per_minute": 100000,
-                       "generated_tokens_per_minute": 2000}},
+                       "generated_tokens_per_minute": 2000,
+                       "max_pinned_snapshot_bytes": 1073741824}},
       "b": {"tokens": ["qrstuvwxyz012345"], "limits": {}},
       "c": {"tokens": ["6789abcdefghijkl"]}}})");
   ASSERT_TRUE(table.ok()) << table.status();
-  EXPECT_EQ(table->limits.at("a"), (TenantLimits{4, 100000, 2000}));
+  EXPECT_EQ(table->limits.at("a"), (TenantLimits{4, 100000, 2000, uint64_t{1} << 30}));
   EXPECT_EQ(table->limits.count("b"), 0u);  // no limits: as if none were given
   EXPECT_EQ(table->limits.count("c"), 0u);
   for (const std::string& bad : {R"("limits": {"max_concurrent_requests": -1})",

@@ -24,6 +24,17 @@ constexpr char kTokenA[] = "token-of-team-a-8f2b61d0c4";
 constexpr char kTokenB[] = "token-of-team-b-3e9d07aa51";
 constexpr char kTokenD[] = "token-of-team-d-77c1e0b2f9";
 constexpr char kTokenE[] = "token-of-team-e-5a0c93d1e2";
+constexpr char kTokenF[] = "token-of-team-f-c3d8e1a7b0";
+
+// The tenant file with team-f's max_pinned_snapshot_bytes at `pinned_bytes`.
+std::string TenantFile(uint64_t pinned_bytes) {
+  return absl::StrCat(
+      R"({"tenants": {"team-a": {"tokens": [")", kTokenA, R"("]},)", R"("team-b": {"tokens": [")",
+      kTokenB, R"("]},)", R"("team-c": {"client_identities": ["team-c.clients"]},)",
+      R"("team-e": {"tokens": [")", kTokenE, R"("],)",
+      R"(  "limits": {"prompt_tokens_per_minute": 30}},)", R"("team-f": {"tokens": [")", kTokenF,
+      R"("],)", R"(  "limits": {"max_pinned_snapshot_bytes": )", pinned_bytes, "}}}}");
+}
 
 class ClusterTenantsTest : public ::testing::Test {
  protected:
@@ -38,11 +49,7 @@ class ClusterTenantsTest : public ::testing::Test {
       if (made.ok()) {
         made = MakeTestCertificate(dir, "team-c-client", "ca", 2, 400, "DNS:team-c.clients");
       }
-      std::ofstream(dir + "/tenants.json") << absl::StrCat(
-          R"({"tenants": {"team-a": {"tokens": [")", kTokenA, R"("]},)",
-          R"("team-b": {"tokens": [")", kTokenB, R"("]},)",
-          R"("team-c": {"client_identities": ["team-c.clients"]},)", R"("team-e": {"tokens": [")",
-          kTokenE, R"("],)", R"(  "limits": {"prompt_tokens_per_minute": 30}}}})");
+      std::ofstream(dir + "/tenants.json") << TenantFile(1);
       return made;
     };
     http_port_ = FreePort();
@@ -194,6 +201,58 @@ TEST_F(ClusterTenantsTest, ATenantOverItsLimitIsToldWhichAndWhen) {
   EXPECT_EQ(cluster_->router().Metric("yoco_router_tenant_limit_refusals_total{limit=\"prompt_"
                                       "tokens_per_minute\",tenant=\"team-e\"}"),
             1);
+}
+
+// A tenant's pinned snapshots stay under its max_pinned_snapshot_bytes: a pin that would pass it
+// is undone and refused, and a tenant at its limit is refused before any work. The limit is
+// changed by rewriting the tenant file (re-read every second).
+TEST_F(ClusterTenantsTest, PinsStayUnderTheTenantsPinnedBytes) {
+  auto f = As(kTokenF);
+  auto pin = [&](uint32_t seed, v1::PrecacheResponse* response) {
+    v1::PrecacheRequest request;
+    const std::vector<int32_t> document = RandomPrompt(seed, 300);
+    request.mutable_tokens()->mutable_ids()->Add(document.begin(), document.end());
+    request.set_pin(true);
+    grpc::ClientContext context;
+    return f->Precache(&context, request, response);
+  };
+  auto set_limit = [&](uint64_t bytes) {
+    std::ofstream(dir_ + "/tenants.json.new") << TenantFile(bytes);
+    std::filesystem::rename(dir_ + "/tenants.json.new", dir_ + "/tenants.json");
+  };
+  v1::PrecacheResponse first;
+  grpc::Status st = pin(1, &first);  // 1 byte: any snapshot passes it
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(st.error_message(), ::testing::HasSubstr("max_pinned_snapshot_bytes of 1"));
+  EXPECT_TRUE(Handles(*f).empty());  // undone
+
+  set_limit(uint64_t{1} << 40);
+  ASSERT_TRUE(WaitFor([&] { return pin(1, &first).ok(); }, absl::Seconds(10)));
+  ASSERT_GT(first.bytes(), 0u);
+  EXPECT_EQ(Handles(*f), std::vector<std::string>{first.handle()});
+
+  set_limit(first.bytes());  // at the limit: the next pin is refused before any work
+  // Once the file is re-read, even the document already pinned is refused: the check comes
+  // before the work that would name the snapshot.
+  v1::PrecacheResponse again;
+  ASSERT_TRUE(
+      WaitFor([&] { return pin(1, &again).error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED; },
+              absl::Seconds(10)));
+  v1::PrecacheResponse second;
+  st = pin(2, &second);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(st.error_message(),
+              ::testing::HasSubstr(absl::StrCat("holds ", first.bytes(), " bytes")));
+  EXPECT_EQ(Handles(*f), std::vector<std::string>{first.handle()});
+
+  v1::EvictCacheRequest evict;
+  evict.set_handle(first.handle());
+  v1::EvictCacheResponse evicted;
+  ASSERT_TRUE(Evict(*f, evict, &evicted).ok());
+  EXPECT_TRUE(pin(2, &second).ok());  // room again
+  EXPECT_GE(cluster_->router().Metric("yoco_router_tenant_limit_refusals_total{limit=\"max_"
+                                      "pinned_snapshot_bytes\",tenant=\"team-f\"}"),
+            3);
 }
 
 // On the HTTP API (HTTPS with the router's certificates) a tenant over its limit gets 429 with
