@@ -9,11 +9,14 @@ namespace {
 
 using Next = Failover::Next;
 
-// Statuses that say a worker (or the way to it) failed, so another pair may succeed.
+// Statuses that say a worker (or the way to it) failed, so another pair may succeed. CANCELLED
+// is one when the client is still there (checked first): the router did not cancel the call, so
+// the worker did — a gRPC server shutting down (SIGTERM, a rollout) cancels calls that arrive
+// while it drains.
 bool RetryableStatus(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
          code == grpc::StatusCode::ABORTED || code == grpc::StatusCode::INTERNAL ||
-         code == grpc::StatusCode::UNKNOWN;
+         code == grpc::StatusCode::UNKNOWN || code == grpc::StatusCode::CANCELLED;
 }
 
 Failover PrefillFailed(const AttemptEnd& end) {

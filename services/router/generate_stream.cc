@@ -170,9 +170,11 @@ void GenerateStream::ChooseWorkers() {
     FinishWith(ClientGoneStatus(*context_, last_error_));
     return;
   }
-  // Only a request that has not yet lost a worker of its own waits: the others retry on what
-  // is healthy or fail.
-  if (!avoided_.any_failed() && std::chrono::system_clock::now() < attempt_.wait_until) {
+  // Only a request that has not yet lost a worker of its own waits (the others retry on what
+  // is healthy or fail), or one whose workers are only of different model versions: during a
+  // rollout the new worker of the other role is about to be seen healthy.
+  if ((!avoided_.any_failed() || pair.versions_apart) &&
+      std::chrono::system_clock::now() < attempt_.wait_until) {
     WaitForWorkers();
     return;
   }

@@ -271,15 +271,16 @@ WorkerPair RouterService::ChoosePair(const PairRequest& request) {
   // During a rollout old and new workers serve side by side: a pair is two workers of one model
   // version (a bundle from other weights would be refused), from the versions both roles run,
   // or the request's own once it has streamed tokens.
+  const std::vector<uint64_t> decode_versions =
+      decode_workers_->HealthyFingerprints(request.skip_decode);
+  const std::vector<uint64_t> prefill_versions =
+      prefill_workers_->HealthyFingerprints(request.skip_prefill);
   std::vector<uint64_t> versions;
   if (request.version != 0) {
     versions = {request.version};
   } else {
-    const std::vector<uint64_t> decode = decode_workers_->HealthyFingerprints(request.skip_decode);
-    const std::vector<uint64_t> prefill =
-        prefill_workers_->HealthyFingerprints(request.skip_prefill);
-    std::set_intersection(decode.begin(), decode.end(), prefill.begin(), prefill.end(),
-                          std::back_inserter(versions));
+    std::set_intersection(decode_versions.begin(), decode_versions.end(), prefill_versions.begin(),
+                          prefill_versions.end(), std::back_inserter(versions));
   }
   // A decode worker that holds the prompt's document needs only the question's rows shipped.
   pair.decode =
@@ -298,6 +299,7 @@ WorkerPair RouterService::ChoosePair(const PairRequest& request) {
                                 .fingerprints = absl::MakeConstSpan(&version, version != 0)});
   pair.local =
       request.allow_local && PrefillOnDecodeWorker(pair.decode, pair.prefill, request.input_tokens);
+  pair.versions_apart = !pair.usable() && !decode_versions.empty() && !prefill_versions.empty();
   return pair;
 }
 

@@ -71,13 +71,14 @@ std::vector<Row> Rows() {
   Failover busy_both = Want(Next::kReplan);
   busy_both.busy_prefill = busy_both.busy_decode = true;
   rows.push_back({"prefill_refused_for_load", Prefill(Code::RESOURCE_EXHAUSTED), busy_both});
-  for (Code code :
-       {Code::UNAVAILABLE, Code::DEADLINE_EXCEEDED, Code::ABORTED, Code::INTERNAL, Code::UNKNOWN}) {
+  // CANCELLED with the client still there: the worker's server cancelled it (shutting down).
+  for (Code code : {Code::UNAVAILABLE, Code::DEADLINE_EXCEEDED, Code::ABORTED, Code::INTERNAL,
+                    Code::UNKNOWN, Code::CANCELLED}) {
     rows.push_back({"prefill_failed_" + std::to_string(code), Prefill(code),
                     Mark(Next::kRetry, WorkerRole::kPrefill)});
   }
   for (Code code : {Code::INVALID_ARGUMENT, Code::FAILED_PRECONDITION, Code::PERMISSION_DENIED,
-                    Code::UNAUTHENTICATED, Code::NOT_FOUND, Code::CANCELLED}) {
+                    Code::UNAUTHENTICATED, Code::NOT_FOUND}) {
     rows.push_back({"prefill_refused_" + std::to_string(code), Prefill(code), Want(Next::kFail)});
   }
 
@@ -108,12 +109,12 @@ std::vector<Row> Rows() {
   Failover busy_decode = Want(Next::kReplan);
   busy_decode.busy_decode = true;
   rows.push_back({"decode_refused_for_load", Decode(Code::RESOURCE_EXHAUSTED), busy_decode});
-  for (Code code : {Code::INVALID_ARGUMENT, Code::NOT_FOUND, Code::PERMISSION_DENIED,
-                    Code::UNAUTHENTICATED, Code::CANCELLED}) {
+  for (Code code :
+       {Code::INVALID_ARGUMENT, Code::NOT_FOUND, Code::PERMISSION_DENIED, Code::UNAUTHENTICATED}) {
     rows.push_back({"decode_refused_" + std::to_string(code), Decode(code), Want(Next::kFail)});
   }
-  for (Code code :
-       {Code::UNAVAILABLE, Code::DEADLINE_EXCEEDED, Code::ABORTED, Code::INTERNAL, Code::UNKNOWN}) {
+  for (Code code : {Code::UNAVAILABLE, Code::DEADLINE_EXCEEDED, Code::ABORTED, Code::INTERNAL,
+                    Code::UNKNOWN, Code::CANCELLED}) {
     rows.push_back({"decode_failed_" + std::to_string(code), Decode(code),
                     Mark(Next::kRetry, WorkerRole::kDecode)});
     rows.push_back({"local_decode_failed_" + std::to_string(code), With(Decode(code), local),
