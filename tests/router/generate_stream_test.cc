@@ -24,6 +24,7 @@
 #include "lib/rpc/invalid_field.h"
 #include "lib/rpc/request_id.h"
 #include "lib/text/byte_tokenizer.h"
+#include "lib/trace/tracer.h"
 #include "services/router/router_service.h"
 
 namespace yoco {
@@ -64,12 +65,13 @@ class FakePrefill final : public v1::PrefillWorker::Service {
   std::function<grpc::Status(grpc::ServerContext*)> before;
   std::atomic<int> calls{0};
   std::mutex mu;
-  std::vector<size_t> prompt_sizes;  // guarded by mu
+  std::vector<size_t> prompt_sizes;                 // guarded by mu
+  std::atomic<uint64_t> fingerprint{kFingerprint};  // the model version it reports
 
   grpc::Status GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
                              v1::WorkerInfo* info) override {
     info->set_worker_id("prefill");
-    info->set_model_fingerprint(kFingerprint);
+    info->set_model_fingerprint(fingerprint);
     return grpc::Status::OK;
   }
   grpc::Status ListCache(grpc::ServerContext*, const v1::ListCacheRequest*,
@@ -110,12 +112,13 @@ class FakeDecode final : public v1::DecodeWorker::Service {
   // Runs before the `sent`-th token of a stream; a status other than OK ends it with that.
   std::function<grpc::Status(int sent)> before_token;
   std::atomic<int> calls{0};
+  std::atomic<uint64_t> fingerprint{kFingerprint};
 
   grpc::Status GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
                              v1::WorkerInfo* info) override {
     if (!healthy) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
     info->set_worker_id("decode");
-    info->set_model_fingerprint(kFingerprint);
+    info->set_model_fingerprint(fingerprint);
     info->set_ucx_address("fake");
     info->set_local_prefill(offers_local_prefill);
     return grpc::Status::OK;
@@ -308,6 +311,112 @@ TEST_F(GenerateStreamTest, DecodeDiesAfterTokenKAndTheStreamContinuesExactly) {
   std::lock_guard<std::mutex> lock(prefills_[0]->mu);
   EXPECT_EQ(prefills_[0]->prompt_sizes, (std::vector<size_t>{3, 7}));
   EXPECT_EQ(decodes_[0]->calls + decodes_[1]->calls, 2);
+}
+
+// Spans land here while a test has set the global tracer.
+class CapturedSpans : public SpanSink {
+ public:
+  void Export(SpanData span) override {
+    absl::MutexLock lock(&mu_);
+    spans_.push_back(std::move(span));
+  }
+  std::vector<SpanData> spans() {
+    absl::MutexLock lock(&mu_);
+    return spans_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<SpanData> spans_;
+};
+
+TEST_F(GenerateStreamTest, ARetriedRequestIsOneTraceWithSpansForEachAttempt) {
+  auto captured = std::make_shared<CapturedSpans>();
+  SetGlobalTracer(Tracer(captured, 1.0));
+  AddPrefill();
+  std::atomic<bool> died{false};
+  for (int i = 0; i < 2; ++i) {
+    AddDecode().before_token = [&died](int sent) {
+      if (sent == 3 && !died.exchange(true)) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died");
+      }
+      return grpc::Status::OK;
+    };
+  }
+  StartRouter();
+  const Result r = Generate(12);
+  SetGlobalTracer(Tracer());
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+
+  std::map<std::string, std::vector<SpanData>> by_name;
+  for (SpanData& span : captured->spans()) by_name[span.name].push_back(std::move(span));
+  ASSERT_EQ(by_name["text_completion yoco"].size(), 1u);
+  const SpanData& request = by_name["text_completion yoco"][0];
+  EXPECT_EQ(request.kind, SpanKind::kServer);
+  EXPECT_EQ(request.parent_span_id, SpanId{});  // no traceparent came: a trace of its own
+  auto attribute = [](const SpanData& span, const std::string& key) -> AttributeValue {
+    for (const SpanAttribute& a : span.attributes) {
+      if (a.key == key) return a.value;
+    }
+    return std::string("(none)");
+  };
+  EXPECT_EQ(std::get<int64_t>(attribute(request, "yoco.retries")), 1);
+  EXPECT_EQ(std::get<int64_t>(attribute(request, "gen_ai.usage.output_tokens")), 12);
+  ASSERT_EQ(request.events.size(), 1u);
+  EXPECT_EQ(request.events[0].name, "first_token");
+  for (const char* name : {"yoco.router.choose", "yoco.prefill", "yoco.decode"}) {
+    ASSERT_EQ(by_name[name].size(), 2u) << name;  // one per attempt
+    for (const SpanData& span : by_name[name]) {
+      EXPECT_EQ(span.trace_id, request.trace_id) << name;
+      EXPECT_EQ(span.parent_span_id, request.span_id) << name;
+      EXPECT_GE(span.start, request.start) << name;
+      EXPECT_LE(span.end, request.end) << name;
+    }
+  }
+  const std::vector<SpanData>& decodes = by_name["yoco.decode"];
+  EXPECT_EQ(decodes[0].error + decodes[1].error, 1);  // the first died
+  const SpanData& died_span = decodes[0].error ? decodes[0] : decodes[1];
+  EXPECT_EQ(std::get<std::string>(attribute(died_span, "error.type")), "UNAVAILABLE");
+  EXPECT_EQ(died_span.error_message, "worker died");
+}
+
+// Two model versions side by side (a rollout): the old one's decode worker dies mid-stream.
+// The tokens sent came from the old weights, so the stream may only go on with them: with no
+// old decode worker left it fails rather than continuing on the new version.
+TEST_F(GenerateStreamTest, ARequestThatStreamedTokensRetriesOnlyOnItsVersion) {
+  options_.wait_for_workers = absl::Milliseconds(300);
+  AddPrefill();  // version kFingerprint, as every fake's
+  AddPrefill().fingerprint = kFingerprint + 1;
+  AddDecode().before_token = [](int sent) {
+    return sent == 3 ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died")
+                     : grpc::Status::OK;
+  };
+  AddDecode().fingerprint = kFingerprint + 1;
+  StartRouter();
+  const Result r = Generate(12);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(r.status.error_message(), "worker died");
+  EXPECT_EQ(r.ids, std::vector<int32_t>(Reference(prompt_, 4)));  // the prefill's and 3 decoded
+  EXPECT_EQ(prefills_[1]->calls.load(), 0);
+  EXPECT_EQ(decodes_[1]->calls.load(), 0);
+}
+
+// Before any token a request is on no version yet: a failed prefill retries on the other one.
+TEST_F(GenerateStreamTest, ARequestWithoutTokensRetriesOnAnyVersionButNeverMixesOne) {
+  AddPrefill().before = [](grpc::ServerContext*) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "prefill worker died");
+  };
+  AddPrefill().fingerprint = kFingerprint + 1;
+  AddDecode();
+  AddDecode().fingerprint = kFingerprint + 1;
+  StartRouter();
+  const Result r = Generate(12);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 12));
+  EXPECT_EQ(prefills_[0]->calls.load(), 1);
+  EXPECT_EQ(prefills_[1]->calls.load(), 1);
+  EXPECT_EQ(decodes_[0]->calls.load(), 0);  // the new prefill's bundle went to the new decode
+  EXPECT_EQ(decodes_[1]->calls.load(), 1);
 }
 
 TEST_F(GenerateStreamTest, PrefillRefusedForLoadTriesAnotherPairAndMarksNobody) {
