@@ -71,6 +71,12 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
     return;
   }
   tenant_lease_ = *std::move(lease);
+  if (request_->model_version() != 0) {
+    version_ = request_->model_version();
+    last_error_ = grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        absl::StrFormat("no healthy prefill and decode worker of model_version %016x", version_));
+  }
   sent_ = SentTokens(call_, pool_.tokenizer(), start_);
   load_wait_until_ =
       std::min(context_->deadline(), std::chrono::system_clock::now() +

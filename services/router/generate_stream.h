@@ -133,7 +133,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   std::optional<size_t> tried_prefill_, last_decode_;  // the last called (the access log's)
   std::atomic<bool> stalled_{false};                   // the StallWatch cut this attempt's stream
   LoadQueuePlace room_;  // in the load queue while every pair refuses for load
-  // The model version of the tokens streamed (0 before the first): every retry stays on it.
+  // The model version asked for, or that of the tokens streamed (0 before the first): every
+  // attempt stays on it.
   uint64_t version_ = 0;
 
   InFlightOps ops_;

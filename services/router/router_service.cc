@@ -367,6 +367,11 @@ grpc::Status RouterService::GetModelInfo(grpc::ServerContext* context,
   response->set_max_seq_len(config_.max_seq_len);
   response->set_tokenizer(tokenizer_name_);
   response->set_fingerprint(prefill_workers_->fingerprint());
+  const std::vector<uint64_t> decode = decode_workers_->HealthyFingerprints();
+  const std::vector<uint64_t> prefill = prefill_workers_->HealthyFingerprints();
+  std::set_intersection(
+      decode.begin(), decode.end(), prefill.begin(), prefill.end(),
+      google::protobuf::RepeatedFieldBackInserter(response->mutable_fingerprints()));
   return grpc::Status::OK;
 }
 

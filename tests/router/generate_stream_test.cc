@@ -230,6 +230,7 @@ class GenerateStreamTest : public ::testing::Test {
     for (int32_t id : prompt_) request.mutable_tokens()->add_ids(id);
     request.mutable_sampling()->set_max_new_tokens(max_new_tokens);
     request.set_request_id(request_id_);
+    request.set_model_version(model_version_);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
     std::thread side;
@@ -266,7 +267,8 @@ class GenerateStreamTest : public ::testing::Test {
   prometheus::Registry registry_;
   RouterMetrics metrics_{registry_};
   Bundles bundles_;
-  std::string request_id_;  // sent with each Generate
+  std::string request_id_;      // sent with each Generate
+  uint64_t model_version_ = 0;  // likewise
   const std::vector<int32_t> prompt_ = {kBosId, 'h' + kTokenizerIdOffset, 'i' + kTokenizerIdOffset};
   std::vector<std::unique_ptr<FakePrefill>> prefills_;
   std::vector<std::unique_ptr<FakeDecode>> decodes_;
@@ -417,6 +419,31 @@ TEST_F(GenerateStreamTest, ARequestWithoutTokensRetriesOnAnyVersionButNeverMixes
   EXPECT_EQ(prefills_[1]->calls.load(), 1);
   EXPECT_EQ(decodes_[0]->calls.load(), 0);  // the new prefill's bundle went to the new decode
   EXPECT_EQ(decodes_[1]->calls.load(), 1);
+}
+
+TEST_F(GenerateStreamTest, AModelVersionAskedForIsServedByItsWorkersOnly) {
+  options_.wait_for_workers = absl::Milliseconds(300);
+  AddPrefill();
+  AddPrefill().fingerprint = kFingerprint + 1;
+  AddDecode();
+  AddDecode().fingerprint = kFingerprint + 1;
+  StartRouter();
+  v1::ModelInfo info;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_THAT(info.fingerprints(), ::testing::ElementsAre(kFingerprint, kFingerprint + 1));
+
+  model_version_ = kFingerprint + 1;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Generate(4).status.ok());
+  EXPECT_EQ(prefills_[0]->calls.load(), 0);
+  EXPECT_EQ(decodes_[0]->calls.load(), 0);
+  EXPECT_EQ(prefills_[1]->calls.load(), 3);
+  EXPECT_EQ(decodes_[1]->calls.load(), 3);
+
+  model_version_ = kFingerprint + 2;  // nobody runs it
+  const Result r = Generate(4);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(r.status.error_message(), ::testing::HasSubstr("model_version"));
 }
 
 TEST_F(GenerateStreamTest, PrefillRefusedForLoadTriesAnotherPairAndMarksNobody) {
