@@ -34,9 +34,7 @@ void RequestTrace::Describe(const CheckedGenerateRequest& call, const std::strin
 }
 
 void RequestTrace::StartChoosing(int attempt) {
-  choosing_ = tracer_ == nullptr ? Span()
-                                 : tracer_->StartSpan("yoco.router.choose", SpanKind::kInternal,
-                                                      &request_.context());
+  choosing_ = tracer_->StartSpan("yoco.router.choose", SpanKind::kInternal, &request_.context());
   choosing_.SetAttribute("yoco.attempt", attempt);
   waiting_for_.clear();
 }
@@ -55,9 +53,7 @@ void RequestTrace::Chosen(const std::string& prefill, const std::string& decode)
 }
 
 void RequestTrace::StartPrefill(const std::string& worker, grpc::ClientContext* call) {
-  prefill_ = tracer_ == nullptr
-                 ? Span()
-                 : tracer_->StartSpan("yoco.prefill", SpanKind::kClient, &request_.context());
+  prefill_ = tracer_->StartSpan("yoco.prefill", SpanKind::kClient, &request_.context());
   prefill_.SetAttribute("server.address", worker);
   InjectTrace(prefill_.context(), call);
 }
@@ -77,9 +73,7 @@ void RequestTrace::PrefillDone(const grpc::Status& status, const v1::PrefillResp
 }
 
 const TraceContext& RequestTrace::StartDecode(const std::string& worker) {
-  decode_ = tracer_ == nullptr
-                ? Span()
-                : tracer_->StartSpan("yoco.decode", SpanKind::kClient, &request_.context());
+  decode_ = tracer_->StartSpan("yoco.decode", SpanKind::kClient, &request_.context());
   decode_.SetAttribute("server.address", worker);
   return decode_.context();
 }

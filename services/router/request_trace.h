@@ -22,7 +22,6 @@ namespace yoco {
 
 class RequestTrace {
  public:
-  RequestTrace() = default;  // no trace (a moved-from or refused call)
   // The request's span for a call to `model`, under what the client sent in `context`'s
   // metadata.
   RequestTrace(const grpc::CallbackServerContext& context, const std::string& model);
@@ -52,7 +51,7 @@ class RequestTrace {
   void End(const grpc::Status& status, const v1::Finish& finish, int retries);
 
  private:
-  std::shared_ptr<const Tracer> tracer_;
+  const std::shared_ptr<const Tracer> tracer_;  // never null
   Span request_, choosing_, prefill_, decode_;
   std::string waiting_for_;  // the wait the choosing span noted last
 };

@@ -27,6 +27,15 @@
 namespace yoco {
 namespace {
 
+// The model versions both roles run (each list ascending, as HealthyFingerprints gives them).
+std::vector<uint64_t> CommonVersions(const std::vector<uint64_t>& decode,
+                                     const std::vector<uint64_t>& prefill) {
+  std::vector<uint64_t> common;
+  std::set_intersection(decode.begin(), decode.end(), prefill.begin(), prefill.end(),
+                        std::back_inserter(common));
+  return common;
+}
+
 // How long a probe may take before the worker counts as unhealthy.
 constexpr auto kProbeTimeout = std::chrono::seconds(2);
 
@@ -275,13 +284,9 @@ WorkerPair RouterService::ChoosePair(const PairRequest& request) {
       decode_workers_->HealthyFingerprints(request.skip_decode);
   const std::vector<uint64_t> prefill_versions =
       prefill_workers_->HealthyFingerprints(request.skip_prefill);
-  std::vector<uint64_t> versions;
-  if (request.version != 0) {
-    versions = {request.version};
-  } else {
-    std::set_intersection(decode_versions.begin(), decode_versions.end(), prefill_versions.begin(),
-                          prefill_versions.end(), std::back_inserter(versions));
-  }
+  const std::vector<uint64_t> versions = request.version != 0
+                                             ? std::vector<uint64_t>{request.version}
+                                             : CommonVersions(decode_versions, prefill_versions);
   // A decode worker that holds the prompt's document needs only the question's rows shipped.
   pair.decode =
       decode_workers_->Choose({.exclude = request.skip_decode,
@@ -367,11 +372,10 @@ grpc::Status RouterService::GetModelInfo(grpc::ServerContext* context,
   response->set_max_seq_len(config_.max_seq_len);
   response->set_tokenizer(tokenizer_name_);
   response->set_fingerprint(prefill_workers_->fingerprint());
-  const std::vector<uint64_t> decode = decode_workers_->HealthyFingerprints();
-  const std::vector<uint64_t> prefill = prefill_workers_->HealthyFingerprints();
-  std::set_intersection(
-      decode.begin(), decode.end(), prefill.begin(), prefill.end(),
-      google::protobuf::RepeatedFieldBackInserter(response->mutable_fingerprints()));
+  for (uint64_t version : CommonVersions(decode_workers_->HealthyFingerprints(),
+                                         prefill_workers_->HealthyFingerprints())) {
+    response->add_fingerprints(version);
+  }
   return grpc::Status::OK;
 }
 

@@ -26,6 +26,7 @@
 #include "lib/text/byte_tokenizer.h"
 #include "lib/trace/tracer.h"
 #include "services/router/router_service.h"
+#include "tests/trace/captured_spans.h"
 
 namespace yoco {
 namespace {
@@ -193,6 +194,18 @@ class GenerateStreamTest : public ::testing::Test {
     options_.prefill_workers.push_back(Serve(prefills_.back().get()));
     return *prefills_.back();
   }
+  // Two decode workers; whichever streams first fails (UNAVAILABLE, "worker died") before its
+  // fourth token, once.
+  void AddDecodesOneDyingAfterToken3() {
+    for (int i = 0; i < 2; ++i) {
+      AddDecode().before_token = [this](int sent) {
+        if (sent == 3 && !decode_died_.exchange(true)) {
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died");
+        }
+        return grpc::Status::OK;
+      };
+    }
+  }
   FakeDecode& AddDecode() {
     decodes_.push_back(std::make_unique<FakeDecode>(bundles_));
     options_.decode_workers.push_back(Serve(decodes_.back().get()));
@@ -267,8 +280,9 @@ class GenerateStreamTest : public ::testing::Test {
   prometheus::Registry registry_;
   RouterMetrics metrics_{registry_};
   Bundles bundles_;
-  std::string request_id_;      // sent with each Generate
-  uint64_t model_version_ = 0;  // likewise
+  std::atomic<bool> decode_died_{false};  // AddDecodesOneDyingAfterToken3's
+  std::string request_id_;                // sent with each Generate
+  uint64_t model_version_ = 0;            // likewise
   const std::vector<int32_t> prompt_ = {kBosId, 'h' + kTokenizerIdOffset, 'i' + kTokenizerIdOffset};
   std::vector<std::unique_ptr<FakePrefill>> prefills_;
   std::vector<std::unique_ptr<FakeDecode>> decodes_;
@@ -292,15 +306,7 @@ TEST_F(GenerateStreamTest, TokensAreTheModelsAndTheStreamEndsAtTheLength) {
 
 TEST_F(GenerateStreamTest, DecodeDiesAfterTokenKAndTheStreamContinuesExactly) {
   AddPrefill();
-  std::atomic<bool> died{false};
-  for (int i = 0; i < 2; ++i) {
-    AddDecode().before_token = [&died](int sent) {
-      if (sent == 3 && !died.exchange(true)) {
-        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died");
-      }
-      return grpc::Status::OK;
-    };
-  }
+  AddDecodesOneDyingAfterToken3();
   StartRouter();
   const Result r = Generate(12);
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
@@ -315,36 +321,11 @@ TEST_F(GenerateStreamTest, DecodeDiesAfterTokenKAndTheStreamContinuesExactly) {
   EXPECT_EQ(decodes_[0]->calls + decodes_[1]->calls, 2);
 }
 
-// Spans land here while a test has set the global tracer.
-class CapturedSpans : public SpanSink {
- public:
-  void Export(SpanData span) override {
-    absl::MutexLock lock(&mu_);
-    spans_.push_back(std::move(span));
-  }
-  std::vector<SpanData> spans() {
-    absl::MutexLock lock(&mu_);
-    return spans_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<SpanData> spans_;
-};
-
 TEST_F(GenerateStreamTest, ARetriedRequestIsOneTraceWithSpansForEachAttempt) {
-  auto captured = std::make_shared<CapturedSpans>();
+  auto captured = std::make_shared<testing::CapturedSpans>();
   SetGlobalTracer(Tracer(captured, 1.0));
   AddPrefill();
-  std::atomic<bool> died{false};
-  for (int i = 0; i < 2; ++i) {
-    AddDecode().before_token = [&died](int sent) {
-      if (sent == 3 && !died.exchange(true)) {
-        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died");
-      }
-      return grpc::Status::OK;
-    };
-  }
+  AddDecodesOneDyingAfterToken3();
   StartRouter();
   const Result r = Generate(12);
   SetGlobalTracer(Tracer());

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "lib/trace/http_post.h"
 #include "lib/trace/otlp_exporter.h"
 #include "lib/trace/tracer.h"
+#include "tests/trace/captured_spans.h"
 #include "tests/trace/otlp_receiver.h"
 
 namespace yoco {
@@ -64,24 +64,8 @@ TEST(TraceparentTest, TracestateIsKeptOnlyWhenPrintableAndShort) {
   EXPECT_EQ(CheckedTracestate(std::string(513, 'a')), "");
 }
 
-class CapturingSink : public SpanSink {
- public:
-  void Export(SpanData span) override {
-    absl::MutexLock lock(&mu_);
-    spans_.push_back(std::move(span));
-  }
-  std::vector<SpanData> spans() {
-    absl::MutexLock lock(&mu_);
-    return spans_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<SpanData> spans_;
-};
-
 TEST(TracerTest, AChildContinuesItsParentsTraceAndDecision) {
-  auto sink = std::make_shared<CapturingSink>();
+  auto sink = std::make_shared<testing::CapturedSpans>();
   const Tracer tracer(sink, /*sample_ratio=*/0.0);  // would record no trace of its own
   const TraceContext sampled = *ParseTraceparent(kExample);
   {
@@ -115,7 +99,7 @@ TEST(TracerTest, OffItRecordsNothingButPassesTheCallersTraceOn) {
 }
 
 TEST(TracerTest, NewTracesAreSampledAtTheRatioByTheirIds) {
-  auto sink = std::make_shared<CapturingSink>();
+  auto sink = std::make_shared<testing::CapturedSpans>();
   const Tracer quarter(sink, 0.25);
   int sampled = 0;
   for (int i = 0; i < 4000; ++i) {
@@ -132,7 +116,7 @@ TEST(TracerTest, NewTracesAreSampledAtTheRatioByTheirIds) {
 }
 
 TEST(SpanTest, EndsOnceWhetherEndedMovedOrDestroyed) {
-  auto sink = std::make_shared<CapturingSink>();
+  auto sink = std::make_shared<testing::CapturedSpans>();
   const Tracer tracer(sink, 1.0);
   Span a = tracer.StartSpan("a", SpanKind::kInternal, nullptr);
   a.SetAttribute("k", int64_t{1}).SetAttribute("k", "two");  // the last value wins
@@ -242,16 +226,29 @@ TEST(OtlpExporterTest, TheOfficialDefinitionsDecodeEveryFieldWeSend) {
   EXPECT_EQ(c["status_message"], "the worker went away");
 }
 
-TEST(OtlpExporterTest, AnUnreachableCollectorCostsTheCallerNothing) {
-  // A port nothing listens on: the batch fails, Export never waits.
+// A TCP socket bound to a loopback port the OS picks (listening, or not), its port in `*port`;
+// -1 on failure.
+int LoopbackSocket(bool listening, int* port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  const int port = ntohs(address.sin_port);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      (listening && listen(fd, 16) != 0) ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *port = ntohs(address.sin_port);
+  return fd;
+}
+
+TEST(OtlpExporterTest, AnUnreachableCollectorCostsTheCallerNothing) {
+  // A port nothing listens on: the batch fails, Export never waits.
+  int port = 0;
+  const int fd = LoopbackSocket(/*listening=*/false, &port);
+  ASSERT_GE(fd, 0);
   close(fd);
   OtlpExporterOptions options;
   options.endpoint = absl::StrCat("http://127.0.0.1:", port, "/v1/traces");
@@ -268,16 +265,11 @@ TEST(OtlpExporterTest, AnUnreachableCollectorCostsTheCallerNothing) {
 
 TEST(OtlpExporterTest, AFullQueueDropsAndCountsInsteadOfWaiting) {
   // A collector that accepts connections but never answers holds the exporter's thread.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(listen(fd, 16), 0);
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  int port = 0;
+  const int fd = LoopbackSocket(/*listening=*/true, &port);
+  ASSERT_GE(fd, 0);
   OtlpExporterOptions options;
-  options.endpoint = absl::StrCat("http://127.0.0.1:", ntohs(address.sin_port), "/v1/traces");
+  options.endpoint = absl::StrCat("http://127.0.0.1:", port, "/v1/traces");
   options.max_queue = 3;
   options.max_batch = 100;                  // never a full batch: the thread sleeps
   options.flush_interval = absl::Hours(1);  // until the end
