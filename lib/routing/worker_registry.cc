@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/log/log.h"
 
 namespace yoco {
 
@@ -85,6 +87,11 @@ void WorkerRegistry::Probe(size_t index) {
   absl::StatusOr<v1::WorkerInfo> info = probes_.info(index);
   if (!info.ok()) {
     absl::MutexLock lock(&mu_);
+    if (workers_[index].healthy) {
+      LogInfo("worker failed its health probe")
+          .With("worker", workers_[index].address)
+          .With("error", info.status().message());
+    }
     MarkFailedLocked(workers_[index]);
     return;
   }
@@ -103,6 +110,11 @@ void WorkerRegistry::Probe(size_t index) {
   absl::MutexLock lock(&mu_);
   Worker& w = workers_[index];
   if (w.removed) return;  // removed while the probe ran
+  if (!w.healthy) {
+    LogInfo("worker healthy")
+        .With("worker", w.address)
+        .With("model_version", absl::StrFormat("%016x", info->model_fingerprint()));
+  }
   w.healthy = true;
   w.info = *info;
   w.in_flight_at_probe = w.in_flight;
@@ -146,6 +158,9 @@ std::optional<ForgottenReason> WorkerRegistry::WhyForgotten(absl::Span<const Blo
 
 void WorkerRegistry::MarkFailed(size_t index) {
   absl::MutexLock lock(&mu_);
+  if (workers_[index].healthy) {
+    LogInfo("worker marked failed by a request").With("worker", workers_[index].address);
+  }
   MarkFailedLocked(workers_[index]);
 }
 
@@ -170,57 +185,61 @@ void WorkerRegistry::NoteHeld(size_t index, const BlockKey& key) {
 std::optional<WorkerChoice> WorkerRegistry::Choose(const WorkerQuery& query) {
   const absl::Span<const size_t> exclude = query.exclude;
   const absl::Span<const BlockKey> keys = query.keys;
-  for (int round = 0; round < 2; ++round) {
-    {
-      absl::MutexLock lock(&mu_);
-      std::optional<WorkerChoice> best;
-      int64_t best_cost = INT64_MAX;
-      std::optional<size_t> holder;  // longest snapshot
-      int64_t holder_cached = 0;
-      for (size_t i = 0; i < workers_.size(); ++i) {
-        const Worker& w = workers_[i];
-        if (!w.healthy || std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
-        if (!query.fingerprints.empty() &&
-            std::find(query.fingerprints.begin(), query.fingerprints.end(),
-                      w.info.model_fingerprint()) == query.fingerprints.end()) {
-          continue;
-        }
-        int64_t cached = 0;
-        bool disk_only = false;
-        for (size_t j = keys.size(); j > 0; --j) {
-          auto hit = w.snapshots.find(keys[j - 1]);
-          if (hit != w.snapshots.end()) {
-            cached = static_cast<int64_t>(j) * kCacheBlockTokens;
-            disk_only = hit->second.disk_only;
-            break;
-          }
-        }
-        if (cached > holder_cached) {
-          holder = i;
-          holder_cached = cached;
-        }
-        const int64_t reported = int64_t{w.info.active_requests()} + w.info.queued_requests();
-        const int64_t load = w.in_flight + std::max<int64_t>(reported - w.in_flight_at_probe, 0);
-        const int64_t cost = std::max<int64_t>(query.prompt_tokens - cached, 0) +
-                             load * query.load_penalty_tokens +
-                             (disk_only ? query.disk_penalty_tokens : 0);
-        if (cost < best_cost) {
-          best_cost = cost;
-          best.emplace();
-          best->index = i;
-          best->info = w.info;
-          best->cached_tokens = cached;
+  std::optional<WorkerChoice> best;
+  bool any_healthy = false;
+  {
+    absl::MutexLock lock(&mu_);
+    int64_t best_cost = INT64_MAX;
+    std::optional<size_t> holder;  // longest snapshot
+    int64_t holder_cached = 0;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const Worker& w = workers_[i];
+      if (!w.healthy) continue;
+      any_healthy = true;
+      if (std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
+      if (!query.fingerprints.empty() &&
+          std::find(query.fingerprints.begin(), query.fingerprints.end(),
+                    w.info.model_fingerprint()) == query.fingerprints.end()) {
+        continue;
+      }
+      int64_t cached = 0;
+      bool disk_only = false;
+      for (size_t j = keys.size(); j > 0; --j) {
+        auto hit = w.snapshots.find(keys[j - 1]);
+        if (hit != w.snapshots.end()) {
+          cached = static_cast<int64_t>(j) * kCacheBlockTokens;
+          disk_only = hit->second.disk_only;
+          break;
         }
       }
-      if (best.has_value() && holder_cached > best->cached_tokens) {
-        best->better_holder = holder;
-        best->better_cached_tokens = holder_cached;
+      if (cached > holder_cached) {
+        holder = i;
+        holder_cached = cached;
       }
-      if (best.has_value() || round == 1) return best;
+      const int64_t reported = int64_t{w.info.active_requests()} + w.info.queued_requests();
+      const int64_t load = w.in_flight + std::max<int64_t>(reported - w.in_flight_at_probe, 0);
+      const int64_t cost = std::max<int64_t>(query.prompt_tokens - cached, 0) +
+                           load * query.load_penalty_tokens +
+                           (disk_only ? query.disk_penalty_tokens : 0);
+      if (cost < best_cost) {
+        best_cost = cost;
+        best.emplace();
+        best->index = i;
+        best->info = w.info;
+        best->cached_tokens = cached;
+      }
     }
-    ProbeAll();  // nothing healthy: maybe the workers have just come up
+    if (best.has_value() && holder_cached > best->cached_tokens) {
+      best->better_holder = holder;
+      best->better_cached_tokens = holder_cached;
+    }
   }
-  return std::nullopt;
+  if (!any_healthy) ProbeSoon();  // maybe the workers have just come up
+  return best;
+}
+
+void WorkerRegistry::ProbeSoon() {
+  if (prober_) prober_->RunSoon();
 }
 
 WorkerRegistry::InFlight::InFlight(WorkerRegistry& registry, size_t index)

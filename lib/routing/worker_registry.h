@@ -105,8 +105,12 @@ class WorkerRegistry {
 
   // The cheapest healthy worker not excluded: tokens left to prefill (the prompt less the
   // longest prefix it holds) + load_penalty_tokens per request in flight (+ disk_penalty_tokens
-  // when that prefix is on its disk only). If none is healthy, probes everything once more first.
+  // when that prefix is on its disk only). Never waits on a probe (the router chooses on gRPC's
+  // callback threads): with none healthy it asks the probing thread to run at once (ProbeSoon)
+  // and returns none; the caller looks again later, or probes itself where it may block.
   std::optional<WorkerChoice> Choose(const WorkerQuery& query);
+  // The probing thread's next round starts now (none without a probe interval).
+  void ProbeSoon();
 
   // Counts a request in flight to a worker for as long as it lives.
   class InFlight {

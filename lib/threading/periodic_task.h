@@ -1,6 +1,7 @@
 // PeriodicTask: a function run every `interval` on a thread of its own, from one interval after
-// construction until the task is destroyed. Destruction wakes the thread at once (a long
-// interval never delays shutdown), lets a run in progress finish, and joins. Own it as the last
+// construction until the task is destroyed, and at once when RunSoon asks. Destruction wakes the
+// thread at once (a long interval never delays shutdown), lets a run in progress finish, and
+// joins. Own it as the last
 // member of the class whose members the function uses, so it stops before they go.
 #ifndef YOCO_LIB_THREADING_PERIODIC_TASK_H_
 #define YOCO_LIB_THREADING_PERIODIC_TASK_H_
@@ -22,8 +23,9 @@ class PeriodicTask {
       absl::MutexLock lock(&mu_);
       while (true) {
         const absl::Time next = absl::Now() + interval;
-        while (!stop_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
+        while (!stop_ && !soon_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
         if (stop_) return;
+        soon_ = false;
         mu_.Unlock();
         run();
         mu_.Lock();
@@ -38,6 +40,16 @@ class PeriodicTask {
     cv_.SignalAll();
     if (thread_.joinable()) thread_.join();
   }
+  // The next run starts now rather than at its time (or right after the one in progress): for
+  // callers that must not block on the function themselves. Asks made while a run waits to
+  // start are one run.
+  void RunSoon() {
+    {
+      absl::MutexLock lock(&mu_);
+      soon_ = true;
+    }
+    cv_.Signal();
+  }
   PeriodicTask(const PeriodicTask&) = delete;
   PeriodicTask& operator=(const PeriodicTask&) = delete;
 
@@ -45,6 +57,7 @@ class PeriodicTask {
   absl::Mutex mu_;
   absl::CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool soon_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: it uses the members above
 };
 

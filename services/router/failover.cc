@@ -88,7 +88,8 @@ void AvoidedWorkers::Note(const Failover& f, std::optional<size_t> prefill, size
   if (f.mark_failed == WorkerRole::kPrefill && prefill.has_value()) {
     failed_prefill.push_back(*prefill);
   }
-  if (f.mark_failed == WorkerRole::kDecode || f.skip_decode) failed_decode.push_back(decode);
+  if (f.mark_failed == WorkerRole::kDecode) failed_decode.push_back(decode);
+  if (f.skip_decode) unfit_decode.push_back(decode);
   if (f.busy_prefill && prefill.has_value()) busy_prefill.push_back(*prefill);
   if (f.busy_decode) busy_decode.push_back(decode);
   if (f.force_remote) force_remote = true;
@@ -102,6 +103,7 @@ std::vector<size_t> AvoidedWorkers::SkipPrefill() const {
 
 std::vector<size_t> AvoidedWorkers::SkipDecode() const {
   std::vector<size_t> out = failed_decode;
+  out.insert(out.end(), unfit_decode.begin(), unfit_decode.end());
   out.insert(out.end(), busy_decode.begin(), busy_decode.end());
   return out;
 }

@@ -54,16 +54,22 @@ Failover DecideFailover(const AttemptEnd& end);
 
 // The workers one request avoids, as its attempts fail or are refused.
 struct AvoidedWorkers {
-  std::vector<size_t> failed_prefill, failed_decode;  // never again by this request
-  std::vector<size_t> busy_prefill, busy_decode;      // until the load queue says there is room
-  bool force_remote = false;                          // no more local prefills
+  // Failed this request: not retried on at once; once the request waits for workers, the
+  // probes alone decide (ForgetFailed), so a restarted worker may continue what it lost.
+  std::vector<size_t> failed_prefill, failed_decode;
+  std::vector<size_t> unfit_decode;               // a state budget too small: never again
+  std::vector<size_t> busy_prefill, busy_decode;  // until the load queue says there is room
+  bool force_remote = false;                      // no more local prefills
 
   // Records `f` for the pair that ended (`prefill`: none for a local prefill).
   void Note(const Failover& f, std::optional<size_t> prefill, size_t decode);
   std::vector<size_t> SkipPrefill() const;
   std::vector<size_t> SkipDecode() const;
   bool any_busy() const { return !busy_prefill.empty() || !busy_decode.empty(); }
-  bool any_failed() const { return !failed_prefill.empty() || !failed_decode.empty(); }
+  void ForgetFailed() {
+    failed_prefill.clear();
+    failed_decode.clear();
+  }
 };
 
 // The error a request ends with if no later attempt succeeds, after an attempt that ended with

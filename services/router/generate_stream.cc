@@ -176,11 +176,12 @@ void GenerateStream::ChooseWorkers() {
     FinishWith(ClientGoneStatus(*context_, last_error_));
     return;
   }
-  // Only a request that has not yet lost a worker of its own waits (the others retry on what
-  // is healthy or fail), or one whose workers are only of different model versions: during a
-  // rollout the new worker of the other role is about to be seen healthy.
-  if ((!avoided_.any_failed() || pair.versions_apart) &&
-      std::chrono::system_clock::now() < attempt_.wait_until) {
+  // No healthy pair (yet): workers restart (a rollout, a crash Kubernetes restarts) or come up,
+  // or the other role's worker of this model version is about to be seen healthy. A request
+  // that lost its worker waits too (failing it would lose it while a replacement starts), and
+  // from now on avoids only what the probes find unhealthy: a restarted worker may serve it.
+  if (std::chrono::system_clock::now() < attempt_.wait_until) {
+    avoided_.ForgetFailed();
     WaitForWorkers();
     return;
   }
@@ -410,6 +411,12 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
       break;
   }
   last_error_ = AttemptError(end, status);
+  LogDebug("attempt failed")
+      .With("request_id", request_id_)
+      .With("attempt", attempts_)
+      .With("call", end.call == WorkerRole::kPrefill ? "prefill" : "decode")
+      .With("retry", f.next == Failover::Next::kRetry)
+      .With("error", last_error_.error_message());
   if (end.stalled) metrics_.stalled_streams.Increment();
   const WorkerPair& pair = attempt_.pair;
   const std::optional<size_t> prefill =

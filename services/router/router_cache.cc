@@ -74,10 +74,14 @@ grpc::Status RouterService::RunPrecache(
   }
   // Prefer the worker that already holds most of the document.
   const std::vector<BlockKey> keys = UsableKeys(scope->salt, document);
-  std::optional<WorkerChoice> choice =
-      prefill_workers_->Choose({.keys = keys,
-                                .prompt_tokens = static_cast<int64_t>(document.size()),
-                                .load_penalty_tokens = options_.cache_load_penalty_tokens});
+  const WorkerQuery query{.keys = keys,
+                          .prompt_tokens = static_cast<int64_t>(document.size()),
+                          .load_penalty_tokens = options_.cache_load_penalty_tokens};
+  std::optional<WorkerChoice> choice = prefill_workers_->Choose(query);
+  if (!choice.has_value()) {  // a synchronous handler may wait on the probes: maybe just up
+    prefill_workers_->ProbeAll();
+    choice = prefill_workers_->Choose(query);
+  }
   if (!choice.has_value()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no healthy prefill worker");
   }

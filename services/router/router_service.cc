@@ -287,13 +287,18 @@ WorkerPair RouterService::ChoosePair(const PairRequest& request) {
   const std::vector<uint64_t> versions = request.version != 0
                                              ? std::vector<uint64_t>{request.version}
                                              : CommonVersions(decode_versions, prefill_versions);
+  // With no version in common only a decode worker that prefills the prompt itself can serve.
+  const bool local_possible =
+      request.allow_local && request.input_tokens <= options_.local_prefill_max_tokens;
   // A decode worker that holds the prompt's document needs only the question's rows shipped.
-  pair.decode =
-      decode_workers_->Choose({.exclude = request.skip_decode,
-                               .keys = request.keys,
-                               .prompt_tokens = static_cast<int64_t>(request.input_tokens),
-                               .load_penalty_tokens = options_.cache_load_penalty_tokens,
-                               .fingerprints = versions});
+  if (!versions.empty() || local_possible) {
+    pair.decode =
+        decode_workers_->Choose({.exclude = request.skip_decode,
+                                 .keys = request.keys,
+                                 .prompt_tokens = static_cast<int64_t>(request.input_tokens),
+                                 .load_penalty_tokens = options_.cache_load_penalty_tokens,
+                                 .fingerprints = versions});
+  }
   const uint64_t version = pair.version();
   pair.prefill =
       prefill_workers_->Choose({.exclude = request.skip_prefill,
@@ -304,7 +309,6 @@ WorkerPair RouterService::ChoosePair(const PairRequest& request) {
                                 .fingerprints = absl::MakeConstSpan(&version, version != 0)});
   pair.local =
       request.allow_local && PrefillOnDecodeWorker(pair.decode, pair.prefill, request.input_tokens);
-  pair.versions_apart = !pair.usable() && !decode_versions.empty() && !prefill_versions.empty();
   return pair;
 }
 

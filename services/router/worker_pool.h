@@ -52,9 +52,6 @@ struct WorkerPair {
   std::optional<WorkerChoice> prefill;  // none when no prefill worker is healthy
   std::optional<WorkerChoice> decode;
   bool local = false;  // the decode worker prefills: `prefill` is not used
-  // Unusable only for versions: both roles have healthy workers, but of no common model version
-  // (the request's, once pinned). A moment of a rollout: a matching pair is coming.
-  bool versions_apart = false;
   bool usable() const { return decode.has_value() && (local || prefill.has_value()); }
   // The model version the pair runs (the decode worker's fingerprint; 0 without one).
   uint64_t version() const { return decode.has_value() ? decode->info.model_fingerprint() : 0; }

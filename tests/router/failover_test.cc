@@ -178,8 +178,8 @@ TEST(FailoverTest, LoadIsNeverFailure) {
 }
 
 // What a request avoids accumulates over its attempts; busy workers come back with room, failed
-// ones never.
-TEST(AvoidedWorkersTest, FailedAreAvoidedForGoodBusyUntilRoom) {
+// ones when the request waits for workers (the probes decide then), unfit ones never.
+TEST(AvoidedWorkersTest, FailedUntilAWaitBusyUntilRoomUnfitForGood) {
   AvoidedWorkers avoided;
   Failover prefill_failed;
   prefill_failed.mark_failed = WorkerRole::kPrefill;
@@ -194,11 +194,17 @@ TEST(AvoidedWorkersTest, FailedAreAvoidedForGoodBusyUntilRoom) {
   EXPECT_EQ(avoided.SkipPrefill(), std::vector<size_t>({3, 4}));
   EXPECT_EQ(avoided.SkipDecode(), std::vector<size_t>({9, 8}));
   EXPECT_TRUE(avoided.any_busy());
-  EXPECT_TRUE(avoided.any_failed());
   EXPECT_TRUE(avoided.force_remote);
   avoided.busy_prefill.clear();
   avoided.busy_decode.clear();
   EXPECT_EQ(avoided.SkipPrefill(), std::vector<size_t>({3}));
+  EXPECT_EQ(avoided.SkipDecode(), std::vector<size_t>({9}));
+  Failover decode_failed;
+  decode_failed.mark_failed = WorkerRole::kDecode;
+  avoided.Note(decode_failed, 5, 10);
+  EXPECT_EQ(avoided.SkipDecode(), std::vector<size_t>({10, 9}));
+  avoided.ForgetFailed();
+  EXPECT_TRUE(avoided.SkipPrefill().empty());
   EXPECT_EQ(avoided.SkipDecode(), std::vector<size_t>({9}));
 }
 

@@ -370,9 +370,11 @@ TEST_F(GenerateStreamTest, ARequestThatStreamedTokensRetriesOnlyOnItsVersion) {
   options_.wait_for_workers = absl::Milliseconds(300);
   AddPrefill();  // version kFingerprint, as every fake's
   AddPrefill().fingerprint = kFingerprint + 1;
-  AddDecode().before_token = [](int sent) {
-    return sent == 3 ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died")
-                     : grpc::Status::OK;
+  FakeDecode& dying = AddDecode();
+  dying.before_token = [&dying](int sent) {
+    if (sent < 3) return grpc::Status::OK;
+    dying.healthy = false;  // and stays down
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died");
   };
   AddDecode().fingerprint = kFingerprint + 1;
   StartRouter();
@@ -382,6 +384,30 @@ TEST_F(GenerateStreamTest, ARequestThatStreamedTokensRetriesOnlyOnItsVersion) {
   EXPECT_EQ(r.ids, std::vector<int32_t>(Reference(prompt_, 4)));  // the prefill's and 3 decoded
   EXPECT_EQ(prefills_[1]->calls.load(), 0);
   EXPECT_EQ(decodes_[1]->calls.load(), 0);
+}
+
+// The only decode worker dies mid-stream and is back a moment later (a restart): the request
+// waits for it rather than failing, and the stream goes on exactly.
+TEST_F(GenerateStreamTest, TheOnlyDecodeWorkerRestartingLosesNoRequest) {
+  AddPrefill();
+  FakeDecode& only = AddDecode();
+  std::thread restart;
+  only.before_token = [&](int sent) {
+    if (sent != 3 || restart.joinable()) return grpc::Status::OK;
+    only.healthy = false;
+    restart = std::thread([&only] {
+      std::this_thread::sleep_for(milliseconds(400));
+      only.healthy = true;
+    });
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker died");
+  };
+  StartRouter();
+  const Result r = Generate(12);
+  restart.join();
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 12));
+  EXPECT_EQ(only.calls.load(), 2);
+  EXPECT_EQ(metrics_.retries.Value(), 1);
 }
 
 // Before any token a request is on no version yet: a failed prefill retries on the other one.

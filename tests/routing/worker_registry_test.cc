@@ -99,13 +99,23 @@ TEST(WorkerRegistryTest, ChoosesAmongWorkersOfTheAskedModelVersionsOnly) {
   EXPECT_EQ(registry.HealthyFingerprints(), (std::vector<uint64_t>{43}));
 }
 
-TEST(WorkerRegistryTest, NoHealthyWorkerProbesAgainThenGivesUp) {
+// Choose never waits on a probe (the router calls it on gRPC's callback threads): with none
+// healthy it returns none at once and the probing thread runs early, not an interval later.
+TEST(WorkerRegistryTest, NoHealthyWorkerReturnsNoneAndProbesSoon) {
   FakeWorkers fake;
   fake.up = {false, false, false};
-  WorkerRegistry registry(Addresses(), fake.Probes(), absl::ZeroDuration());
+  WorkerRegistry registry(Addresses(), fake.Probes(), absl::Hours(1));
+  {
+    std::lock_guard<std::mutex> lock(fake.mu);  // the probing thread reads it
+    fake.up[0] = true;                          // came up after the constructor's probe
+  }
   EXPECT_FALSE(registry.Choose({.prompt_tokens = 10, .load_penalty_tokens = 1}).has_value());
-  fake.up[0] = true;  // came up after the last probe: Choose probes once more
-  auto choice = registry.Choose({.prompt_tokens = 10, .load_penalty_tokens = 1});
+  std::optional<WorkerChoice> choice;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!choice.has_value() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+    choice = registry.Choose({.prompt_tokens = 10, .load_penalty_tokens = 1});
+  }
   ASSERT_TRUE(choice.has_value());
   EXPECT_EQ(choice->index, 0u);
 }
