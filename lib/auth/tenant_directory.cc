@@ -87,6 +87,32 @@ absl::StatusOr<TenantLimits> ParseLimits(const Json& json, const std::string& te
   return limits;
 }
 
+absl::StatusOr<TenantScheduling> ParseScheduling(const Json& json, const std::string& tenant) {
+  if (!json.is_object()) return Invalid(absl::StrCat(tenant, ": scheduling must be an object"));
+  TenantScheduling scheduling;
+  for (const auto& [field, value] : json.items()) {
+    if (field == "priority") {
+      if (!value.is_number_integer() || value.get<int64_t>() < -kMaxPriority ||
+          value.get<int64_t>() > kMaxPriority) {
+        return Invalid(absl::StrCat(tenant, ": scheduling.priority must be an integer in [",
+                                    -kMaxPriority, ", ", kMaxPriority, "] (lower goes first)"));
+      }
+      scheduling.priority = static_cast<int32_t>(value.get<int64_t>());
+    } else if (field == "weight") {
+      if (!value.is_number_unsigned() || value.get<uint64_t>() < 1 ||
+          value.get<uint64_t>() > kMaxTenantWeight) {
+        return Invalid(absl::StrCat(tenant, ": scheduling.weight must be an integer in [1, ",
+                                    kMaxTenantWeight, "]"));
+      }
+      scheduling.weight = static_cast<uint32_t>(value.get<uint64_t>());
+    } else {
+      return Invalid(absl::StrCat(tenant, ": unknown scheduling field \"", absl::CHexEscape(field),
+                                  "\" (priority, weight)"));
+    }
+  }
+  return scheduling;
+}
+
 }  // namespace
 
 absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text) {
@@ -114,7 +140,8 @@ absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text) {
     }
     if (!tenant.is_object()) return Invalid(absl::StrCat(name, " must be an object"));
     for (const auto& [field, value] : tenant.items()) {
-      if (field != "tokens" && field != "client_identities" && field != "limits") {
+      if (field != "tokens" && field != "client_identities" && field != "limits" &&
+          field != "scheduling") {
         return Invalid(absl::StrCat(name, ": unknown field \"", absl::CHexEscape(field), "\""));
       }
     }
@@ -154,6 +181,11 @@ absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text) {
       absl::StatusOr<TenantLimits> limits = ParseLimits(tenant["limits"], name);
       if (!limits.ok()) return limits.status();
       if (!(*limits == TenantLimits())) table.limits[name] = *limits;
+    }
+    if (tenant.contains("scheduling")) {
+      absl::StatusOr<TenantScheduling> scheduling = ParseScheduling(tenant["scheduling"], name);
+      if (!scheduling.ok()) return scheduling.status();
+      if (!(*scheduling == TenantScheduling())) table.scheduling[name] = *scheduling;
     }
     table.names.push_back(name);
   }
@@ -240,6 +272,12 @@ TenantLimits TenantDirectory::Limits(const std::string& tenant) {
   std::shared_ptr<const TenantTable> table = Current();
   auto it = table->limits.find(tenant);
   return it == table->limits.end() ? TenantLimits() : it->second;
+}
+
+TenantScheduling TenantDirectory::Scheduling(const std::string& tenant) {
+  std::shared_ptr<const TenantTable> table = Current();
+  auto it = table->scheduling.find(tenant);
+  return it == table->scheduling.end() ? TenantScheduling() : it->second;
 }
 
 uint64_t TenantDirectory::loads() const {

@@ -5,7 +5,8 @@
 //                           "client_identities": ["spiffe://cluster/ns/rag/sa/team-a"],
 //                           "limits": {"max_concurrent_requests": 8,
 //                                      "prompt_tokens_per_minute": 2000000,
-//                                      "generated_tokens_per_minute": 20000}},
+//                                      "generated_tokens_per_minute": 20000},
+//                           "scheduling": {"priority": 0, "weight": 2}},
 //                "team-b": {"tokens": ["..."]}}}
 //
 // A tenant's name decides its prefix-cache salt (TenantCacheSalt), so tenants never share
@@ -50,9 +51,21 @@ struct TenantLimits {
 };
 inline constexpr uint64_t kMaxTenantLimit = uint64_t{1} << 40;
 
+// Where a tenant's requests wait among others' (FairOrder, at the workers): their priority when
+// a request names none (lower goes first), and the tenant's share among those of the same
+// priority.
+struct TenantScheduling {
+  int32_t priority = 0;
+  uint32_t weight = 1;
+  bool operator==(const TenantScheduling&) const = default;
+};
+inline constexpr int32_t kMaxPriority = 100;  // priorities are in [-kMaxPriority, kMaxPriority]
+inline constexpr uint32_t kMaxTenantWeight = 1000;
+
 struct TenantTable {
   std::vector<std::string> names;                                // sorted
   std::map<std::string, TenantLimits> limits;                    // tenants that have any
+  std::map<std::string, TenantScheduling> scheduling;            // those not the default
   std::map<std::array<uint8_t, 32>, std::string> token_digests;  // SHA-256(token) -> tenant
   std::map<std::string, std::string> identities;                 // identity -> tenant
 };
@@ -60,7 +73,8 @@ struct TenantTable {
 // INVALID_ARGUMENT naming the problem: not the format above, a name outside
 // [a-z0-9][a-z0-9._-]{0,62}, a token outside kMinTokenBytes..kMaxTokenBytes printable ASCII, a
 // token or identity given to two tenants, more than kMaxTenants tenants, a limit that is not an
-// integer in [0, kMaxTenantLimit] or not one of TenantLimits'.
+// integer in [0, kMaxTenantLimit] or not one of TenantLimits', a priority outside
+// [-kMaxPriority, kMaxPriority] or a weight outside [1, kMaxTenantWeight].
 absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text);
 
 // The cache salt of a tenant's requests. Clients cannot send it: under --tenants the router
@@ -82,6 +96,7 @@ class TenantDirectory {
   std::vector<std::string> Names();
   // The tenant's limits (none for a tenant the file gives none, or names no more).
   TenantLimits Limits(const std::string& tenant);
+  TenantScheduling Scheduling(const std::string& tenant);
 
   // Re-reads the file if it changed since it was last read (size, inode, modification or
   // change time). OK when nothing changed or the new file was taken; otherwise its error, and

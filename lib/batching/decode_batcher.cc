@@ -3,7 +3,7 @@
 #include "lib/batching/decode_batcher.h"
 
 #include <algorithm>
-#include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/scheduling/fair_order.h"
 
 namespace yoco {
 
@@ -66,8 +67,8 @@ class DecodeBatcher::Loop {
     }
     const uint64_t id = ++next_id_;
     const int64_t growth = bytes - seq.generation.state().bytes();
-    queue_.push_back(
-        std::make_unique<Entry>(Entry{id, std::move(seq), bytes, growth, {}, 0, false}));
+    order_.Add(id, seq.scheduling);
+    queue_[id] = std::make_unique<Entry>(Entry{id, std::move(seq), bytes, growth, {}, 0, false});
     cv_.SignalAll();
     return id;
   }
@@ -113,32 +114,35 @@ class DecodeBatcher::Loop {
         }
         stopping = stopping_;
         if (stopping_) {
-          for (auto& e : queue_) retired_queued.push_back(std::move(e));
+          for (auto& [id, e] : queue_) retired_queued.push_back(std::move(e));
           queue_.clear();
+          order_ = FairOrder();
           for (auto& e : active) e->cancelled = true;
         }
         // Cancellations: queued ones leave now, active ones at this step boundary.
         for (uint64_t id : cancelled_) {
           for (auto& e : active) e->cancelled |= e->id == id;
-          for (auto it = queue_.begin(); it != queue_.end();) {
-            if ((*it)->id == id) {
-              retired_queued.push_back(std::move(*it));
-              it = queue_.erase(it);
-            } else {
-              ++it;
-            }
+          if (auto queued = queue_.find(id); queued != queue_.end()) {
+            retired_queued.push_back(std::move(queued->second));
+            queue_.erase(queued);
+            order_.Remove(id);
           }
         }
         cancelled_.clear();
-        while (!stopping_ && !queue_.empty() &&
-               static_cast<int>(active.size()) < options_.max_batch &&
-               ledger.bytes() + ledger.Cost(queue_.front()->seq.generation.state(),
-                                            queue_.front()->growth) <=
-                   options_.memory_budget_bytes) {
-          Entry& e = *queue_.front();
+        // The next in FairOrder joins while it fits; one that does not waits for room, and the
+        // others behind it (a smaller one passing it could starve it).
+        while (!stopping_ && !order_.empty() &&
+               static_cast<int>(active.size()) < options_.max_batch) {
+          auto next = queue_.find(*order_.Peek());
+          Entry& e = *next->second;
+          if (ledger.bytes() + ledger.Cost(e.seq.generation.state(), e.growth) >
+              options_.memory_budget_bytes) {
+            break;
+          }
           e.charge = ledger.Add(e.seq.generation.state(), e.growth);
-          active.push_back(std::move(queue_.front()));
-          queue_.pop_front();
+          active.push_back(std::move(next->second));
+          queue_.erase(next);
+          order_.Pop();
         }
         stats_.queued = static_cast<int>(queue_.size());
       }
@@ -247,7 +251,8 @@ class DecodeBatcher::Loop {
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
-  std::deque<std::unique_ptr<Entry>> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::unique_ptr<Entry>> queue_ ABSL_GUARDED_BY(mu_);  // by id
+  FairOrder order_ ABSL_GUARDED_BY(mu_);                                   // of queue_'s ids
   std::vector<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
   DecodeBatcherStats stats_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;

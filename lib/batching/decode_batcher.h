@@ -1,8 +1,9 @@
 // DecodeBatcher: the decode worker's continuous batching loop. Sequences (restored from state
 // bundles) join and leave between steps; every step is one batched forward pass over all
 // active sequences. A maximum batch and a memory budget bound the active set (shared K/V chunks
-// counted once: StateLedger); beyond them new sequences wait in a bounded queue, and beyond that
-// Admit refuses with RESOURCE_EXHAUSTED.
+// counted once: StateLedger); beyond them new sequences wait in a bounded queue, taken in
+// FairOrder (priority, then tenants by weight, then arrival), and beyond that Admit refuses with
+// RESOURCE_EXHAUSTED.
 //
 // Threading: one loop thread owns the backend; `on_event` callbacks run on it and must not
 // block. Admit, Cancel and stats may be called from any thread.
@@ -18,6 +19,7 @@
 #include "lib/engine/backend.h"
 #include "lib/engine/generation.h"
 #include "lib/model/sampling_params.h"
+#include "lib/scheduling/scheduling_class.h"
 
 namespace yoco {
 
@@ -56,6 +58,7 @@ struct DecodeSequence {
   int max_new_tokens = 0;    // tokens to produce here
   bool stop_at_eos = false;  // the sampling's stop ids always stop
   std::function<void(const DecodeEvent&)> on_event;
+  SchedulingClass scheduling;  // its place among the waiting ones
 };
 
 struct DecodeBatcherStats {

@@ -1,18 +1,18 @@
 // TurnQueue: one caller at a time holds the turn (a prefill worker's engine); the others wait
-// in arrival order, at most `max_waiting` of them. One more is refused at once with
-// RESOURCE_EXHAUSTED, which the router reads as "try another worker", instead of queueing
-// without bound behind a plain mutex (unordered, so an unlucky request could wait forever). A
-// waiter whose call is cancelled (or whose deadline passes) leaves the queue.
+// in FairOrder (priority, then tenants by weight, then arrival), at most `max_waiting` of them. One
+// more is refused at once with RESOURCE_EXHAUSTED, which the router reads as "try another worker",
+// instead of queueing without bound behind a plain mutex (unordered, so an unlucky request could
+// wait forever). A waiter whose call is cancelled (or whose deadline passes) leaves the queue.
 #ifndef YOCO_LIB_THREADING_TURN_QUEUE_H_
 #define YOCO_LIB_THREADING_TURN_QUEUE_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/scheduling/fair_order.h"
 
 namespace yoco {
 
@@ -42,9 +42,10 @@ class TurnQueue {
     absl::Status status_;
   };
 
-  // Waits for the turn. `cancelled` (may be empty) is polled while waiting; true leaves the
-  // queue with CANCELLED.
-  Turn Acquire(const std::function<bool()>& cancelled = nullptr) {
+  // Waits for the turn, queued as `scheduling`. `cancelled` (may be empty) is polled while
+  // waiting; true leaves the queue with CANCELLED.
+  Turn Acquire(const std::function<bool()>& cancelled = nullptr,
+               const SchedulingClass& scheduling = {}) {
     absl::MutexLock lock(&mu_);
     if (!busy_ && waiting_.empty()) {
       busy_ = true;
@@ -58,15 +59,16 @@ class TurnQueue {
                                             "engine (its bound); try another worker")));
     }
     const uint64_t ticket = next_ticket_++;
-    waiting_.push_back(ticket);
-    while (busy_ || waiting_.front() != ticket) {
+    waiting_.Add(ticket, scheduling);
+    while (busy_ || waiting_.Peek() != ticket) {
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
-      if (cancelled && cancelled() && (busy_ || waiting_.front() != ticket)) {
-        Leave(ticket);
+      if (cancelled && cancelled() && (busy_ || waiting_.Peek() != ticket)) {
+        waiting_.Remove(ticket);
+        cv_.SignalAll();  // the next in line may be first now
         return Turn(nullptr, absl::CancelledError("cancelled while waiting for the engine"));
       }
     }
-    waiting_.pop_front();
+    waiting_.Pop();
     busy_ = true;
     return Turn(this, absl::OkStatus());
   }
@@ -97,21 +99,11 @@ class TurnQueue {
     }
     cv_.SignalAll();
   }
-  void Leave(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-      if (*it == ticket) {
-        waiting_.erase(it);
-        break;
-      }
-    }
-    cv_.SignalAll();  // the next in line may be at the front now
-  }
-
   const size_t max_waiting_;
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<uint64_t> waiting_ ABSL_GUARDED_BY(mu_);  // tickets in arrival order
+  FairOrder waiting_ ABSL_GUARDED_BY(mu_);  // tickets
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -191,7 +191,7 @@ void DecodeWorker::OnBundle(const IncomingTransfer& t, ByteBuffer data) {
   }
   if (waiter.has_value()) {
     waiter->on_admitted(AdmitBundle(std::move(bundle), waiter->max_new_tokens, waiter->stop_at_eos,
-                                    std::move(waiter->on_event)));
+                                    waiter->scheduling, std::move(waiter->on_event)));
   }
 }
 
@@ -204,11 +204,12 @@ StateBundle DecodeWorker::TakeArrivedLocked(const std::pair<uint64_t, uint64_t>&
 }
 
 absl::StatusOr<uint64_t> DecodeWorker::AdmitBundle(
-    StateBundle bundle, int max_new_tokens, bool stop_at_eos,
+    StateBundle bundle, int max_new_tokens, bool stop_at_eos, const SchedulingClass& scheduling,
     std::function<void(const DecodeEvent&)> on_event) {
   absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
   if (!gen.ok()) return gen.status();
-  return batcher_->Admit({std::move(*gen), max_new_tokens, stop_at_eos, std::move(on_event)});
+  return batcher_->Admit(
+      {std::move(*gen), max_new_tokens, stop_at_eos, std::move(on_event), scheduling});
 }
 
 uint64_t DecodeWorker::DecodeWhenArrived(
@@ -224,16 +225,16 @@ uint64_t DecodeWorker::DecodeWhenArrived(
         return 0;
       }
       const uint64_t ticket = next_ticket_++;
-      waiters_.emplace(ticket,
-                       Waiter{key, call.max_new_tokens, call.stop_at_eos, absl::Now() + call.wait,
-                              std::move(on_event), std::move(on_admitted)});
+      waiters_.emplace(
+          ticket, Waiter{key, call.max_new_tokens, call.stop_at_eos, call.scheduling,
+                         absl::Now() + call.wait, std::move(on_event), std::move(on_admitted)});
       cv_.SignalAll();  // the sweeper may need to wake sooner
       return ticket;
     }
     bundle = TakeArrivedLocked(key);
   }
-  on_admitted(
-      AdmitBundle(std::move(bundle), call.max_new_tokens, call.stop_at_eos, std::move(on_event)));
+  on_admitted(AdmitBundle(std::move(bundle), call.max_new_tokens, call.stop_at_eos, call.scheduling,
+                          std::move(on_event)));
   return 0;
 }
 
@@ -371,7 +372,7 @@ absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
       on_event(e);
     };
     return batcher_->Admit({std::move(prefill->generation), call.max_new_tokens - 1,
-                            call.stop_at_eos, std::move(counted)});
+                            call.stop_at_eos, std::move(counted), call.scheduling});
   }
   on_event(finish);
   return 0;

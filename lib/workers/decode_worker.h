@@ -26,6 +26,7 @@
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
 #include "lib/engine/warm_buffer_pool.h"
+#include "lib/scheduling/scheduling_class.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/transport/ucx_transport.h"
 #include "lib/workers/bundle_part_store.h"
@@ -63,6 +64,7 @@ struct ShippedDecodeCall {
   int max_new_tokens = 0;  // tokens to produce here (the prefill worker produced the first)
   bool stop_at_eos = false;
   absl::Duration wait = kDefaultTransferWait;  // for the bundle to arrive
+  SchedulingClass scheduling;                  // its place in the batch's queue
 };
 
 struct LocalPrefillCall {
@@ -70,6 +72,7 @@ struct LocalPrefillCall {
   SamplingParams sampling;
   int max_new_tokens = 0;  // the first token included
   bool stop_at_eos = false;
+  SchedulingClass scheduling;  // its place in the local prefill's and the batch's queues
 };
 
 class DecodeWorker {
@@ -158,11 +161,13 @@ class DecodeWorker {
                                            std::function<void(const DecodeEvent&)> on_event,
                                            const std::function<bool()>& cancelled);
   absl::StatusOr<uint64_t> AdmitBundle(StateBundle bundle, int max_new_tokens, bool stop_at_eos,
+                                       const SchedulingClass& scheduling,
                                        std::function<void(const DecodeEvent&)> on_event);
   struct Waiter {
     std::pair<uint64_t, uint64_t> key;
     int max_new_tokens = 0;
     bool stop_at_eos = false;
+    SchedulingClass scheduling;
     absl::Time deadline;
     std::function<void(const DecodeEvent&)> on_event;
     std::function<void(absl::StatusOr<uint64_t>)> on_admitted;

@@ -102,6 +102,26 @@ TEST(TenantFileTest, LimitsAreReadAndBadOnesRefusedByName) {
   }
 }
 
+TEST(TenantFileTest, SchedulingIsReadAndBadValuesRefusedByName) {
+  absl::StatusOr<TenantTable> table = ParseTenantFile(R"({"tenants": {
+      "batch": {"tokens": ["abcdefghijklmnop"], "scheduling": {"priority": 5, "weight": 1}},
+      "chat": {"tokens": ["qrstuvwxyz012345"], "scheduling": {"priority": -1, "weight": 3}},
+      "plain": {"tokens": ["6789abcdefghijkl"], "scheduling": {}}}})");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->scheduling.at("batch"), (TenantScheduling{5, 1}));
+  EXPECT_EQ(table->scheduling.at("chat"), (TenantScheduling{-1, 3}));
+  EXPECT_EQ(table->scheduling.count("plain"), 0u);  // the default
+  for (const std::string& bad :
+       {R"("scheduling": {"priority": 101})", R"("scheduling": {"priority": 1.5})",
+        R"("scheduling": {"weight": 0})", R"("scheduling": {"weight": 1001})",
+        R"("scheduling": {"weight": -2})", R"("scheduling": {"nice": 1})", R"("scheduling": 3)"}) {
+    absl::StatusOr<TenantTable> refused = ParseTenantFile(
+        absl::StrCat(R"({"tenants": {"a": {"tokens": ["abcdefghijklmnop"], )", bad, "}}}"));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("a: "), std::string::npos) << refused.status();
+  }
+}
+
 TEST(TenantFileTest, SaltsDifferPerTenant) {
   EXPECT_NE(TenantCacheSalt("a"), TenantCacheSalt("b"));
   EXPECT_NE(TenantCacheSalt("a"), "a");  // a tenant's salt is not a salt a client would send

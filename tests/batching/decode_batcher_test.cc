@@ -129,6 +129,40 @@ TEST_F(DecodeBatcherTest, MemoryBudgetQueuesAndQueueLimitRefuses) {
       absl::StatusCode::kInvalidArgument);
 }
 
+// Waiting sequences join the batch in FairOrder: a higher priority first, then tenants in turn,
+// so b's one request does not wait behind tenant a's backlog.
+TEST_F(DecodeBatcherTest, WaitingSequencesJoinByPriorityThenTenantTurns) {
+  DecodeBatcherOptions options;
+  options.max_batch = 1;
+  DecodeBatcher batcher(*decode_backend_, options);
+  std::mutex mu;
+  std::vector<std::string> started;  // in the order of their first tokens
+  std::vector<Collector> done(6);
+  auto admit = [&](int i, const std::string& name, int tokens, SchedulingClass scheduling) {
+    int32_t first;
+    auto on_event = [&, i, name, callback = done[i].Callback()](const DecodeEvent& e) {
+      if (!e.finished && e.generated == 1) {
+        std::lock_guard<std::mutex> lock(mu);
+        started.push_back(name);
+      }
+      callback(e);
+    };
+    ASSERT_TRUE(batcher
+                    .Admit({Prefilled(20, i, Sampling(i), &first), tokens, false, on_event,
+                            std::move(scheduling)})
+                    .ok());
+  };
+  admit(0, "a0", 200, {.tenant = "a"});
+  while (done[0].TokenCount() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  admit(1, "a1", 3, {.tenant = "a"});
+  admit(2, "a2", 3, {.tenant = "a"});
+  admit(3, "a3", 3, {.tenant = "a"});
+  admit(4, "b", 3, {.tenant = "b"});
+  admit(5, "urgent", 3, {.tenant = "a", .priority = -1});
+  for (Collector& c : done) ASSERT_TRUE(c.WaitFinished());
+  EXPECT_EQ(started, (std::vector<std::string>{"a0", "urgent", "a1", "b", "a2", "a3"}));
+}
+
 // MaxSequenceRows (what decode workers report to the router, which refuses longer requests
 // before any work) is exactly the longest sequence Admit takes in that budget.
 TEST_F(DecodeBatcherTest, MaxSequenceRowsIsTheLongestSequenceAdmitted) {

@@ -1,4 +1,5 @@
-// TurnQueue: turns go in arrival order, the bound refuses at once, a cancelled waiter leaves
+// TurnQueue: turns go in arrival order within a class and fairly across tenants, the bound
+// refuses at once, a cancelled waiter leaves
 // without disturbing the others.
 #include "lib/threading/turn_queue.h"
 
@@ -38,6 +39,30 @@ TEST(TurnQueueTest, TurnsGoInArrivalOrder) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_FALSE(queue.busy());
+}
+
+// Tenant a queues four, then b one: b's goes second (FairOrder), not after a's backlog.
+TEST(TurnQueueTest, AnotherTenantsRequestDoesNotWaitBehindABacklog) {
+  TurnQueue queue(16);
+  std::vector<std::string> order;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  const std::vector<std::string> tenants = {"a", "a", "a", "a", "b"};
+  {
+    TurnQueue::Turn first = queue.Acquire();
+    ASSERT_TRUE(first.ok());
+    for (size_t i = 0; i < tenants.size(); ++i) {
+      threads.emplace_back([&, i] {
+        TurnQueue::Turn turn = queue.Acquire(nullptr, {.tenant = tenants[i]});
+        ASSERT_TRUE(turn.ok());
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(tenants[i] + std::to_string(i));
+      });
+      WaitUntil([&] { return queue.waiting() == i + 1; });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"a0", "b4", "a1", "a2", "a3"}));
 }
 
 TEST(TurnQueueTest, BeyondTheBoundIsRefusedAtOnce) {

@@ -1,0 +1,62 @@
+// Stride scheduling over the tenants of each priority level.
+#include "lib/scheduling/fair_order.h"
+
+#include <algorithm>
+
+namespace yoco {
+
+void FairOrder::Add(uint64_t id, const SchedulingClass& c) {
+  Level& level = levels_[c.priority];
+  auto [it, joined] = level.tenants.try_emplace(c.tenant);
+  Tenant& tenant = it->second;
+  if (joined) tenant.pass = level.pass;  // no credit for having been idle
+  tenant.weight = std::max<uint32_t>(c.weight, 1);
+  tenant.ids.push_back(id);
+  where_[id] = {c.priority, c.tenant};
+}
+
+bool FairOrder::Remove(uint64_t id) {
+  auto found = where_.find(id);
+  if (found == where_.end()) return false;
+  auto level = levels_.find(found->second.first);
+  auto tenant = level->second.tenants.find(found->second.second);
+  std::deque<uint64_t>& ids = tenant->second.ids;
+  ids.erase(std::find(ids.begin(), ids.end(), id));
+  if (ids.empty()) level->second.tenants.erase(tenant);
+  if (level->second.tenants.empty()) levels_.erase(level);
+  where_.erase(found);
+  return true;
+}
+
+std::map<std::string, FairOrder::Tenant>::const_iterator FairOrder::Next(const Level& level) {
+  auto best = level.tenants.begin();
+  for (auto it = level.tenants.begin(); it != level.tenants.end(); ++it) {
+    // Equal passes: the one whose first request came earlier.
+    if (it->second.pass < best->second.pass ||
+        (it->second.pass == best->second.pass &&
+         it->second.ids.front() < best->second.ids.front())) {
+      best = it;
+    }
+  }
+  return best;
+}
+
+std::optional<uint64_t> FairOrder::Peek() const {
+  if (levels_.empty()) return std::nullopt;
+  return Next(levels_.begin()->second)->second.ids.front();
+}
+
+void FairOrder::Pop() {
+  if (levels_.empty()) return;
+  auto level = levels_.begin();
+  const std::string name = Next(level->second)->first;
+  Tenant& tenant = level->second.tenants[name];
+  level->second.pass = tenant.pass;
+  tenant.pass += 1.0 / tenant.weight;
+  where_.erase(tenant.ids.front());
+  tenant.ids.pop_front();
+  if (tenant.ids.empty()) level->second.tenants.erase(name);
+  if (level->second.tenants.empty()) levels_.erase(level);
+}
+
+}  // namespace yoco

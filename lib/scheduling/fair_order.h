@@ -1,0 +1,55 @@
+// FairOrder: the order in which queued requests get a scarce resource (a prefill engine's turn,
+// a seat in a decode batch). Lower priority values first; within one priority, tenants share
+// by weight with stride scheduling: each turn a tenant takes adds 1/weight to its pass, and the
+// waiting tenant with the smallest pass goes next; within a tenant, arrival order. A tenant that
+// starts waiting joins at the pass of the last turn given, so time spent idle banks no credit
+// and a tenant flooding the queue cannot push a newcomer behind its backlog: the newcomer is
+// next or nearly so.
+//
+// Not thread-safe: the queue that owns it locks.
+#ifndef YOCO_LIB_SCHEDULING_FAIR_ORDER_H_
+#define YOCO_LIB_SCHEDULING_FAIR_ORDER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "lib/scheduling/scheduling_class.h"
+
+namespace yoco {
+
+class FairOrder {
+ public:
+  // Queues `id` (unique among those queued) of class `c`.
+  void Add(uint64_t id, const SchedulingClass& c);
+  // Takes `id` out (it gave up); false when it is not queued.
+  bool Remove(uint64_t id);
+  // The id that goes next, without taking it.
+  std::optional<uint64_t> Peek() const;
+  // Takes Peek()'s id, charging its tenant one turn.
+  void Pop();
+  size_t size() const { return where_.size(); }
+  bool empty() const { return where_.empty(); }
+
+ private:
+  struct Tenant {
+    std::deque<uint64_t> ids;  // arrival order
+    double pass = 0;
+    uint32_t weight = 1;
+  };
+  struct Level {
+    std::map<std::string, Tenant> tenants;  // those with ids queued
+    double pass = 0;                        // of the last turn given at this priority
+  };
+  // The tenant whose turn it is at `level` (non-empty).
+  static std::map<std::string, Tenant>::const_iterator Next(const Level& level);
+
+  std::map<int32_t, Level> levels_;                            // lowest priority value first
+  std::map<uint64_t, std::pair<int32_t, std::string>> where_;  // id -> priority, tenant
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_SCHEDULING_FAIR_ORDER_H_

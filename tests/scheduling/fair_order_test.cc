@@ -1,0 +1,100 @@
+// FairOrder against orders worked out by hand (small cases) and counted shares (long runs).
+#include "lib/scheduling/fair_order.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace yoco {
+namespace {
+
+std::vector<uint64_t> PopAll(FairOrder& order) {
+  std::vector<uint64_t> out;
+  while (std::optional<uint64_t> next = order.Peek()) {
+    out.push_back(*next);
+    order.Pop();
+  }
+  return out;
+}
+
+TEST(FairOrderTest, OneClassIsArrivalOrder) {
+  FairOrder order;
+  for (uint64_t id : {5, 3, 9, 1}) order.Add(id, {});
+  EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{5, 3, 9, 1}));
+  EXPECT_TRUE(order.empty());
+  EXPECT_FALSE(order.Peek().has_value());
+}
+
+TEST(FairOrderTest, LowerPriorityValuesGoFirst) {
+  FairOrder order;
+  order.Add(1, {.tenant = "a", .priority = 2});
+  order.Add(2, {.tenant = "a", .priority = 0});
+  order.Add(3, {.tenant = "b", .priority = 1});
+  order.Add(4, {.tenant = "b", .priority = -1});
+  EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{4, 2, 3, 1}));
+}
+
+// Tenant a queued a backlog of six; b's two requests arrive later and alternate with a's from
+// the next turn on, not after a's backlog.
+TEST(FairOrderTest, ANewcomerIsNotQueuedBehindAnotherTenantsBacklog) {
+  FairOrder order;
+  for (uint64_t id = 1; id <= 6; ++id) order.Add(id, {.tenant = "a"});
+  EXPECT_EQ(*order.Peek(), 1u);
+  order.Pop();
+  order.Pop();  // a has had two turns
+  order.Add(100, {.tenant = "b"});
+  order.Add(101, {.tenant = "b"});
+  EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{100, 3, 101, 4, 5, 6}));
+}
+
+// An idle tenant banks nothing: after a's hundred turns alone, b does not get a hundred in a
+// row.
+TEST(FairOrderTest, IdleTimeBanksNoCredit) {
+  FairOrder order;
+  for (uint64_t id = 1; id <= 100; ++id) {
+    order.Add(id, {.tenant = "a"});
+    order.Pop();
+  }
+  for (uint64_t id = 101; id <= 104; ++id) order.Add(id, {.tenant = "a"});
+  for (uint64_t id = 201; id <= 204; ++id) order.Add(id, {.tenant = "b"});
+  const std::vector<uint64_t> got = PopAll(order);
+  const std::vector<uint64_t> want = {101, 201, 102, 202, 103, 203, 104, 204};
+  EXPECT_EQ(got, want);
+}
+
+TEST(FairOrderTest, BackloggedTenantsShareByWeight) {
+  FairOrder order;
+  uint64_t id = 0;
+  std::map<uint64_t, std::string> tenant_of;
+  for (int i = 0; i < 200; ++i) {
+    for (const auto& [name, weight] :
+         {std::pair<std::string, uint32_t>{"heavy", 3}, {"light", 1}}) {
+      order.Add(++id, {.tenant = name, .weight = weight});
+      tenant_of[id] = name;
+    }
+  }
+  std::map<std::string, int> turns;
+  for (int i = 0; i < 120; ++i) {
+    turns[tenant_of[*order.Peek()]]++;
+    order.Pop();
+  }
+  EXPECT_EQ(turns["heavy"], 90);
+  EXPECT_EQ(turns["light"], 30);
+}
+
+TEST(FairOrderTest, RemovedIdsAreSkipped) {
+  FairOrder order;
+  order.Add(1, {.tenant = "a"});
+  order.Add(2, {.tenant = "b"});
+  order.Add(3, {.tenant = "a"});
+  EXPECT_TRUE(order.Remove(1));
+  EXPECT_FALSE(order.Remove(1));
+  EXPECT_TRUE(order.Remove(2));
+  EXPECT_EQ(order.size(), 1u);
+  EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{3}));
+}
+
+}  // namespace
+}  // namespace yoco
