@@ -92,17 +92,18 @@ absl::StatusOr<TenantScheduling> ParseScheduling(const Json& json, const std::st
   TenantScheduling scheduling;
   for (const auto& [field, value] : json.items()) {
     if (field == "priority") {
-      if (!value.is_number_integer() || value.get<int64_t>() < -kMaxPriority ||
-          value.get<int64_t>() > kMaxPriority) {
+      if (!value.is_number_integer() || value.get<int64_t>() < -kMaxSchedulingPriority ||
+          value.get<int64_t>() > kMaxSchedulingPriority) {
         return Invalid(absl::StrCat(tenant, ": scheduling.priority must be an integer in [",
-                                    -kMaxPriority, ", ", kMaxPriority, "] (lower goes first)"));
+                                    -kMaxSchedulingPriority, ", ", kMaxSchedulingPriority,
+                                    "] (lower goes first)"));
       }
       scheduling.priority = static_cast<int32_t>(value.get<int64_t>());
     } else if (field == "weight") {
       if (!value.is_number_unsigned() || value.get<uint64_t>() < 1 ||
-          value.get<uint64_t>() > kMaxTenantWeight) {
+          value.get<uint64_t>() > kMaxSchedulingWeight) {
         return Invalid(absl::StrCat(tenant, ": scheduling.weight must be an integer in [1, ",
-                                    kMaxTenantWeight, "]"));
+                                    kMaxSchedulingWeight, "]"));
       }
       scheduling.weight = static_cast<uint32_t>(value.get<uint64_t>());
     } else {

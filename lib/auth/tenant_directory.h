@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "lib/scheduling/scheduling_class.h"
 
 namespace yoco {
 
@@ -59,8 +60,6 @@ struct TenantScheduling {
   uint32_t weight = 1;
   bool operator==(const TenantScheduling&) const = default;
 };
-inline constexpr int32_t kMaxPriority = 100;  // priorities are in [-kMaxPriority, kMaxPriority]
-inline constexpr uint32_t kMaxTenantWeight = 1000;
 
 struct TenantTable {
   std::vector<std::string> names;                                // sorted
@@ -74,7 +73,8 @@ struct TenantTable {
 // [a-z0-9][a-z0-9._-]{0,62}, a token outside kMinTokenBytes..kMaxTokenBytes printable ASCII, a
 // token or identity given to two tenants, more than kMaxTenants tenants, a limit that is not an
 // integer in [0, kMaxTenantLimit] or not one of TenantLimits', a priority outside
-// [-kMaxPriority, kMaxPriority] or a weight outside [1, kMaxTenantWeight].
+// [-kMaxSchedulingPriority, kMaxSchedulingPriority] or a weight outside
+// [1, kMaxSchedulingWeight].
 absl::StatusOr<TenantTable> ParseTenantFile(absl::string_view text);
 
 // The cache salt of a tenant's requests. Clients cannot send it: under --tenants the router

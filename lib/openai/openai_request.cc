@@ -10,6 +10,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "lib/model/strict_json.h"
+#include "lib/scheduling/scheduling_class.h"
 
 namespace yoco {
 namespace {
@@ -96,6 +97,10 @@ absl::Status ParseCommon(const json& body, OpenAiGenerate& out, uint64_t seed_if
   if (Present(body, "user") && !body["user"].is_string()) {
     return ParamError("user", "must be a string");
   }
+  // vLLM's extension: lower goes first when workers are busy; absent, the tenant's default.
+  auto priority = Integer(body, "priority", -kMaxSchedulingPriority, kMaxSchedulingPriority);
+  if (!priority.ok()) return priority.status();
+  if (priority->has_value()) out.request.set_priority(static_cast<int32_t>(**priority));
   auto ignore_eos = Bool(body, "ignore_eos", false);
   if (!ignore_eos.ok()) return ignore_eos.status();
   s.set_stop_at_eos(!*ignore_eos);
@@ -223,7 +228,7 @@ absl::StatusOr<OpenAiGenerate> ParseCompletionRequest(absl::string_view text,
           {"model",  "prompt",     "max_tokens",       "temperature",       "top_p",      "top_k",
            "seed",   "stop",       "stream",           "stream_options",    "n",          "best_of",
            "echo",   "logprobs",   "presence_penalty", "frequency_penalty", "logit_bias", "user",
-           "suffix", "ignore_eos", "cache_salt"});
+           "suffix", "ignore_eos", "cache_salt",       "priority"});
       !st.ok()) {
     return st;
   }
@@ -293,7 +298,8 @@ absl::StatusOr<OpenAiGenerate> ParseChatRequest(absl::string_view text,
                                                 "logit_bias",
                                                 "user",
                                                 "ignore_eos",
-                                                "cache_salt"});
+                                                "cache_salt",
+                                                "priority"});
       !st.ok()) {
     return st;
   }

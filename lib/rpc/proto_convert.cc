@@ -1,6 +1,8 @@
 // Message conversions.
 #include "lib/rpc/proto_convert.h"
 
+#include <algorithm>
+
 namespace yoco {
 
 SamplingParams FromProto(const v1::SamplingParams& p) {
@@ -19,6 +21,14 @@ void ToProto(const SamplingParams& s, v1::SamplingParams* p) {
   p->set_top_p(s.top_p);
   p->set_seed(s.seed);
   p->mutable_stop_token_ids()->Assign(s.stop_token_ids.begin(), s.stop_token_ids.end());
+}
+
+SchedulingClass FromProto(const v1::Scheduling& p) {
+  SchedulingClass c;
+  c.tenant = p.tenant();
+  c.priority = std::clamp(p.priority(), -kMaxSchedulingPriority, kMaxSchedulingPriority);
+  c.weight = std::clamp<uint32_t>(p.weight(), 1, kMaxSchedulingWeight);
+  return c;
 }
 
 }  // namespace yoco

@@ -9,6 +9,10 @@
 
 namespace yoco {
 
+// The ranges a priority and a weight are held to (the tenant file's and the request's).
+inline constexpr int32_t kMaxSchedulingPriority = 100;  // priorities: [-100, 100]
+inline constexpr uint32_t kMaxSchedulingWeight = 1000;  // weights: [1, 1000]
+
 struct SchedulingClass {
   std::string tenant;    // "" without tenants: everyone is one tenant
   int32_t priority = 0;  // lower values go first (as vLLM's `priority`)

@@ -104,7 +104,7 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
                         static_cast<int64_t>(bundle.chunk_names.size()));
   std::unique_ptr<PartSender> parts = MakePartSender(call, bundle.resident_chunks);
   {
-    TurnQueue::Turn turn = engine_.Acquire(call.cancelled);
+    TurnQueue::Turn turn = engine_.Acquire(call.cancelled, call.scheduling);
     if (!turn.ok()) return turn.status();
     const absl::Time start = absl::Now();
     CachedPrefillRequest request;

@@ -25,6 +25,7 @@
 #include "lib/engine/bundle_part.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/warm_buffer_pool.h"
+#include "lib/scheduling/scheduling_class.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/threading/turn_queue.h"
 #include "lib/transport/ucx_transport.h"
@@ -71,6 +72,7 @@ struct PrefillCall {
   // Leading blocks of the prompt the router believes the decode worker holds (it routed their
   // K/V there); the bundle leaves out as many as this or this worker's own record says.
   int64_t decode_resident_blocks = 0;
+  SchedulingClass scheduling;  // its place in the engine's queue
 };
 
 // The payload of a Prefill error whose cause is the decode worker: the state bundle could not

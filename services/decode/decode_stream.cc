@@ -59,6 +59,7 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
     call.sampling = FromProto(request->sampling());
     call.max_new_tokens = max_new_tokens;
     call.stop_at_eos = request->stop_at_eos();
+    call.scheduling = FromProto(request->scheduling());
     worker_.PrefillAndDecodeAsync(
         std::move(call), on_event, [this] { return cancelled_.load(); }, on_admitted);
     return;
@@ -66,7 +67,8 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
   ShippedDecodeCall call{.sender = request->sender_transport(),
                          .transfer_id = request->transfer_id(),
                          .max_new_tokens = max_new_tokens,
-                         .stop_at_eos = request->stop_at_eos()};
+                         .stop_at_eos = request->stop_at_eos(),
+                         .scheduling = FromProto(request->scheduling())};
   if (request->wait_for_bundle_ms() > 0) {
     call.wait = absl::Milliseconds(request->wait_for_bundle_ms());
   }

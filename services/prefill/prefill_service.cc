@@ -95,6 +95,7 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   call.max_new_tokens = static_cast<int>(std::min<uint32_t>(request->max_new_tokens(), 1u << 30));
   call.stop_at_eos = request->stop_at_eos();
   call.decode_resident_blocks = request->decode_resident_blocks();
+  call.scheduling = FromProto(request->scheduling());
   auto result = worker_.Prefill(call);
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kCancelled) ++cancelled_;

@@ -71,6 +71,9 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
     return;
   }
   tenant_lease_ = *std::move(lease);
+  scheduling_.set_tenant(scope_.tenant);
+  scheduling_.set_priority(call_.priority.value_or(scope_.scheduling.priority));
+  scheduling_.set_weight(scope_.scheduling.weight);
   if (request_->model_version() != 0) {
     version_ = request_->model_version();
     last_error_ = grpc::Status(
@@ -429,8 +432,8 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
 }
 
 AttemptRequest GenerateStream::Asked() const {
-  return AttemptRequest{request_id_, attempt_.input, call_.sampling, sent_.still_to_come(),
-                        call_.stop_at_eos};
+  return AttemptRequest{request_id_,           attempt_.input,    call_.sampling,
+                        sent_.still_to_come(), call_.stop_at_eos, scheduling_};
 }
 
 void GenerateStream::Emit(int32_t id, std::function<void()> then) {
@@ -533,6 +536,7 @@ void GenerateStream::ReportEnd(const grpc::Status& status, const v1::Finish& fin
     line.With("decode", pool_.WorkerAddress(WorkerRole::kDecode, *last_decode_));
   }
   if (version_ != 0) line.With("model_version", absl::StrFormat("%016x", version_));
+  if (scheduling_.priority() != 0) line.With("priority", scheduling_.priority());
   if (!status.ok()) line.With("error", status.error_message());
 }
 

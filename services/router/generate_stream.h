@@ -136,6 +136,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   // The model version asked for, or that of the tokens streamed (0 before the first): every
   // attempt stays on it.
   uint64_t version_ = 0;
+  v1::Scheduling scheduling_;  // where it waits at the workers (priority, tenant, weight)
 
   InFlightOps ops_;
 };

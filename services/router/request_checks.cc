@@ -2,6 +2,7 @@
 #include "services/router/request_checks.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/auth/tenant_directory.h"
 #include "lib/rpc/proto_convert.h"
 
 namespace yoco {
@@ -86,6 +87,15 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
                                    ") exceeds the model's max_seq_len ", config.max_seq_len));
   }
   call.stop_at_eos = sampling.stop_at_eos();
+  if (request.has_priority()) {
+    if (request.priority() < -kMaxSchedulingPriority ||
+        request.priority() > kMaxSchedulingPriority) {
+      return FieldError("priority",
+                        absl::StrCat("priority must be in [", -kMaxSchedulingPriority, ", ",
+                                     kMaxSchedulingPriority, "] (lower goes first)"));
+    }
+    call.priority = request.priority();
+  }
   return call;
 }
 

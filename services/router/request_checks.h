@@ -6,6 +6,7 @@
 #define YOCO_SERVICES_ROUTER_REQUEST_CHECKS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct CheckedGenerateRequest {
   uint32_t max_new_tokens = 0;  // the request's, or the default for 0
   bool stop_at_eos = false;
   std::vector<std::string> stop_strings;
+  std::optional<int32_t> priority;  // none: the tenant's default
 };
 
 // The request field a refusal is about ("" when not one field): the router sends it to the
@@ -43,7 +45,8 @@ absl::Status CheckRequestId(const std::string& request_id);
 
 // INVALID_ARGUMENT naming the problem (and the field, InvalidField): an empty prompt, a token
 // outside the vocabulary, a text the tokenizer refuses (it must be UTF-8), bad sampling settings,
-// too many or too long stop strings, an absurd max_new_tokens, or a prompt + max_new_tokens beyond
+// too many or too long stop strings, an absurd max_new_tokens, a priority outside
+// [-kMaxSchedulingPriority, kMaxSchedulingPriority], or a prompt + max_new_tokens beyond
 // max_seq_len (with both lengths in the message).
 absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRequest& request,
                                                             const ModelConfig& config,

@@ -237,6 +237,7 @@ absl::StatusOr<CallScope> RouterService::Scope(const grpc::ServerContextBase& co
   }
   scope.tenant = *tenant;
   scope.salt = TenantCacheSalt(scope.tenant);
+  scope.scheduling = options_.tenants->Scheduling(scope.tenant);
   scope.prompt_tokens = &metrics_->tenant_prompt_tokens.Add({{"tenant", scope.tenant}});
   scope.generated_tokens = &metrics_->tenant_generated_tokens.Add({{"tenant", scope.tenant}});
   return scope;

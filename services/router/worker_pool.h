@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "lib/auth/tenant_directory.h"
 #include "lib/auth/tenant_usage.h"
 #include "lib/cache/block_key.h"
 #include "lib/model/model_config.h"
@@ -33,6 +34,7 @@ namespace yoco {
 struct CallScope {
   std::string tenant;  // empty without --tenants
   std::string salt;
+  TenantScheduling scheduling;                   // the tenant's (the default without --tenants)
   prometheus::Counter* prompt_tokens = nullptr;  // the tenant's counters, if any
   prometheus::Counter* generated_tokens = nullptr;
 };

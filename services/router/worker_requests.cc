@@ -18,7 +18,9 @@ v1::PrefillRequest RemotePrefillRequest(const AttemptRequest& attempt, const std
   req.set_transfer_timeout_ms(transfer_timeout_ms);
   req.set_max_new_tokens(attempt.max_new_tokens);
   req.set_stop_at_eos(attempt.stop_at_eos);
+  *req.mutable_scheduling() = attempt.scheduling;
   req.set_decode_resident_blocks(decode_resident_blocks);
+  *req.mutable_scheduling() = attempt.scheduling;
   return req;
 }
 
@@ -42,6 +44,7 @@ v1::DecodeRequest ShippedDecodeRequest(const AttemptRequest& attempt,
   req.set_max_new_tokens(attempt.max_new_tokens);
   req.set_wait_for_bundle_ms(wait_for_bundle_ms);
   req.set_stop_at_eos(attempt.stop_at_eos);
+  *req.mutable_scheduling() = attempt.scheduling;
   return req;
 }
 

@@ -19,6 +19,7 @@ struct AttemptRequest {
   SamplingParams sampling;
   uint32_t max_new_tokens = 0;  // still to come
   bool stop_at_eos = true;
+  v1::Scheduling scheduling;  // where it waits at the workers
 };
 
 // A prefill on a prefill worker that ships its state to the decode worker at `decode_ucx_address`

@@ -23,10 +23,12 @@ TEST(OpenAiRequestTest, CompletionFieldsMapToTheGenerateRequest) {
       R"({"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
           "top_k": 40, "seed": 42, "stop": ["A", "BB"], "stream": true,
           "stream_options": {"include_usage": true}, "n": 1, "cache_salt": "s",
-          "user": "u", "presence_penalty": 0, "logprobs": null})",
+          "user": "u", "presence_penalty": 0, "logprobs": null, "priority": -3})",
       OpenAiDefaults{}, 99);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->chat);
+  ASSERT_TRUE(r->request.has_priority());
+  EXPECT_EQ(r->request.priority(), -3);
   EXPECT_EQ(r->model, "m");
   EXPECT_EQ(r->request.text(), "Hello");
   const v1::SamplingParams& s = r->request.sampling();
@@ -47,6 +49,7 @@ TEST(OpenAiRequestTest, CompletionDefaultsAndPromptForms) {
   auto r =
       ParseCompletionRequest(R"({"prompt": [0, 17, 5], "ignore_eos": true})", OpenAiDefaults{}, 99);
   ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->request.has_priority());  // the tenant's default
   EXPECT_EQ(r->request.tokens().ids_size(), 3);
   EXPECT_EQ(r->request.sampling().max_new_tokens(), 16u);  // OpenAI's default
   EXPECT_FLOAT_EQ(r->request.sampling().temperature(), 1.0f);
@@ -89,6 +92,8 @@ TEST(OpenAiRequestTest, RefusalsNameTheField) {
       {R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty"},
       {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
       {R"({"prompt": "x", "cache_salt": 1})", "cache_salt"},
+      {R"({"prompt": "x", "priority": 101})", "priority"},
+      {R"({"prompt": "x", "priority": 0.5})", "priority"},
       {R"({"prompt": "x", "model": 1})", "model"},
       {R"({"prompt": "x", "unknown": 1})", "unknown"},
       {R"({"prompt": ""})", "prompt"},

@@ -67,6 +67,7 @@ class FakePrefill final : public v1::PrefillWorker::Service {
   std::atomic<int> calls{0};
   std::mutex mu;
   std::vector<size_t> prompt_sizes;                 // guarded by mu
+  std::vector<v1::Scheduling> schedulings;          // guarded by mu
   std::atomic<uint64_t> fingerprint{kFingerprint};  // the model version it reports
 
   grpc::Status GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
@@ -85,6 +86,7 @@ class FakePrefill final : public v1::PrefillWorker::Service {
     {
       std::lock_guard<std::mutex> lock(mu);
       prompt_sizes.push_back(request->prompt_size());
+      schedulings.push_back(request->scheduling());
     }
     if (before) {
       if (grpc::Status st = before(context); !st.ok()) return st;
@@ -114,6 +116,8 @@ class FakeDecode final : public v1::DecodeWorker::Service {
   std::function<grpc::Status(int sent)> before_token;
   std::atomic<int> calls{0};
   std::atomic<uint64_t> fingerprint{kFingerprint};
+  std::mutex mu;
+  std::vector<v1::Scheduling> schedulings;  // guarded by mu
 
   grpc::Status GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
                              v1::WorkerInfo* info) override {
@@ -127,6 +131,10 @@ class FakeDecode final : public v1::DecodeWorker::Service {
   grpc::Status Decode(grpc::ServerContext*, const v1::DecodeRequest* request,
                       grpc::ServerWriter<v1::DecodeEvent>* writer) override {
     ++calls;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      schedulings.push_back(request->scheduling());
+    }
     std::vector<int32_t> seq;
     if (request->prompt_size() > 0) {
       if (!prefills) {
@@ -244,6 +252,7 @@ class GenerateStreamTest : public ::testing::Test {
     request.mutable_sampling()->set_max_new_tokens(max_new_tokens);
     request.set_request_id(request_id_);
     request.set_model_version(model_version_);
+    if (priority_.has_value()) request.set_priority(*priority_);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
     std::thread side;
@@ -283,6 +292,7 @@ class GenerateStreamTest : public ::testing::Test {
   std::atomic<bool> decode_died_{false};  // AddDecodesOneDyingAfterToken3's
   std::string request_id_;                // sent with each Generate
   uint64_t model_version_ = 0;            // likewise
+  std::optional<int32_t> priority_;       // likewise
   const std::vector<int32_t> prompt_ = {kBosId, 'h' + kTokenizerIdOffset, 'i' + kTokenizerIdOffset};
   std::vector<std::unique_ptr<FakePrefill>> prefills_;
   std::vector<std::unique_ptr<FakeDecode>> decodes_;
@@ -408,6 +418,30 @@ TEST_F(GenerateStreamTest, TheOnlyDecodeWorkerRestartingLosesNoRequest) {
   EXPECT_EQ(r.ids, Reference(prompt_, 12));
   EXPECT_EQ(only.calls.load(), 2);
   EXPECT_EQ(metrics_.retries.Value(), 1);
+}
+
+// The request's priority reaches both workers, which order their queues by it; out of range it
+// is refused by name.
+TEST_F(GenerateStreamTest, APriorityIsSentToBothWorkersAndCheckedForRange) {
+  AddPrefill();
+  AddDecode();
+  StartRouter();
+  ASSERT_TRUE(Generate(4).status.ok());
+  priority_ = -7;
+  ASSERT_TRUE(Generate(4).status.ok());
+  for (const std::vector<v1::Scheduling>* got :
+       {&prefills_[0]->schedulings, &decodes_[0]->schedulings}) {
+    ASSERT_EQ(got->size(), 2u);
+    EXPECT_EQ((*got)[0].priority(), 0);  // none asked, no tenants: the default
+    EXPECT_EQ((*got)[1].priority(), -7);
+    EXPECT_EQ((*got)[1].weight(), 1u);
+    EXPECT_EQ((*got)[1].tenant(), "");
+  }
+  priority_ = 101;
+  const Result refused = Generate(4);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.invalid_field, "priority");
+  EXPECT_EQ(prefills_[0]->calls.load(), 2);
 }
 
 // Before any token a request is on no version yet: a failed prefill retries on the other one.
