@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,7 +38,11 @@ int64_t DecodeBatcher::MaxSequenceRows(const ModelConfig& config, int64_t budget
 
 class DecodeBatcher::Loop {
  public:
-  Loop(Backend& backend, DecodeBatcherOptions options) : backend_(backend), options_(options) {
+  Loop(Backend& backend, DecodeBatcherOptions options)
+      : backend_(backend),
+        options_(options),
+        reserve_(options.tenant_reserve_seats >= 0 ? options.tenant_reserve_seats
+                                                   : std::max(1, options.max_batch / 4)) {
     thread_ = std::thread([this] { Run(); });
   }
 
@@ -144,6 +150,7 @@ class DecodeBatcher::Loop {
           queue_.erase(next);
           order_.Pop();
         }
+        AdmitToReserveSeats(active, ledger);
         stats_.queued = static_cast<int>(queue_.size());
       }
       for (auto& e : retired_queued) Emit(*e, Finished(DecodeFinish::kCancelled));
@@ -236,6 +243,30 @@ class DecodeBatcher::Loop {
     }
   }
 
+  // Full batch: the earliest waiting sequence of a tenant with none active takes a reserve seat
+  // (DecodeBatcherOptions::tenant_reserve_seats), if its memory fits, one per tenant.
+  void AdmitToReserveSeats(std::vector<std::unique_ptr<Entry>>& active, StateLedger& ledger)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopping_ || static_cast<int>(active.size()) < options_.max_batch) return;
+    std::set<std::string> seated;
+    for (const auto& e : active) seated.insert(e->seq.scheduling.tenant);
+    for (auto it = queue_.begin();
+         it != queue_.end() && static_cast<int>(active.size()) < options_.max_batch + reserve_;) {
+      Entry& e = *it->second;
+      if (seated.count(e.seq.scheduling.tenant) > 0 ||
+          ledger.bytes() + ledger.Cost(e.seq.generation.state(), e.growth) >
+              options_.memory_budget_bytes) {
+        ++it;
+        continue;
+      }
+      seated.insert(e.seq.scheduling.tenant);
+      e.charge = ledger.Add(e.seq.generation.state(), e.growth);
+      order_.Remove(it->first);
+      active.push_back(std::move(it->second));
+      it = queue_.erase(it);
+    }
+  }
+
   void PublishStats(const std::vector<std::unique_ptr<Entry>>& active, int64_t in_use, int batch) {
     absl::MutexLock lock(&mu_);
     stats_.active = static_cast<int>(active.size());
@@ -248,6 +279,7 @@ class DecodeBatcher::Loop {
 
   Backend& backend_;
   const DecodeBatcherOptions options_;
+  const int reserve_;  // seats beyond max_batch for tenants with none (tenant_reserve_seats)
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;

@@ -27,6 +27,11 @@ struct DecodeBatcherOptions {
   int max_batch = 32;                       // sequences per forward pass
   int64_t memory_budget_bytes = 8LL << 30;  // decoding state of all active sequences
   int max_queue = 256;                      // sequences waiting for room
+  // Seats beyond max_batch, each for a sequence of a tenant with none in the batch: while one
+  // tenant fills every seat, another's request starts at the next step instead of waiting for a
+  // seat to free (a long answer can hold one for thousands of steps). -1: max_batch / 4, at
+  // least 1.
+  int tenant_reserve_seats = -1;
 };
 
 enum class DecodeFinish { kLength, kStop, kEos, kCancelled, kError };

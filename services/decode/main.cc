@@ -15,6 +15,10 @@
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50071", "gRPC address HOST:PORT");
 ABSL_FLAG(int, max_batch, 32, "sequences per decode step");
+ABSL_FLAG(int, tenant_reserve_seats, -1,
+          "seats beyond --max-batch, each for a tenant with no sequence in the batch, so one "
+          "tenant filling every seat delays another's first token by a step, not by a whole "
+          "answer (-1: max_batch / 4, at least 1; 0: none)");
 ABSL_FLAG(int64_t, memory_budget_mb, 8192, "memory for decoding state of active sequences, MiB");
 ABSL_FLAG(int64_t, resident_kv_mb, 1024,
           "shared-K/V chunks of finished sequences kept under their prefix keys, MiB: the next "
@@ -49,6 +53,7 @@ int main(int argc, char** argv) {
   options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;
   options.batcher.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.batcher.tenant_reserve_seats = absl::GetFlag(FLAGS_tenant_reserve_seats);
   options.resident_kv_budget_bytes = absl::GetFlag(FLAGS_resident_kv_mb) << 20;
   options.transfer_buffer_keep_bytes = absl::GetFlag(FLAGS_transfer_buffer_mb) << 20;
   options.prefault = absl::GetFlag(FLAGS_prefault);

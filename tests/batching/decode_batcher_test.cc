@@ -134,6 +134,7 @@ TEST_F(DecodeBatcherTest, MemoryBudgetQueuesAndQueueLimitRefuses) {
 TEST_F(DecodeBatcherTest, WaitingSequencesJoinByPriorityThenTenantTurns) {
   DecodeBatcherOptions options;
   options.max_batch = 1;
+  options.tenant_reserve_seats = 0;  // the order alone
   DecodeBatcher batcher(*decode_backend_, options);
   std::mutex mu;
   std::vector<std::string> started;  // in the order of their first tokens
@@ -161,6 +162,44 @@ TEST_F(DecodeBatcherTest, WaitingSequencesJoinByPriorityThenTenantTurns) {
   admit(5, "urgent", 3, {.tenant = "a", .priority = -1});
   for (Collector& c : done) ASSERT_TRUE(c.WaitFinished());
   EXPECT_EQ(started, (std::vector<std::string>{"a0", "urgent", "a1", "b", "a2", "a3"}));
+}
+
+// Tenant a fills both seats with long answers; b's request takes a reserve seat and is done
+// long before them, while a's third waits for a seat of its own.
+TEST_F(DecodeBatcherTest, ATenantWithNoSeatTakesAReserveSeat) {
+  DecodeBatcherOptions options;
+  options.max_batch = 2;
+  options.tenant_reserve_seats = 1;
+  DecodeBatcher batcher(*decode_backend_, options);
+  std::mutex mu;
+  std::vector<std::string> events;  // "+name" at a first token, "-name" at the finish
+  std::vector<Collector> done(4);
+  auto admit = [&](int i, const std::string& name, int tokens) {
+    int32_t first;
+    auto on_event = [&, i, name, callback = done[i].Callback()](const DecodeEvent& e) {
+      if (e.finished || e.generated == 1) {
+        std::lock_guard<std::mutex> lock(mu);
+        events.push_back((e.finished ? "-" : "+") + name);
+      }
+      callback(e);
+    };
+    SchedulingClass scheduling{.tenant = name.substr(0, 1)};
+    ASSERT_TRUE(
+        batcher.Admit({Prefilled(20, i, Sampling(i), &first), tokens, false, on_event, scheduling})
+            .ok());
+  };
+  admit(0, "a0", 150);
+  admit(1, "a1", 150);
+  while (done[1].TokenCount() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  admit(2, "a2", 3);
+  admit(3, "b3", 3);
+  for (Collector& c : done) ASSERT_TRUE(c.WaitFinished());
+  auto at = [&](const std::string& event) {
+    return std::find(events.begin(), events.end(), event) - events.begin();
+  };
+  EXPECT_LT(at("-b3"), at("-a0"));  // b did not wait for a seat to free
+  EXPECT_LT(at("-a0"), at("+a2"));  // a's third did
+  EXPECT_EQ(done[3].tokens.size(), 3u);
 }
 
 // MaxSequenceRows (what decode workers report to the router, which refuses longer requests
