@@ -64,7 +64,8 @@ d = sys.argv[1]
 runs = {k: json.load(open(f"{d}/{k}.json")) for k in ("alone", "fair", "same_tenant")}
 for k, r in runs.items():
     assert r["ok"] == r["requests"], f"{k}: {r['requests'] - r['ok']} requests failed"
-    print(f"{k:12s} TTFT p50 {r['ttft_ms']['p50']:8.1f} ms  p99 {r['ttft_ms']['p99']:8.1f} ms")
+    print(f"{k:12s} TTFT p50 {r['ttft_ms']['p50']:8.1f} ms  p99 {r['ttft_ms']['p99']:8.1f} ms  "
+          f"TPOT p50 {r['tpot_ms']['p50']:6.1f} ms")
 alone = runs["alone"]["ttft_ms"]["p99"]
 print(f"p99 under the flood / alone: own tenant {runs['fair']['ttft_ms']['p99'] / alone:.2f}, "
       f"the flood's tenant {runs['same_tenant']['ttft_ms']['p99'] / alone:.2f}")
