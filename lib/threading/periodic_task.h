@@ -1,8 +1,8 @@
 // PeriodicTask: a function run every `interval` on a thread of its own, from one interval after
 // construction until the task is destroyed, and at once when RunSoon asks. Destruction wakes the
 // thread at once (a long interval never delays shutdown), lets a run in progress finish, and
-// joins. Own it as the last
-// member of the class whose members the function uses, so it stops before they go.
+// joins. Own it as the last member of the class whose members the function uses, so it stops
+// before they go.
 #ifndef YOCO_LIB_THREADING_PERIODIC_TASK_H_
 #define YOCO_LIB_THREADING_PERIODIC_TASK_H_
 

@@ -72,7 +72,7 @@ struct LocalPrefillCall {
   SamplingParams sampling;
   int max_new_tokens = 0;  // the first token included
   bool stop_at_eos = false;
-  SchedulingClass scheduling;  // its place in the local prefill's and the batch's queues
+  SchedulingClass scheduling;  // its place in the batch's queue (local prefills go in order)
 };
 
 class DecodeWorker {
