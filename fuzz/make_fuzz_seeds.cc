@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
   by_text.mutable_sampling()->set_top_p(0.9f);
   by_text.mutable_sampling()->add_stop_strings("\n\n");
   by_text.mutable_sampling()->set_stop_at_eos(true);
+  by_text.mutable_sampling()->set_logprobs(5);
   by_text.set_cache_salt("tenant");
   Write(dir, "public_request_fuzz", "generate_text", by_text.SerializeAsString());
   yoco::v1::GenerateRequest by_ids;

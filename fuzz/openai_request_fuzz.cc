@@ -1,8 +1,8 @@
 // The OpenAI HTTP API's request bodies as a hostile client sends them: the bytes parsed as a
 // completion and as a chat completion (first byte picks), then, when accepted, through the
 // router's own request checks. What the parser accepts must be a request the checks can judge:
-// max_tokens at least 1, sampling within OpenAI's ranges, a chat prompt that starts with BOS and
-// ends in the opened assistant turn.
+// max_tokens at least 1, sampling within OpenAI's ranges (logprobs at most 20), a chat prompt that
+// starts with BOS and ends in the opened assistant turn.
 #include <cstddef>
 #include <cstdint>
 
@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const yoco::v1::SamplingParams& s = parsed->request.sampling();
   if (s.max_new_tokens() < 1 || s.temperature() < 0 || s.temperature() > 2 || s.top_p() <= 0 ||
-      s.top_p() > 1 || s.top_k() < 0) {
+      s.top_p() > 1 || s.top_k() < 0 ||
+      (s.has_logprobs() && s.logprobs() > static_cast<uint32_t>(yoco::kMaxTopLogprobs))) {
     __builtin_trap();
   }
   if (as_chat) {

@@ -189,6 +189,7 @@ class DecodeBatcher::Loop {
         ++e.generated;
         DecodeEvent ev;
         ev.token = tokens[i];
+        ev.logprobs = e.seq.generation.pending_logprobs();
         ev.generated = e.generated;
         Emit(e, ev);
       }

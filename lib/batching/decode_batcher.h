@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "lib/batching/state_ledger.h"
@@ -53,6 +54,7 @@ inline DecodeFinish FinishFor(TokenStop stop) {
 struct DecodeEvent {
   bool finished = false;
   int32_t token = -1;                           // the new token (when not finished)
+  std::optional<TokenLogprobs> logprobs;        // its log-probabilities, when the sampling asks
   int generated = 0;                            // tokens produced so far for this sequence
   DecodeFinish reason = DecodeFinish::kLength;  // when finished
   absl::Status status;                          // kError: why

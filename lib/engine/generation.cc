@@ -89,9 +89,18 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
     if (options.progress) options.progress(gen.state_.position);
   }
   RETURN_IF_ERROR(CheckFinite(gen.logits_, gen.state_.position));
-  gen.pending_ = gen.sampler_.Sample(gen.sampling_, gen.logits_, gen.state_.position);
+  gen.SampleFrom(gen.logits_);
   *first_token = gen.pending_;
   return gen;
+}
+
+void Generation::SampleFrom(absl::Span<const float> logits) {
+  pending_ = sampler_.Sample(sampling_, logits, state_.position);
+  if (sampling_.logprobs >= 0) {
+    pending_logprobs_ = LogprobsOf(logits, pending_, sampling_.logprobs);
+  } else {
+    pending_logprobs_.reset();
+  }
 }
 
 absl::StatusOr<Generation> Generation::FromBundle(StateBundle bundle) {
@@ -132,7 +141,7 @@ absl::Status Generation::NextBatch(Backend& backend, absl::Span<Generation* cons
       tokens->push_back(kNonFiniteLogits);
       continue;
     }
-    g->pending_ = g->sampler_.Sample(g->sampling_, row, g->state_.position);
+    g->SampleFrom(row);
     tokens->push_back(g->pending_);
   }
   return absl::OkStatus();

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "lib/engine/backend.h"
+#include "lib/engine/logprobs.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
 
@@ -75,15 +77,24 @@ class Generation {
 
   const SequenceState& state() const { return state_; }
   int32_t pending_token() const { return pending_; }
+  // The pending token's log-probabilities, when the sampling asks for them (logprobs >= 0) and
+  // this generation sampled it (not one restored from a bundle).
+  const std::optional<TokenLogprobs>& pending_logprobs() const { return pending_logprobs_; }
   const SamplingParams& sampling() const { return sampling_; }
+  // What later tokens report (SamplingParams::logprobs); a bundle does not carry it.
+  void set_logprobs(int32_t logprobs) { sampling_.logprobs = logprobs; }
 
  private:
+  // Samples the next pending token (at the state's position) from its logits [vocab].
+  void SampleFrom(absl::Span<const float> logits);
+
   Generation(SequenceState state, int32_t pending, SamplingParams sampling)
       : state_(std::move(state)), pending_(pending), sampling_(std::move(sampling)) {}
 
   SequenceState state_;
   int32_t pending_;
   SamplingParams sampling_;
+  std::optional<TokenLogprobs> pending_logprobs_;
   Sampler sampler_;
   std::vector<float> logits_;
   std::vector<ForwardSegment> segments_;

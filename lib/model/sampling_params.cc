@@ -17,6 +17,10 @@ absl::Status SamplingParams::Validate(int vocab_size) const {
   if (!(top_p > 0.0f && top_p <= 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", top_p));
   }
+  if (logprobs < -1 || logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logprobs must be in [0, ", kMaxTopLogprobs, "], got ", logprobs));
+  }
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
       return absl::InvalidArgumentError(

@@ -16,15 +16,22 @@ inline constexpr int32_t kBosId = 0;
 inline constexpr int32_t kPadId = 1;
 inline constexpr int32_t kEosId = 2;
 
+// The most alternatives a request may ask log-probabilities for (OpenAI's top_logprobs bound).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
 struct SamplingParams {
   float temperature = 0.0f;  // <= 0: greedy (argmax, lowest id on ties)
   int32_t top_k = 0;         // keep the k most likely tokens; 0: all
   float top_p = 1.0f;        // keep the smallest most-likely set with mass >= top_p; 1: all
   uint64_t seed = 0;         // draws depend only on (seed, position)
   std::vector<int32_t> stop_token_ids;  // generation ends after emitting one of these
+  // Log-probabilities reported with each token (TokenLogprobs): -1 none; 0 the chosen token's;
+  // N in [1, kMaxTopLogprobs] also those of the N most likely tokens. The draw ignores it, and
+  // state bundles do not carry it (a decode call says it again).
+  int32_t logprobs = -1;
 
-  // INVALID_ARGUMENT for NaN/negative temperature, top_k < 0, top_p outside (0, 1], or stop ids
-  // outside [0, vocab_size).
+  // INVALID_ARGUMENT for NaN/negative temperature, top_k < 0, top_p outside (0, 1], stop ids
+  // outside [0, vocab_size), or logprobs outside [-1, kMaxTopLogprobs].
   absl::Status Validate(int vocab_size) const;
   bool operator==(const SamplingParams&) const = default;
 };

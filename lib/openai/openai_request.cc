@@ -9,6 +9,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "lib/model/sampling_params.h"
 #include "lib/model/strict_json.h"
 #include "lib/scheduling/scheduling_class.h"
 
@@ -244,7 +245,12 @@ absl::StatusOr<OpenAiGenerate> ParseCompletionRequest(absl::string_view text,
   if (auto echo = Bool(body, "echo", false); !echo.ok() || *echo) {
     return ParamError("echo", "is not supported");
   }
-  if (Present(body, "logprobs")) return ParamError("logprobs", "is not supported");
+  // The chosen token's logprob and this many alternatives' (the legacy shape's top_logprobs).
+  auto logprobs = Integer(body, "logprobs", 0, kMaxTopLogprobs);
+  if (!logprobs.ok()) return logprobs.status();
+  if (logprobs->has_value()) {
+    out.request.mutable_sampling()->set_logprobs(static_cast<uint32_t>(**logprobs));
+  }
   if (Present(body, "suffix")) return ParamError("suffix", "is not supported");
   if (!Present(body, "prompt")) return ParamError("prompt", "is required");
   const json& prompt = body["prompt"];
@@ -306,12 +312,15 @@ absl::StatusOr<OpenAiGenerate> ParseChatRequest(absl::string_view text,
   OpenAiGenerate out;
   out.chat = true;
   if (absl::Status st = ParseCommon(body, out, seed_if_absent); !st.ok()) return st;
-  if (auto logprobs = Bool(body, "logprobs", false); !logprobs.ok() || *logprobs) {
-    return ParamError("logprobs", "is not supported");
+  auto logprobs = Bool(body, "logprobs", false);
+  if (!logprobs.ok()) return logprobs.status();
+  auto top = Integer(body, "top_logprobs", 0, kMaxTopLogprobs);
+  if (!top.ok()) return top.status();
+  if (top->has_value() && !*logprobs) {
+    return ParamError("top_logprobs", "needs \"logprobs\": true");
   }
-  if (auto top = Integer(body, "top_logprobs", 0, 0); !top.ok()) {
-    return ParamError("top_logprobs", "is not supported");
-  }
+  if (*logprobs)
+    out.request.mutable_sampling()->set_logprobs(static_cast<uint32_t>(top->value_or(0)));
   if (chat_template == nullptr) {
     return ParamError("messages",
                       "this model declares no chat template (chat_template.json in its folder); "

@@ -30,9 +30,9 @@ json Envelope(const CompletionHeader& header, bool chunk) {
 }  // namespace
 
 json CompletionJson(const CompletionHeader& header, const std::string& text,
-                    v1::FinishReason reason, const v1::Usage& usage) {
+                    v1::FinishReason reason, const v1::Usage& usage, const json& logprobs) {
   json out = Envelope(header, false);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReasonName(reason)}};
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", FinishReasonName(reason)}};
   if (header.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
@@ -44,9 +44,9 @@ json CompletionJson(const CompletionHeader& header, const std::string& text,
 }
 
 json ChunkJson(const CompletionHeader& header, const std::optional<std::string>& text, bool first,
-               std::optional<v1::FinishReason> reason) {
+               std::optional<v1::FinishReason> reason, const json& logprobs) {
   json out = Envelope(header, true);
-  json choice = {{"index", 0}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"logprobs", logprobs}};
   if (header.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

@@ -27,14 +27,16 @@ const char* FinishReasonName(v1::FinishReason reason);
 
 nlohmann::json UsageJson(const v1::Usage& usage);
 
-// A whole (non-streamed) response.
+// A whole (non-streamed) response; `logprobs` goes in choices[0].logprobs (OpenAiLogprobs).
 nlohmann::json CompletionJson(const CompletionHeader& header, const std::string& text,
-                              v1::FinishReason reason, const v1::Usage& usage);
+                              v1::FinishReason reason, const v1::Usage& usage,
+                              const nlohmann::json& logprobs = nullptr);
 
-// One streamed chunk: `text` as choices[0].text or .delta.content; a chat's first chunk
-// carries the role; a finish reason closes the choice.
+// One streamed chunk: `text` as choices[0].text or .delta.content, with the logprobs of its
+// tokens; a chat's first chunk carries the role; a finish reason closes the choice.
 nlohmann::json ChunkJson(const CompletionHeader& header, const std::optional<std::string>& text,
-                         bool first, std::optional<v1::FinishReason> reason);
+                         bool first, std::optional<v1::FinishReason> reason,
+                         const nlohmann::json& logprobs = nullptr);
 
 // The chunk after the last one when stream_options.include_usage: no choices, the usage.
 nlohmann::json UsageChunkJson(const CompletionHeader& header, const v1::Usage& usage);

@@ -12,6 +12,8 @@ SamplingParams FromProto(const v1::SamplingParams& p) {
   s.top_p = p.top_p() == 0.0f ? 1.0f : p.top_p();
   s.seed = p.seed();
   s.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
+  s.logprobs =
+      p.has_logprobs() ? static_cast<int32_t>(std::min<uint32_t>(p.logprobs(), 1u << 30)) : -1;
   return s;
 }
 
@@ -21,6 +23,19 @@ void ToProto(const SamplingParams& s, v1::SamplingParams* p) {
   p->set_top_p(s.top_p);
   p->set_seed(s.seed);
   p->mutable_stop_token_ids()->Assign(s.stop_token_ids.begin(), s.stop_token_ids.end());
+  if (s.logprobs >= 0) p->set_logprobs(static_cast<uint32_t>(s.logprobs));
+}
+
+void ToProto(const TokenLogprobs& l, v1::TokenLogprob* chosen,
+             google::protobuf::RepeatedPtrField<v1::TokenLogprob>* top) {
+  chosen->set_id(l.chosen.id);
+  chosen->set_logprob(l.chosen.logprob);
+  top->Clear();
+  for (const TokenLogprob& t : l.top) {
+    v1::TokenLogprob* out = top->Add();
+    out->set_id(t.id);
+    out->set_logprob(t.logprob);
+  }
 }
 
 SchedulingClass FromProto(const v1::Scheduling& p) {

@@ -190,8 +190,7 @@ void DecodeWorker::OnBundle(const IncomingTransfer& t, ByteBuffer data) {
     }
   }
   if (waiter.has_value()) {
-    waiter->on_admitted(AdmitBundle(std::move(bundle), waiter->max_new_tokens, waiter->stop_at_eos,
-                                    waiter->scheduling, std::move(waiter->on_event)));
+    waiter->on_admitted(AdmitBundle(std::move(bundle), waiter->call, std::move(waiter->on_event)));
   }
 }
 
@@ -204,12 +203,13 @@ StateBundle DecodeWorker::TakeArrivedLocked(const std::pair<uint64_t, uint64_t>&
 }
 
 absl::StatusOr<uint64_t> DecodeWorker::AdmitBundle(
-    StateBundle bundle, int max_new_tokens, bool stop_at_eos, const SchedulingClass& scheduling,
+    StateBundle bundle, const ShippedDecodeCall& call,
     std::function<void(const DecodeEvent&)> on_event) {
   absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
   if (!gen.ok()) return gen.status();
-  return batcher_->Admit(
-      {std::move(*gen), max_new_tokens, stop_at_eos, std::move(on_event), scheduling});
+  gen->set_logprobs(call.logprobs);
+  return batcher_->Admit({std::move(*gen), call.max_new_tokens, call.stop_at_eos,
+                          std::move(on_event), call.scheduling});
 }
 
 uint64_t DecodeWorker::DecodeWhenArrived(
@@ -225,16 +225,14 @@ uint64_t DecodeWorker::DecodeWhenArrived(
         return 0;
       }
       const uint64_t ticket = next_ticket_++;
-      waiters_.emplace(
-          ticket, Waiter{key, call.max_new_tokens, call.stop_at_eos, call.scheduling,
-                         absl::Now() + call.wait, std::move(on_event), std::move(on_admitted)});
+      waiters_.emplace(ticket, Waiter{key, call, absl::Now() + call.wait, std::move(on_event),
+                                      std::move(on_admitted)});
       cv_.SignalAll();  // the sweeper may need to wake sooner
       return ticket;
     }
     bundle = TakeArrivedLocked(key);
   }
-  on_admitted(AdmitBundle(std::move(bundle), call.max_new_tokens, call.stop_at_eos, call.scheduling,
-                          std::move(on_event)));
+  on_admitted(AdmitBundle(std::move(bundle), call, std::move(on_event)));
   return 0;
 }
 
@@ -358,6 +356,7 @@ absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
   const int32_t first = prefill->first_token;
   DecodeEvent event;
   event.token = first;
+  event.logprobs = prefill->generation.pending_logprobs();
   event.generated = 1;
   on_event(event);
   // The same ends as a prefill worker's first token (PrefillWorker: EndsOnFirstToken).

@@ -65,6 +65,7 @@ struct ShippedDecodeCall {
   bool stop_at_eos = false;
   absl::Duration wait = kDefaultTransferWait;  // for the bundle to arrive
   SchedulingClass scheduling;                  // its place in the batch's queue
+  int32_t logprobs = -1;                       // SamplingParams::logprobs (bundles lack it)
 };
 
 struct LocalPrefillCall {
@@ -160,14 +161,11 @@ class DecodeWorker {
   absl::StatusOr<uint64_t> RunLocalPrefill(const LocalPrefillCall& call,
                                            std::function<void(const DecodeEvent&)> on_event,
                                            const std::function<bool()>& cancelled);
-  absl::StatusOr<uint64_t> AdmitBundle(StateBundle bundle, int max_new_tokens, bool stop_at_eos,
-                                       const SchedulingClass& scheduling,
+  absl::StatusOr<uint64_t> AdmitBundle(StateBundle bundle, const ShippedDecodeCall& call,
                                        std::function<void(const DecodeEvent&)> on_event);
   struct Waiter {
     std::pair<uint64_t, uint64_t> key;
-    int max_new_tokens = 0;
-    bool stop_at_eos = false;
-    SchedulingClass scheduling;
+    ShippedDecodeCall call;
     absl::Time deadline;
     std::function<void(const DecodeEvent&)> on_event;
     std::function<void(absl::StatusOr<uint64_t>)> on_admitted;

@@ -122,6 +122,7 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*backend_, cache_.get(), request);
     if (!prefill.ok()) return prefill.status();
     result.first_token = prefill->first_token;
+    result.first_logprobs = prefill->generation.pending_logprobs();
     result.cached_tokens = prefill->cached_tokens;
     result.cache_tier = prefill->tier;
     result.cache_miss = prefill->miss;

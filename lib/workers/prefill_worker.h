@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "lib/engine/bundle_part.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/warm_buffer_pool.h"
+#include "lib/model/token_logprobs.h"
 #include "lib/scheduling/scheduling_class.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/threading/turn_queue.h"
@@ -81,6 +83,7 @@ inline constexpr char kDecodePeerFailedPayload[] = "type.yoco.dev/decode-peer-fa
 
 struct PrefillResult {
   int32_t first_token = -1;
+  std::optional<TokenLogprobs> first_logprobs;  // when the sampling asks for them
   bool shipped = false;       // false: the first token ended the request; nothing was sent
   uint64_t transfer_id = 0;   // the UCX transfer that carried the bundle
   uint64_t sender = 0;        // this worker's transport id (IncomingTransfer::sender)

@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
@@ -49,6 +50,13 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
     FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens must be >= 1"));
     return;
   }
+  const SamplingParams sampling = FromProto(request->sampling());
+  if (sampling.logprobs > kMaxTopLogprobs) {
+    admission_done_ = events_done_ = true;
+    FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("logprobs must be in [0, ", kMaxTopLogprobs, "]")));
+    return;
+  }
   const int max_new_tokens = static_cast<int>(
       std::min<uint32_t>(request->max_new_tokens(), std::numeric_limits<int>::max()));
   auto on_event = [this](const DecodeEvent& e) { OnEvent(e); };
@@ -56,7 +64,7 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
   if (request->prompt_size() > 0) {
     LocalPrefillCall call;
     call.prompt.assign(request->prompt().begin(), request->prompt().end());
-    call.sampling = FromProto(request->sampling());
+    call.sampling = sampling;
     call.max_new_tokens = max_new_tokens;
     call.stop_at_eos = request->stop_at_eos();
     call.scheduling = FromProto(request->scheduling());
@@ -68,7 +76,8 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
                          .transfer_id = request->transfer_id(),
                          .max_new_tokens = max_new_tokens,
                          .stop_at_eos = request->stop_at_eos(),
-                         .scheduling = FromProto(request->scheduling())};
+                         .scheduling = FromProto(request->scheduling()),
+                         .logprobs = sampling.logprobs};
   if (request->wait_for_bundle_ms() > 0) {
     call.wait = absl::Milliseconds(request->wait_for_bundle_ms());
   }
@@ -149,6 +158,10 @@ void DecodeStream::Pump() {
   } else {
     out_.mutable_token()->set_id(e.token);
     out_.mutable_token()->set_index(index_++);
+    if (e.logprobs.has_value()) {
+      ToProto(*e.logprobs, out_.mutable_token()->mutable_logprob(),
+              out_.mutable_token()->mutable_top_logprobs());
+    }
   }
   writing_ = true;
   lock.Release();

@@ -105,6 +105,10 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
     return ToGrpcStatus(result.status());
   }
   response->set_first_token(result->first_token);
+  if (result->first_logprobs.has_value()) {
+    ToProto(*result->first_logprobs, response->mutable_first_token_logprob(),
+            response->mutable_first_token_top_logprobs());
+  }
   response->set_bundle_shipped(result->shipped);
   response->set_bundle_bytes(result->bundle_bytes);
   response->set_prefill_ms(result->prefill_ms);

@@ -305,7 +305,13 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
   }
   phase_ = Phase::kDecoding;
   const int32_t first = pre.first_token();
-  Emit(first, [this, first] {
+  v1::GeneratedToken produced;
+  produced.set_id(first);
+  if (pre.has_first_token_logprob()) {
+    *produced.mutable_logprob() = pre.first_token_logprob();
+    *produced.mutable_top_logprobs() = pre.first_token_top_logprobs();
+  }
+  Emit(produced, [this, first] {
     if (std::optional<v1::FinishReason> end = sent_.EndsAt(first)) {
       Complete(*end);
     } else {
@@ -360,7 +366,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     attempt_.prefill_ends_at_first_token = false;
     report_.AddPrefillMs(MsSince(attempt_.decode_start));
   }
-  Emit(event.token().id(), [this, relay] {
+  Emit(event.token(), [this, relay] {
     if (sent_.stopped()) {  // the decode worker's sequence ends with the call
       attempt_.decode_reason = v1::FINISH_REASON_STOP;
       relay->Abandon();
@@ -436,8 +442,8 @@ AttemptRequest GenerateStream::Asked() const {
                         sent_.still_to_come(), call_.stop_at_eos, scheduling_};
 }
 
-void GenerateStream::Emit(int32_t id, std::function<void()> then) {
-  const SentTokens::Sent sent = sent_.Add(id, std::chrono::steady_clock::now());
+void GenerateStream::Emit(const v1::GeneratedToken& produced, std::function<void()> then) {
+  const SentTokens::Sent sent = sent_.Add(produced, std::chrono::steady_clock::now());
   if (version_ == 0) version_ = attempt_.pair.version();
   if (sent.first) {
     trace_.FirstToken();

@@ -90,8 +90,9 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
   // What this attempt asks of its workers.
   AttemptRequest Asked() const;
-  // Sends a token to the client, then runs `then` (not when the client is gone).
-  void Emit(int32_t id, std::function<void()> then);
+  // Sends a token a worker produced to the client, then runs `then` (not when the client is
+  // gone).
+  void Emit(const v1::GeneratedToken& produced, std::function<void()> then);
   // The call ended with `status` and `finish`: its trace's end and the access log's line.
   void ReportEnd(const grpc::Status& status, const v1::Finish& finish);
   static std::string NewRequestId();  // for a client that sent none

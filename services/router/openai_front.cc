@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/openai/openai_logprobs.h"
 #include "lib/openai/openai_response.h"
 #include "lib/openai/stop_string_trimmer.h"
 #include "lib/rpc/invalid_field.h"
@@ -133,6 +134,7 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
     const auto& hidden = request_.hidden_token_ids;
     const bool shows = std::find(hidden.begin(), hidden.end(), token.id()) == hidden.end();
     std::string shown = trimmer_.Add(shows ? token.text() : "");
+    if (shows) logprobs_.Add(token);
     if (!request_.stream) {
       text_ += shown;
       StartRead(&event_);
@@ -142,10 +144,12 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
       StartRead(&event_);
       return;
     }
-    Send(ChunkJson(header_, shown, first_chunk_, std::nullopt), [this](bool sent) {
-      if (!sent) context_.TryCancel();  // the client is gone: the read below then fails
-      StartRead(&event_);
-    });
+    // A token whose text is held back (a possible stop string) sends its logprobs later.
+    Send(ChunkJson(header_, shown, first_chunk_, std::nullopt, logprobs_.Take()),
+         [this](bool sent) {
+           if (!sent) context_.TryCancel();  // the client is gone: the read below then fails
+           StartRead(&event_);
+         });
   }
 
   void OnDone(const grpc::Status& status) override {
@@ -155,13 +159,16 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
           trimmer_.stopped() ? v1::FINISH_REASON_STOP : finish_.reason();
       if (!request_.stream) {
         text_ += rest;
-        front_.Respond(*exchange_, 200,
-                       JsonText(CompletionJson(header_, text_, reason, finish_.usage())));
+        front_.Respond(
+            *exchange_, 200,
+            JsonText(CompletionJson(header_, text_, reason, finish_.usage(), logprobs_.Take())));
       } else {
-        if (!rest.empty()) Send(ChunkJson(header_, rest, first_chunk_, std::nullopt), nullptr);
+        if (!rest.empty()) {
+          Send(ChunkJson(header_, rest, first_chunk_, std::nullopt, logprobs_.Take()), nullptr);
+        }
         const std::optional<std::string> none =
             header_.chat ? std::nullopt : std::optional<std::string>("");
-        Send(ChunkJson(header_, none, first_chunk_, reason), nullptr);
+        Send(ChunkJson(header_, none, first_chunk_, reason, logprobs_.Take()), nullptr);
         if (request_.include_usage) Send(UsageChunkJson(header_, finish_.usage()), nullptr);
         exchange_->Send(kSseDone, nullptr);
         exchange_->End();
@@ -203,6 +210,8 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
       param = "max_tokens";
     } else if (field == "sampling.stop_strings") {
       param = "stop";
+    } else if (field == "sampling.logprobs") {
+      param = header_.chat ? "top_logprobs" : "logprobs";
     }
     if (param.empty()) return error;
     return ParamError(param, error.message());
@@ -215,7 +224,8 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
         request_(std::move(request)),
         header_(std::move(header)),
         trimmer_({request_.request.sampling().stop_strings().begin(),
-                  request_.request.sampling().stop_strings().end()}) {}
+                  request_.request.sampling().stop_strings().end()}),
+        logprobs_(header_.chat, request_.request.sampling().has_logprobs()) {}
 
   void Send(const json& event, std::function<void(bool)> sent) {
     if (!stream_started_) {
@@ -234,7 +244,8 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
   grpc::ClientContext context_;
   v1::GenerateResponse event_;
   StopStringTrimmer trimmer_;
-  std::string text_;  // a whole response's text so far
+  OpenAiLogprobs logprobs_;  // of the tokens shown, until the chunk that carries them
+  std::string text_;         // a whole response's text so far
   v1::Finish finish_;
   bool finished_ = false;
   bool stream_started_ = false;

@@ -57,6 +57,10 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
   if (!prompt.ok()) return prompt.status();
   call.prompt = std::move(*prompt);
   const v1::SamplingParams& sampling = request.sampling();
+  if (sampling.has_logprobs() && sampling.logprobs() > static_cast<uint32_t>(kMaxTopLogprobs)) {
+    return FieldError("sampling.logprobs", absl::StrCat("logprobs must be in [0, ", kMaxTopLogprobs,
+                                                        "], got ", sampling.logprobs()));
+  }
   call.sampling = FromProto(sampling);
   if (absl::Status st = call.sampling.Validate(config.vocab_size); !st.ok()) {
     return absl::InvalidArgumentError(st.message());

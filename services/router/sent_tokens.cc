@@ -7,16 +7,29 @@ SentTokens::SentTokens(const CheckedGenerateRequest& call, const Tokenizer& toke
                        Clock::time_point start)
     : call_(&call), tokenizer_(&tokenizer), text_(call.stop_strings), last_(start) {}
 
-SentTokens::Sent SentTokens::Add(int32_t id, Clock::time_point now) {
+SentTokens::Sent SentTokens::Add(const v1::GeneratedToken& produced, Clock::time_point now) {
+  const int32_t id = produced.id();
   ids_.push_back(id);
   Sent sent;
   sent.message.set_id(id);
+  if (produced.has_logprob()) {
+    *sent.message.mutable_logprob() = produced.logprob();
+    *sent.message.mutable_top_logprobs() = produced.top_logprobs();
+    SpellOut(sent.message.mutable_logprob());
+    for (v1::TokenLogprob& top : *sent.message.mutable_top_logprobs()) SpellOut(&top);
+  }
   sent.message.set_index(static_cast<uint32_t>(ids_.size() - 1));
   sent.message.set_text(text_.Add(tokenizer_->Decode({&id, 1})));
   sent.first = ids_.size() == 1;
   sent.seconds = std::chrono::duration<double>(now - last_).count();
   last_ = now;
   return sent;
+}
+
+void SentTokens::SpellOut(v1::TokenLogprob* token) const {
+  const int32_t id = token->id();
+  absl::StatusOr<std::string> bytes = tokenizer_->Decode({&id, 1});
+  token->set_token(bytes.ok() ? *std::move(bytes) : std::string());
 }
 
 std::optional<v1::FinishReason> SentTokens::EndsAt(int32_t id) const {

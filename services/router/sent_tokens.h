@@ -30,8 +30,9 @@ class SentTokens {
     bool first = false;
     double seconds = 0;  // since the previous token, or for the first since the request came
   };
-  // Records `id` as sent at `now`.
-  Sent Add(int32_t id, Clock::time_point now);
+  // Records the token a worker produced (its id, and its log-probabilities when the request
+  // asked for them) as sent at `now`.
+  Sent Add(const v1::GeneratedToken& produced, Clock::time_point now);
 
   // Why the stream ends at `id`, the token just added, if it does: a stop token, EOS (when
   // asked), a stop string, the length.
@@ -43,6 +44,9 @@ class SentTokens {
   uint32_t still_to_come() const;
 
  private:
+  // Fills the token's bytes (empty for a special id or one the tokenizer cannot spell).
+  void SpellOut(v1::TokenLogprob* token) const;
+
   const CheckedGenerateRequest* call_ = nullptr;
   const Tokenizer* tokenizer_ = nullptr;
   std::vector<int32_t> ids_;

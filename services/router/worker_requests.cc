@@ -20,7 +20,6 @@ v1::PrefillRequest RemotePrefillRequest(const AttemptRequest& attempt, const std
   req.set_stop_at_eos(attempt.stop_at_eos);
   *req.mutable_scheduling() = attempt.scheduling;
   req.set_decode_resident_blocks(decode_resident_blocks);
-  *req.mutable_scheduling() = attempt.scheduling;
   return req;
 }
 
@@ -31,6 +30,7 @@ v1::DecodeRequest LocalDecodeRequest(const AttemptRequest& attempt) {
   ToProto(attempt.sampling, req.mutable_sampling());
   req.set_max_new_tokens(attempt.max_new_tokens);
   req.set_stop_at_eos(attempt.stop_at_eos);
+  *req.mutable_scheduling() = attempt.scheduling;
   return req;
 }
 
@@ -45,6 +45,10 @@ v1::DecodeRequest ShippedDecodeRequest(const AttemptRequest& attempt,
   req.set_wait_for_bundle_ms(wait_for_bundle_ms);
   req.set_stop_at_eos(attempt.stop_at_eos);
   *req.mutable_scheduling() = attempt.scheduling;
+  // The bundle carries the sampling, but not which logprobs to report.
+  if (attempt.sampling.logprobs >= 0) {
+    req.mutable_sampling()->set_logprobs(static_cast<uint32_t>(attempt.sampling.logprobs));
+  }
   return req;
 }
 

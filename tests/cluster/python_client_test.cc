@@ -1,7 +1,7 @@
 // The Python client (clients/python) against a cluster secured as a deployment is (mutual TLS),
 // as a RAG user runs it: the example pre-caches three documents and asks two questions about
-// each. Every answer must reuse its document's snapshot and equal, token for token, what the C++
-// client gets for the same prompt.
+// each. Every answer must reuse its document's snapshot and equal, token for token (and in its
+// log-probability), what the C++ client gets for the same prompt.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -45,9 +45,14 @@ TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppCli
     request.set_text(j["prompt"].get<std::string>());
     request.mutable_sampling()->set_max_new_tokens(12);
     request.mutable_sampling()->set_stop_at_eos(true);
+    request.mutable_sampling()->set_logprobs(0);
     const Generated want = c.Generate(request);
     ASSERT_TRUE(want.status.ok()) << want.status.error_message();
     EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), want.tokens) << line;
+    double logprob = 0;  // summed in the same order as the client's sum()
+    for (const v1::GeneratedToken& token : want.messages) logprob += token.logprob().logprob();
+    EXPECT_NEAR(j["logprob"].get<double>(), logprob, 1e-9) << line;
+    EXPECT_LT(logprob, 0) << line;
     EXPECT_EQ(j["answer"].get<std::string>(), want.text) << line;
     EXPECT_EQ(j["request_id"].get<std::string>().rfind("rag-doc", 0), 0u) << line;
   }

@@ -23,6 +23,7 @@
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/model.h"
 #include "lib/rpc/health_check.h"
+#include "lib/rpc/proto_convert.h"
 #include "lib/rpc/tls_credentials.h"
 #include "loadtest/metrics_scrape.h"
 
@@ -165,12 +166,8 @@ v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_new_toke
                             const SamplingParams& sampling) {
   v1::GenerateRequest request;
   request.mutable_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
-  v1::SamplingParams* s = request.mutable_sampling();
-  s->set_temperature(sampling.temperature);
-  s->set_top_k(sampling.top_k);
-  s->set_top_p(sampling.top_p);
-  s->set_seed(sampling.seed);
-  s->set_max_new_tokens(max_new_tokens);
+  ToProto(sampling, request.mutable_sampling());
+  request.mutable_sampling()->set_max_new_tokens(max_new_tokens);
   return request;
 }
 
@@ -379,6 +376,7 @@ Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request,
     if (event.has_token()) {
       generated.tokens.push_back(event.token().id());
       generated.text += event.token().text();
+      generated.messages.push_back(event.token());
     }
     if (event.has_finish()) generated.finish = event.finish();
   }

@@ -137,7 +137,8 @@ absl::Status MakeTestCertificate(const std::string& dir, const std::string& name
 // What a Generate call through the router gave.
 struct Generated {
   std::vector<int32_t> tokens;
-  std::string text;  // the tokens' text, as the router streamed it
+  std::string text;                          // the tokens' text, as the router streamed it
+  std::vector<v1::GeneratedToken> messages;  // each token's message (its logprobs, when asked)
   grpc::Status status;
   v1::Finish finish;  // the last event, when the stream ended with one
 };

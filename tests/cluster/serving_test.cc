@@ -11,9 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "lib/engine/npy.h"
+#include "lib/text/byte_tokenizer.h"
 #include "tests/cluster/serving_cluster.h"
 
 namespace yoco::testing {
@@ -97,6 +101,74 @@ TEST_F(ClusterServingTest, TokensEqualTheInProcessEngine) {
   EXPECT_GT(PrefillMetric("yoco_prefill_transfers_sent_total"), 0);
   EXPECT_EQ(cluster_->decode(0).Metric("yoco_worker_backend_info{backend=\"cpu\""), 1);
   EXPECT_EQ(cluster_->prefill(0).Metric("yoco_worker_backend_info{backend=\"cpu\""), 1);
+}
+
+// Logprobs through the router are the log-softmax of `yoco logits` over the same tokens, for the
+// first token (prefilled locally on the decode worker, or remotely and shipped) and every decode
+// step; each token, chosen or among the top ones, comes with its bytes (none for ids the
+// tokenizer cannot spell).
+TEST_F(ClusterServingTest, LogprobsAreTheLogSoftmaxOfYocoLogits) {
+  constexpr int kTop = 4;
+  // The tiny model's tokenizer is the byte one; its vocabulary has ids beyond the bytes.
+  const ByteTokenizer tokenizer;
+  auto spelled = [&](int32_t id) {
+    absl::StatusOr<std::string> bytes = tokenizer.Decode({&id, 1});
+    return bytes.ok() ? *bytes : std::string();
+  };
+  int local = 0;
+  for (const int length : {12, 300}) {
+    SCOPED_TRACE(absl::StrCat("prompt of ", length));
+    const std::vector<int32_t> prompt = RandomPrompt(70 + length, length);
+    SamplingParams sampling = Sampled(0.9f, 0, 1.0f, 5);
+    sampling.logprobs = kTop;
+    const Generated got = cluster_->Generate(Request(prompt, 10, sampling));
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    sampling.logprobs = -1;
+    ASSERT_EQ(got.tokens, InProcessTokens(prompt, 10, sampling));
+    local += got.finish.local_prefill() ? 1 : 0;
+
+    std::vector<int32_t> sequence = prompt;
+    sequence.insert(sequence.end(), got.tokens.begin(), got.tokens.end() - 1);
+    const std::string out = cluster_->dir() + absl::StrCat("/logits", length, ".npy");
+    const ToolRun run = RunToCompletion(BinaryPath("yoco"),
+                                        {"logits", "--model", TinyModelDir(), "--tokens",
+                                         absl::StrJoin(sequence, ","), "--out", out},
+                                        out + ".log");
+    ASSERT_EQ(run.status, 0) << run.output;
+    absl::StatusOr<NpyArray> logits = ReadNpy(out);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    const int64_t vocab = logits->shape.back();
+    for (size_t i = 0; i < got.messages.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat("token ", i));
+      const float* row = logits->data.data() + (prompt.size() - 1 + i) * vocab;
+      long double total = 0;
+      for (int64_t v = 0; v < vocab; ++v) total += std::exp(static_cast<long double>(row[v]));
+      auto want = [&](int32_t id) { return static_cast<double>(row[id] - std::log(total)); };
+      std::vector<int32_t> ranked(vocab);
+      std::iota(ranked.begin(), ranked.end(), 0);
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      const v1::GeneratedToken& m = got.messages[i];
+      EXPECT_EQ(m.logprob().id(), m.id());
+      EXPECT_NEAR(m.logprob().logprob(), want(m.id()), 2e-4);
+      EXPECT_EQ(m.logprob().token(), spelled(m.id()));
+      ASSERT_EQ(m.top_logprobs_size(), kTop);
+      for (int k = 0; k < kTop; ++k) {
+        const v1::TokenLogprob& top = m.top_logprobs(k);
+        EXPECT_NEAR(top.logprob(), want(top.id()), 2e-4);
+        // The k-th most likely, up to logits equal within rounding.
+        EXPECT_GE(want(top.id()), want(ranked[k]) - 2e-4) << "rank " << k;
+        EXPECT_EQ(top.token(), spelled(top.id()));
+      }
+    }
+  }
+  EXPECT_EQ(local, 1);  // the short prompt was prefilled on the decode worker, the long one not
+
+  v1::GenerateRequest too_many = Request(RandomPrompt(9, 10), 4);
+  too_many.mutable_sampling()->set_logprobs(kMaxTopLogprobs + 1);
+  const Generated refused = cluster_->Generate(too_many);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("logprobs"));
 }
 
 // Questions on one document go to the decode worker the document went to, which keeps its K/V,

@@ -114,7 +114,7 @@ expect negative-seed 400 seed POST /v1/completions '{"prompt": "x", "seed": -1}'
 expect unknown-field 400 frobnicate POST /v1/completions '{"prompt": "x", "frobnicate": 1}'
 expect n-2 400 n POST /v1/completions '{"prompt": "x", "n": 2}'
 expect echo 400 echo POST /v1/completions '{"prompt": "x", "echo": true}'
-expect logprobs 400 logprobs POST /v1/completions '{"prompt": "x", "logprobs": 2}'
+expect logprobs-21 400 logprobs POST /v1/completions '{"prompt": "x", "logprobs": 21}'
 expect token-outside-vocabulary 400 prompt POST /v1/completions '{"prompt": [0, 99999]}'
 expect too-long 400 max_tokens POST /v1/completions "{\"prompt\": \"x\", \"max_tokens\": 1000000}"
 expect past-max-seq-len 400 max_tokens POST /v1/completions "{\"prompt\": [0, 5, 6], \"max_tokens\": 4094}"

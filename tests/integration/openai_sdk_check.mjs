@@ -67,6 +67,45 @@ for await (const chunk of chatStream) {
 check("chat-stream-equals-whole", chatStreamed === chat.choices[0].message.content && role === "assistant",
       JSON.stringify([chatStreamed, chat.choices[0].message.content]));
 
+// Logprobs, chat shape: asking for them changes no token; one entry per token of the answer (the
+// end-of-message token is not shown); the alternatives most likely first; streamed = whole.
+const chatLp = await client.chat.completions.create(
+  { model, messages, ...sampling, logprobs: true, top_logprobs: 3 });
+const entries = chatLp.choices[0].logprobs?.content ?? [];
+// (An answer that ends at its end of message has one token more than entries; at EOS, not.)
+const tokensOut = chatLp.usage.completion_tokens;
+check("chat-logprobs", chatLp.choices[0].message.content === chat.choices[0].message.content &&
+      (entries.length === tokensOut ||
+       (chatLp.choices[0].finish_reason === "stop" && entries.length === tokensOut - 1)) &&
+      entries.every((e) => e.logprob <= 0 && e.top_logprobs.length === 3 &&
+                    e.top_logprobs.every((t, i) => i === 0 || t.logprob <= e.top_logprobs[i - 1].logprob)),
+      JSON.stringify(chatLp.choices[0]));
+let streamedEntries = [];
+const chatLpStream = await client.chat.completions.create(
+  { model, messages, ...sampling, logprobs: true, top_logprobs: 3, stream: true });
+for await (const chunk of chatLpStream) {
+  for (const c of chunk.choices) streamedEntries.push(...(c.logprobs?.content ?? []));
+}
+check("chat-logprobs-stream-equals-whole", JSON.stringify(streamedEntries) === JSON.stringify(entries),
+      JSON.stringify([streamedEntries.length, entries.length]));
+
+// Legacy completions shape: the chosen token among at most logprobs + 1 alternatives.
+const lp = await client.completions.create({ model, prompt, ...sampling, logprobs: 2 });
+const legacy = lp.choices[0].logprobs;
+check("completion-logprobs", lp.choices[0].text === want("want_sampled.txt") &&
+      legacy.tokens.length === lp.usage.completion_tokens &&
+      legacy.token_logprobs.every((x, i) => x <= 0 && legacy.top_logprobs[i][legacy.tokens[i]] === x &&
+                                  Object.keys(legacy.top_logprobs[i]).length <= 3) &&
+      legacy.text_offset.every((x, i) => i === 0 ? x === 0 : x >= legacy.text_offset[i - 1]),
+      JSON.stringify(legacy));
+try {
+  await client.chat.completions.create({ model, messages, top_logprobs: 2 });
+  check("top-logprobs-needs-logprobs", false, "no error");
+} catch (e) {
+  check("top-logprobs-needs-logprobs", e instanceof OpenAI.BadRequestError && e.param === "top_logprobs",
+        String(e));
+}
+
 // A pre-cached document: the answer's usage shows the tokens it did not prefill.
 const doc = fs.readFileSync(`${work}/doc.txt`, "utf8");
 const cached = Number(fs.readFileSync(`${work}/doc_cached_tokens.txt`, "utf8"));

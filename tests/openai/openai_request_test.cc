@@ -45,6 +45,39 @@ TEST(OpenAiRequestTest, CompletionFieldsMapToTheGenerateRequest) {
   EXPECT_EQ(r->request.cache_salt(), "s");
 }
 
+TEST(OpenAiRequestTest, LogprobsAskForTheChosenTokenAndTheTopOnes) {
+  auto none = ParseCompletionRequest(R"({"prompt": "x"})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->request.sampling().has_logprobs());
+  auto legacy = ParseCompletionRequest(R"({"prompt": "x", "logprobs": 0})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  ASSERT_TRUE(legacy->request.sampling().has_logprobs());
+  EXPECT_EQ(legacy->request.sampling().logprobs(), 0u);
+  legacy = ParseCompletionRequest(R"({"prompt": "x", "logprobs": 20})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  EXPECT_EQ(legacy->request.sampling().logprobs(), 20u);
+
+  const ByteTokenizer tokenizer;
+  const ChatTemplate chat = Chat();
+  auto parse_chat = [&](const std::string& extra) {
+    return ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}])" + extra + "}",
+                            &chat, tokenizer, OpenAiDefaults{}, 1);
+  };
+  auto plain = parse_chat("");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->request.sampling().has_logprobs());
+  auto off = parse_chat(R"(, "logprobs": false)");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->request.sampling().has_logprobs());
+  auto chosen = parse_chat(R"(, "logprobs": true)");
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  ASSERT_TRUE(chosen->request.sampling().has_logprobs());
+  EXPECT_EQ(chosen->request.sampling().logprobs(), 0u);
+  auto top = parse_chat(R"(, "logprobs": true, "top_logprobs": 7)");
+  ASSERT_TRUE(top.ok()) << top.status();
+  EXPECT_EQ(top->request.sampling().logprobs(), 7u);
+}
+
 TEST(OpenAiRequestTest, CompletionDefaultsAndPromptForms) {
   auto r =
       ParseCompletionRequest(R"({"prompt": [0, 17, 5], "ignore_eos": true})", OpenAiDefaults{}, 99);
@@ -71,7 +104,9 @@ TEST(OpenAiRequestTest, RefusalsNameTheField) {
   } cases[] = {
       {R"({"prompt": "x", "n": 2})", "n"},
       {R"({"prompt": "x", "echo": true})", "echo"},
-      {R"({"prompt": "x", "logprobs": 1})", "logprobs"},
+      {R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "x", "logprobs": true})", "logprobs"},
+      {R"({"prompt": "x", "logprobs": -1})", "logprobs"},
       {R"({"prompt": "x", "best_of": 3})", "best_of"},
       {R"({"prompt": "x", "suffix": "y"})", "suffix"},
       {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
@@ -193,7 +228,11 @@ TEST(OpenAiRequestTest, ChatRefusalsNameTheField) {
        "messages[0].tool_calls"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "messages[0].content[0].type"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 3})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+           "top_logprobs": 21})",
+       "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2,
            "max_completion_tokens": 2})",

@@ -16,8 +16,11 @@ AttemptRequest Retry(const std::vector<int32_t>& input) {
   a.sampling.temperature = 0.5f;
   a.sampling.seed = 99;
   a.sampling.stop_token_ids = {12};
+  a.sampling.logprobs = 3;
   a.max_new_tokens = 5;
   a.stop_at_eos = false;
+  a.scheduling.set_tenant("t1");
+  a.scheduling.set_priority(-4);
   return a;
 }
 
@@ -36,6 +39,9 @@ TEST(WorkerRequestsTest, RemotePrefillShipsToTheDecodeWorker) {
   EXPECT_EQ(r.sampling().seed(), 99u);
   ASSERT_EQ(r.sampling().stop_token_ids_size(), 1);
   EXPECT_EQ(r.sampling().stop_token_ids(0), 12);
+  EXPECT_EQ(r.sampling().logprobs(), 3u);
+  EXPECT_EQ(r.scheduling().tenant(), "t1");
+  EXPECT_EQ(r.scheduling().priority(), -4);
 }
 
 TEST(WorkerRequestsTest, ALocalDecodeCarriesThePromptAShippedOneTheTransfer) {
@@ -45,6 +51,8 @@ TEST(WorkerRequestsTest, ALocalDecodeCarriesThePromptAShippedOneTheTransfer) {
   EXPECT_EQ(local.sampling().seed(), 99u);
   EXPECT_EQ(local.max_new_tokens(), 5u);
   EXPECT_EQ(local.transfer_id(), 0u);
+  EXPECT_EQ(local.sampling().logprobs(), 3u);
+  EXPECT_EQ(local.scheduling().priority(), -4);
 
   v1::PrefillResponse shipped;
   shipped.set_sender_transport(0xfeed);
@@ -57,6 +65,13 @@ TEST(WorkerRequestsTest, ALocalDecodeCarriesThePromptAShippedOneTheTransfer) {
   EXPECT_EQ(remote.wait_for_bundle_ms(), 800u);
   EXPECT_EQ(remote.max_new_tokens(), 5u);
   EXPECT_FALSE(remote.stop_at_eos());
+  EXPECT_EQ(remote.scheduling().priority(), -4);
+  // The bundle carries the sampling; the call says which logprobs to report.
+  EXPECT_TRUE(remote.sampling().has_logprobs());
+  EXPECT_EQ(remote.sampling().logprobs(), 3u);
+  AttemptRequest quiet = Retry(input);
+  quiet.sampling.logprobs = -1;
+  EXPECT_FALSE(ShippedDecodeRequest(quiet, shipped, 800).sampling().has_logprobs());
 }
 
 }  // namespace

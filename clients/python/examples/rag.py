@@ -48,10 +48,11 @@ def main() -> None:
                               "cached_tokens": cached.cached_tokens}), flush=True)
         for d, document in enumerate(DOCUMENTS):
             for q, question in enumerate(QUESTIONS):
+                # The answer's log-probability: a confidence to rank or filter answers by.
                 answer = client.ask(document + question, max_new_tokens=args.max_new_tokens,
-                                    request_id=f"rag-doc{d}-q{q}")
+                                    logprobs=0, request_id=f"rag-doc{d}-q{q}")
                 line = {"document": d, "question": question.strip(), "answer": answer.text,
-                        "token_ids": answer.token_ids,
+                        "token_ids": answer.token_ids, "logprob": answer.logprob,
                         "cached_prompt_tokens": answer.cached_prompt_tokens,
                         "prompt_tokens": answer.prompt_tokens, "request_id": answer.request_id}
                 if args.show_prompts:

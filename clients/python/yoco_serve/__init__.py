@@ -6,8 +6,17 @@ from yoco_serve.client import (
     CacheEntry,
     CachedDocument,
     Token,
+    TokenLogprob,
     YocoClient,
     YocoError,
 )
 
-__all__ = ["Answer", "CacheEntry", "CachedDocument", "Token", "YocoClient", "YocoError"]
+__all__ = [
+    "Answer",
+    "CacheEntry",
+    "CachedDocument",
+    "Token",
+    "TokenLogprob",
+    "YocoClient",
+    "YocoError",
+]

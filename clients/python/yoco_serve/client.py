@@ -53,10 +53,19 @@ class CacheEntry:
 
 
 @dataclasses.dataclass(frozen=True)
+class TokenLogprob:
+    id: int
+    token: bytes  # the token's own bytes (part of a UTF-8 character, or none for a special id)
+    logprob: float  # natural log, of the model's distribution (before temperature, top-k/p)
+
+
+@dataclasses.dataclass(frozen=True)
 class Token:
     id: int
     text: str  # the text this token completes (empty in the middle of a UTF-8 character)
     index: int
+    logprob: Optional[float] = None  # with ask(..., logprobs=N)
+    top_logprobs: Tuple[TokenLogprob, ...] = ()  # the N most likely, most likely first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +78,16 @@ class Answer:
     generated_tokens: int
     ttft_ms: float
     request_id: str
+    tokens: Tuple[Token, ...] = ()
+    # The answer's log-probability (the sum of its tokens'), with ask(..., logprobs=N).
+    logprob: Optional[float] = None
+
+
+def _token(t: yoco_pb2.GeneratedToken) -> Token:
+    if not t.HasField("logprob"):
+        return Token(t.id, t.text, t.index)
+    top = tuple(TokenLogprob(a.id, a.token, a.logprob) for a in t.top_logprobs)
+    return Token(t.id, t.text, t.index, t.logprob.logprob, top)
 
 
 _FINISH = {
@@ -183,17 +202,16 @@ class YocoClient:
         `on_token` with each token as it streams. A prompt that starts with a pre-cached
         document reuses its snapshot (Answer.cached_prompt_tokens says how much). `sampling`:
         max_new_tokens (64), temperature (0: greedy), top_k, top_p, seed, stop (strings),
-        stop_at_eos (True), request_id."""
-        ids: List[int] = []
-        text: List[str] = []
+        stop_at_eos (True), logprobs (None; N in [0, 20]: each token's logprob and the N most
+        likely tokens'), request_id."""
+        tokens: List[Token] = []
         finish = None
         request = self._generate_request(prompt, **sampling)
         call = None
         for event, call in self._events(request):
             if event.HasField("token"):
-                t = Token(event.token.id, event.token.text, event.token.index)
-                ids.append(t.id)
-                text.append(t.text)
+                t = _token(event.token)
+                tokens.append(t)
                 if on_token is not None:
                     on_token(t)
             elif event.HasField("finish"):
@@ -201,22 +219,25 @@ class YocoClient:
         if finish is None:
             raise YocoError(grpc.StatusCode.INTERNAL, "the stream ended without a finish")
         trailers = dict(call.trailing_metadata() or ()) if call is not None else {}
+        logprobs = [t.logprob for t in tokens]
         return Answer(
-            text="".join(text),
-            token_ids=ids,
+            text="".join(t.text for t in tokens),
+            token_ids=[t.id for t in tokens],
             finish_reason=_FINISH.get(finish.reason, "unknown"),
             prompt_tokens=finish.usage.prompt_tokens,
             cached_prompt_tokens=finish.usage.cached_prompt_tokens,
             generated_tokens=finish.usage.generated_tokens,
             ttft_ms=finish.timings.ttft_ms,
             request_id=trailers.get("x-request-id", request.request_id),
+            tokens=tuple(tokens),
+            logprob=sum(logprobs) if logprobs and None not in logprobs else None,
         )
 
     def stream(self, prompt: Union[str, Sequence[int]], **sampling) -> Iterator[Token]:
         """The answer's tokens as they arrive (ask() also returns the usage)."""
         for event, _ in self._events(self._generate_request(prompt, **sampling)):
             if event.HasField("token"):
-                yield Token(event.token.id, event.token.text, event.token.index)
+                yield _token(event.token)
 
     @staticmethod
     def _generate_request(
@@ -229,6 +250,7 @@ class YocoClient:
         seed: int = 0,
         stop: Sequence[str] = (),
         stop_at_eos: bool = True,
+        logprobs: Optional[int] = None,
         request_id: str = "",
     ) -> yoco_pb2.GenerateRequest:
         request = yoco_pb2.GenerateRequest(request_id=request_id)
@@ -244,6 +266,8 @@ class YocoClient:
         s.seed = seed
         s.stop_strings.extend(stop)
         s.stop_at_eos = stop_at_eos
+        if logprobs is not None:
+            s.logprobs = logprobs
         return request
 
     def _events(self, request: yoco_pb2.GenerateRequest):
