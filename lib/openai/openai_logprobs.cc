@@ -29,14 +29,56 @@ json BytesJson(const v1::TokenLogprob& token) {
   return bytes;
 }
 
+// The legacy shape always holds the chosen token among the alternatives ("up to logprobs + 1
+// elements").
+json LegacyAlternatives(const v1::GeneratedToken& token) {
+  json alternatives = json::object();
+  for (const v1::TokenLogprob& t : token.top_logprobs()) alternatives[TokenName(t)] = t.logprob();
+  alternatives[TokenName(token.logprob())] = token.logprob().logprob();
+  return alternatives;
+}
+
+size_t Characters(const std::string& text) {
+  size_t n = 0;
+  for (const char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 }  // namespace
+
+json EchoLogprobsJson(const v1::ScoreResponse& scored, bool with_logprobs) {
+  if (!with_logprobs) return nullptr;
+  json tokens = json::array(), logprobs = json::array(), top = json::array();
+  std::vector<size_t> offsets;
+  size_t chars = 0;
+  for (const v1::GeneratedToken& token : scored.tokens()) {
+    offsets.push_back(chars);
+    chars += Characters(token.text());
+    if (!token.has_logprob()) {  // the first: nothing precedes it
+      v1::TokenLogprob named;
+      named.set_id(token.id());
+      named.set_token(token.text());
+      tokens.push_back(TokenName(named));
+      logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
+    }
+    tokens.push_back(TokenName(token.logprob()));
+    logprobs.push_back(token.logprob().logprob());
+    top.push_back(LegacyAlternatives(token));
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
 
 void OpenAiLogprobs::Add(const v1::GeneratedToken& token) {
   if (asked_ && token.has_logprob()) {
     pending_.push_back(token);
     offsets_.push_back(text_chars_);
   }
-  for (const char c : token.text()) text_chars_ += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  text_chars_ += Characters(token.text());
 }
 
 json OpenAiLogprobs::ChatEntry(const v1::GeneratedToken& token) const {
@@ -62,14 +104,7 @@ json OpenAiLogprobs::Take() {
     for (const v1::GeneratedToken& token : pending_) {
       tokens.push_back(TokenName(token.logprob()));
       logprobs.push_back(token.logprob().logprob());
-      // The legacy shape always holds the chosen token among the alternatives ("up to
-      // logprobs + 1 elements").
-      json alternatives = json::object();
-      for (const v1::TokenLogprob& t : token.top_logprobs()) {
-        alternatives[TokenName(t)] = t.logprob();
-      }
-      alternatives[TokenName(token.logprob())] = token.logprob().logprob();
-      top.push_back(alternatives);
+      top.push_back(LegacyAlternatives(token));
     }
     out = {{"tokens", tokens},
            {"token_logprobs", logprobs},

@@ -20,6 +20,10 @@ namespace yoco {
 // (<s>, <pad>, </s>, <unk>).
 std::string TokenName(const v1::TokenLogprob& token);
 
+// The legacy completions shape for an echoed prompt (Score): its first token has no logprob
+// (null), and `with_logprobs` false gives null (the request asked for the text only).
+nlohmann::json EchoLogprobsJson(const v1::ScoreResponse& scored, bool with_logprobs);
+
 class OpenAiLogprobs {
  public:
   // `asked`: the request asked for logprobs (otherwise every Take gives null).

@@ -235,15 +235,24 @@ absl::StatusOr<OpenAiGenerate> ParseCompletionRequest(absl::string_view text,
   }
   OpenAiGenerate out;
   if (absl::Status st = ParseCommon(body, out, seed_if_absent); !st.ok()) return st;
-  if (absl::Status st = SetMaxTokens(body, "max_tokens", defaults.completion_max_tokens, out);
-      !st.ok()) {
+  auto echo = Bool(body, "echo", false);
+  if (!echo.ok()) return echo.status();
+  out.echo = *echo;
+  if (out.echo) {
+    // Scoring the prompt (lm-evaluation-harness sends echo, logprobs and max_tokens 0).
+    auto max_tokens = Integer(body, "max_tokens", 0, 1 << 20);
+    if (!max_tokens.ok()) return max_tokens.status();
+    if (max_tokens->value_or(0) != 0) {
+      return ParamError("echo", "only with max_tokens 0 (the prompt scored, nothing generated)");
+    }
+    if (out.stream) return ParamError("echo", "is not supported with stream");
+  } else if (absl::Status st =
+                 SetMaxTokens(body, "max_tokens", defaults.completion_max_tokens, out);
+             !st.ok()) {
     return st;
   }
   if (auto best_of = Integer(body, "best_of", 1, 1); !best_of.ok()) {
     return ParamError("best_of", "only best_of = 1 is supported");
-  }
-  if (auto echo = Bool(body, "echo", false); !echo.ok() || *echo) {
-    return ParamError("echo", "is not supported");
   }
   // The chosen token's logprob and this many alternatives' (the legacy shape's top_logprobs).
   auto logprobs = Integer(body, "logprobs", 0, kMaxTopLogprobs);

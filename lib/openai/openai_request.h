@@ -31,6 +31,9 @@ struct OpenAiGenerate {
   std::string model;  // as the request names it; "" when absent
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Completions: the prompt scored (Score), nothing generated; its text and, with logprobs,
+  // every prompt token's logprob are the answer (max_tokens 0, not streamed).
+  bool echo = false;
   // Tokens whose text never shows (the chat template's end of message).
   std::vector<int32_t> hidden_token_ids;
 };

@@ -10,6 +10,7 @@
 #include "lib/cache/snapshot_file.h"
 #include "lib/engine/bundle_part.h"
 #include "lib/engine/generation.h"
+#include "lib/engine/prompt_scoring.h"
 #include "lib/engine/state_bundle.h"
 
 namespace yoco {
@@ -251,6 +252,18 @@ absl::StatusOr<SnapshotCopyResult> PrefillWorker::CopySnapshot(const BlockKey& k
       SendAndWait(target_address, {bytes->data(), bytes->size(), bytes}, timeout, &transfer_id);
   if (!st.ok()) return st;
   return SnapshotCopyResult{bytes->size(), absl::ToDoubleMilliseconds(absl::Now() - start)};
+}
+
+absl::StatusOr<std::vector<TokenLogprobs>> PrefillWorker::Score(
+    const std::vector<int32_t>& tokens, int top_logprobs, const std::function<bool()>& cancelled,
+    const SchedulingClass& scheduling) {
+  if (absl::Status st = CheckPrompt(backend_->model().config(), tokens); !st.ok()) return st;
+  TurnQueue::Turn turn = engine_.Acquire(cancelled, scheduling);
+  if (!turn.ok()) return turn.status();
+  ScoreOptions options;
+  options.top_logprobs = top_logprobs;
+  options.cancelled = cancelled;
+  return ScorePrompt(*backend_, tokens, options);
 }
 
 absl::StatusOr<PrecacheResult> PrefillWorker::Precache(

@@ -132,6 +132,13 @@ class PrefillWorker {
       const SnapshotRetention& retention, const std::function<bool()>& cancelled,
       const std::function<void(int64_t tokens_done)>& progress = nullptr);
 
+  // Every token's logprobs given those before it (ScorePrompt), on the engine in its turn.
+  // INVALID_ARGUMENT for a bad prompt; CANCELLED.
+  absl::StatusOr<std::vector<TokenLogprobs>> Score(const std::vector<int32_t>& tokens,
+                                                   int top_logprobs,
+                                                   const std::function<bool()>& cancelled,
+                                                   const SchedulingClass& scheduling = {});
+
   // Sends the snapshot `key` (from memory or disk) to the prefill worker whose transport
   // address is `target_address`; returns once that worker has verified and kept it.
   // FAILED_PRECONDITION without a cache, NOT_FOUND for an unknown snapshot, the transfer's or

@@ -126,6 +126,39 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status PrefillService::Score(grpc::ServerContext* context,
+                                   const v1::WorkerScoreRequest* request,
+                                   v1::ScoreResponse* response) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.Score"); !st.ok()) return st;
+  if (grpc::Status st = CheckTokens(request->tokens()); !st.ok()) return st;
+  if (request->top_logprobs() > static_cast<uint32_t>(kMaxTopLogprobs)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("top_logprobs must be in [0, ", kMaxTopLogprobs, "]"));
+  }
+  ++active_;
+  struct Done {
+    std::atomic<size_t>& active;
+    ~Done() { --active; }
+  } done{active_};
+  const std::vector<int32_t> tokens(request->tokens().begin(), request->tokens().end());
+  absl::StatusOr<std::vector<TokenLogprobs>> scored = worker_.Score(
+      tokens, static_cast<int>(request->top_logprobs()),
+      [context] { return context->IsCancelled(); }, FromProto(request->scheduling()));
+  if (!scored.ok()) return ToGrpcStatus(scored.status());
+  double total = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    v1::GeneratedToken* token = response->add_tokens();
+    token->set_id(tokens[i]);
+    token->set_index(static_cast<uint32_t>(i));
+    if (i == 0) continue;  // nothing precedes it
+    const TokenLogprobs& l = (*scored)[i - 1];
+    ToProto(l, token->mutable_logprob(), token->mutable_top_logprobs());
+    total += l.chosen.logprob;
+  }
+  response->set_total_logprob(total);
+  return grpc::Status::OK;
+}
+
 grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext* context,
                                            const v1::GetWorkerInfoRequest*,
                                            v1::WorkerInfo* response) {

@@ -40,6 +40,8 @@ class PrefillService final : public v1::PrefillWorker::Service {
                           v1::EvictCacheResponse* response) override;
   grpc::Status CopySnapshot(grpc::ServerContext* context, const v1::CopySnapshotRequest* request,
                             v1::CopySnapshotResponse* response) override;
+  grpc::Status Score(grpc::ServerContext* context, const v1::WorkerScoreRequest* request,
+                     v1::ScoreResponse* response) override;
 
   // For metrics: prefills running or waiting for the engine, and prefills stopped by a cancel.
   size_t active_requests() const { return active_.load(); }

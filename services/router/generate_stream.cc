@@ -6,7 +6,6 @@
 
 #include <algorithm>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_format.h"
 #include "lib/log/log.h"
 #include "lib/rpc/failed_peer.h"
@@ -544,11 +543,6 @@ void GenerateStream::ReportEnd(const grpc::Status& status, const v1::Finish& fin
   if (version_ != 0) line.With("model_version", absl::StrFormat("%016x", version_));
   if (scheduling_.priority() != 0) line.With("priority", scheduling_.priority());
   if (!status.ok()) line.With("error", status.error_message());
-}
-
-std::string GenerateStream::NewRequestId() {
-  absl::BitGen gen;
-  return absl::StrFormat("req-%016x", absl::Uniform<uint64_t>(gen));
 }
 
 }  // namespace yoco

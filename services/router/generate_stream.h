@@ -95,7 +95,6 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void Emit(const v1::GeneratedToken& produced, std::function<void()> then);
   // The call ended with `status` and `finish`: its trace's end and the access log's line.
   void ReportEnd(const grpc::Status& status, const v1::Finish& finish);
-  static std::string NewRequestId();  // for a client that sent none
   // The request succeeded with `reason`.
   void Complete(v1::FinishReason reason);
   // The request failed with `status` (or succeeded on the client's side: never called twice).

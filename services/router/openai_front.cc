@@ -416,8 +416,35 @@ void OpenAiFront::Generate(const HttpRequest& request, std::shared_ptr<HttpExcha
   // Echoed, so a client can quote it (the server drops a value that is not printable ASCII; the
   // router then refuses the request, naming the field).
   exchange->SetHeader(kRequestIdMetadata, parsed->request.request_id());
+  if (parsed->echo) return Echo(request, std::move(exchange), *parsed, header);
   HttpGenerateCall::Start(*this, *stub_, request, std::move(exchange), *std::move(parsed),
                           std::move(header));
+}
+
+void OpenAiFront::Echo(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange,
+                       const OpenAiGenerate& parsed, const CompletionHeader& header) {
+  v1::ScoreRequest score;
+  score.set_request_id(parsed.request.request_id());
+  if (parsed.request.has_tokens()) {
+    *score.mutable_tokens() = parsed.request.tokens();
+  } else {
+    score.set_text(parsed.request.text());
+  }
+  const bool with_logprobs = parsed.request.sampling().has_logprobs();
+  score.set_top_logprobs(parsed.request.sampling().logprobs());
+  RunUnary<v1::ScoreRequest, v1::ScoreResponse>(
+      *this, request, std::move(exchange), std::move(score),
+      [this](auto* c, auto* q, auto* r, auto done) {
+        stub_->async()->Score(c, q, r, std::move(done));
+      },
+      [header, with_logprobs](const v1::ScoreResponse& scored) {
+        std::string text;
+        for (const v1::GeneratedToken& token : scored.tokens()) text += token.text();
+        v1::Usage usage;
+        usage.set_prompt_tokens(static_cast<uint32_t>(scored.tokens_size()));
+        return CompletionJson(header, text, v1::FINISH_REASON_LENGTH, usage,
+                              EchoLogprobsJson(scored, with_logprobs));
+      });
 }
 
 void OpenAiFront::Models(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {

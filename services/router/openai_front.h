@@ -19,6 +19,7 @@
 #include "lib/http/http_server.h"
 #include "lib/openai/chat_template.h"
 #include "lib/openai/openai_request.h"
+#include "lib/openai/openai_response.h"
 #include "lib/text/tokenizer.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -60,6 +61,9 @@ class OpenAiFront {
 
  private:
   void Generate(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange, bool chat);
+  // A completion with echo: the prompt scored (Score), answered with its text and logprobs.
+  void Echo(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange,
+            const OpenAiGenerate& parsed, const CompletionHeader& header);
   void Models(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
   void Tokenize(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);
   void Detokenize(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange);

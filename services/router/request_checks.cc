@@ -1,7 +1,9 @@
 // Public request checks.
 #include "services/router/request_checks.h"
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "lib/auth/tenant_directory.h"
 #include "lib/rpc/proto_convert.h"
 
@@ -103,6 +105,24 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
   return call;
 }
 
+absl::StatusOr<std::vector<int32_t>> CheckScoreRequest(const v1::ScoreRequest& request,
+                                                       const ModelConfig& config,
+                                                       const Tokenizer& tokenizer) {
+  absl::StatusOr<std::vector<int32_t>> prompt =
+      PromptTokens(request.has_tokens(), request.tokens(), request.text(), config, tokenizer);
+  if (!prompt.ok()) return prompt.status();
+  if (config.max_seq_len > 0 && prompt->size() > static_cast<size_t>(config.max_seq_len)) {
+    return FieldError(
+        "prompt", absl::StrCat("the prompt (", prompt->size(),
+                               " tokens) exceeds the model's max_seq_len ", config.max_seq_len));
+  }
+  if (request.top_logprobs() > static_cast<uint32_t>(kMaxTopLogprobs)) {
+    return FieldError("top_logprobs", absl::StrCat("top_logprobs must be in [0, ", kMaxTopLogprobs,
+                                                   "], got ", request.top_logprobs()));
+  }
+  return prompt;
+}
+
 absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequest& request,
                                                           const ModelConfig& config,
                                                           const Tokenizer& tokenizer) {
@@ -129,6 +149,11 @@ absl::Status CheckRequestId(const std::string& request_id) {
     }
   }
   return absl::OkStatus();
+}
+
+std::string NewRequestId() {
+  absl::BitGen gen;
+  return absl::StrFormat("req-%016x", absl::Uniform<uint64_t>(gen));
 }
 
 absl::Status CheckFitsDecodeWorker(uint64_t input, uint64_t still_to_come, uint64_t longest_rows) {

@@ -42,6 +42,8 @@ inline constexpr size_t kMaxRequestIdBytes = 128;
 // A client's request id goes into logs, gRPC metadata and HTTP headers: empty (the router makes
 // one) or 1-128 printable ASCII characters; INVALID_ARGUMENT (field request_id) otherwise.
 absl::Status CheckRequestId(const std::string& request_id);
+// An id for a request whose client sent none ("req-" and 16 hex digits).
+std::string NewRequestId();
 
 // INVALID_ARGUMENT naming the problem (and the field, InvalidField): an empty prompt, a token
 // outside the vocabulary, a text the tokenizer refuses (it must be UTF-8), bad sampling settings,
@@ -52,6 +54,12 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
                                                             const ModelConfig& config,
                                                             const Tokenizer& tokenizer,
                                                             uint32_t default_max_new_tokens);
+
+// A ScoreRequest's prompt, checked as a Generate prompt is (it must fit max_seq_len), and its
+// top_logprobs (field "top_logprobs").
+absl::StatusOr<std::vector<int32_t>> CheckScoreRequest(const v1::ScoreRequest& request,
+                                                       const ModelConfig& config,
+                                                       const Tokenizer& tokenizer);
 
 // A PrecacheRequest's document, checked the same way (it must fit max_seq_len).
 absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequest& request,

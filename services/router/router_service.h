@@ -63,6 +63,8 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
                          v1::ListCacheResponse* response) override;
   grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
                           v1::EvictCacheResponse* response) override;
+  grpc::Status Score(grpc::ServerContext* context, const v1::ScoreRequest* request,
+                     v1::ScoreResponse* response) override;
 
   // Background jobs (conversation snapshots) queued or running, for metrics.
   size_t background_jobs() { return background_.pending(); }

@@ -15,8 +15,8 @@ SentTokens::Sent SentTokens::Add(const v1::GeneratedToken& produced, Clock::time
   if (produced.has_logprob()) {
     *sent.message.mutable_logprob() = produced.logprob();
     *sent.message.mutable_top_logprobs() = produced.top_logprobs();
-    SpellOut(sent.message.mutable_logprob());
-    for (v1::TokenLogprob& top : *sent.message.mutable_top_logprobs()) SpellOut(&top);
+    SpellOut(*tokenizer_, sent.message.mutable_logprob());
+    for (v1::TokenLogprob& top : *sent.message.mutable_top_logprobs()) SpellOut(*tokenizer_, &top);
   }
   sent.message.set_index(static_cast<uint32_t>(ids_.size() - 1));
   sent.message.set_text(text_.Add(tokenizer_->Decode({&id, 1})));
@@ -26,9 +26,9 @@ SentTokens::Sent SentTokens::Add(const v1::GeneratedToken& produced, Clock::time
   return sent;
 }
 
-void SentTokens::SpellOut(v1::TokenLogprob* token) const {
+void SpellOut(const Tokenizer& tokenizer, v1::TokenLogprob* token) {
   const int32_t id = token->id();
-  absl::StatusOr<std::string> bytes = tokenizer_->Decode({&id, 1});
+  absl::StatusOr<std::string> bytes = tokenizer.Decode({&id, 1});
   token->set_token(bytes.ok() ? *std::move(bytes) : std::string());
 }
 

@@ -16,6 +16,9 @@
 
 namespace yoco {
 
+// Fills a token's bytes (empty for a special id or one the tokenizer cannot spell).
+void SpellOut(const Tokenizer& tokenizer, v1::TokenLogprob* token);
+
 class SentTokens {
  public:
   using Clock = std::chrono::steady_clock;
@@ -44,9 +47,6 @@ class SentTokens {
   uint32_t still_to_come() const;
 
  private:
-  // Fills the token's bytes (empty for a special id or one the tokenizer cannot spell).
-  void SpellOut(v1::TokenLogprob* token) const;
-
   const CheckedGenerateRequest* call_ = nullptr;
   const Tokenizer* tokenizer_ = nullptr;
   std::vector<int32_t> ids_;

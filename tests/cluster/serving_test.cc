@@ -171,6 +171,77 @@ TEST_F(ClusterServingTest, LogprobsAreTheLogSoftmaxOfYocoLogits) {
   EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("logprobs"));
 }
 
+// Score gives every prompt token's logprob given those before it: the log-softmax of `yoco
+// logits` at the position before; a generated token's score equals the logprob it was generated
+// with; bad input is refused naming the field.
+TEST_F(ClusterServingTest, ScoringAPromptGivesTheLogSoftmaxOfYocoLogits) {
+  const std::vector<int32_t> prompt = RandomPrompt(91, 200);
+  v1::ScoreRequest request;
+  request.mutable_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  request.set_top_logprobs(2);
+  v1::ScoreResponse scored;
+  {
+    grpc::ClientContext context;
+    const grpc::Status st = cluster_->stub().Score(&context, request, &scored);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  ASSERT_EQ(scored.tokens_size(), static_cast<int>(prompt.size()));
+  EXPECT_FALSE(scored.tokens(0).has_logprob());  // nothing precedes the first token
+  const std::string out = cluster_->dir() + "/scored.npy";
+  const ToolRun run = RunToCompletion(
+      BinaryPath("yoco"),
+      {"logits", "--model", TinyModelDir(), "--tokens", absl::StrJoin(prompt, ","), "--out", out},
+      out + ".log");
+  ASSERT_EQ(run.status, 0) << run.output;
+  absl::StatusOr<NpyArray> logits = ReadNpy(out);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const int64_t vocab = logits->shape.back();
+  double total = 0;
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("token ", i));
+    const float* row = logits->data.data() + (i - 1) * vocab;
+    long double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<long double>(row[v]));
+    const float best = *std::max_element(row, row + vocab);
+    const v1::GeneratedToken& t = scored.tokens(static_cast<int>(i));
+    EXPECT_EQ(t.id(), prompt[i]);
+    EXPECT_NEAR(t.logprob().logprob(), static_cast<double>(row[prompt[i]] - std::log(sum)), 2e-4);
+    ASSERT_EQ(t.top_logprobs_size(), 2);
+    EXPECT_NEAR(t.top_logprobs(0).logprob(), static_cast<double>(best - std::log(sum)), 2e-4);
+    total += t.logprob().logprob();
+  }
+  EXPECT_NEAR(scored.total_logprob(), total, 1e-6);
+
+  // A generated answer scored afterwards: the same logprobs it was generated with.
+  SamplingParams sampling;
+  sampling.logprobs = 0;
+  const std::vector<int32_t> question = RandomPrompt(92, 30);
+  const Generated answer = cluster_->Generate(Request(question, 8, sampling));
+  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  v1::ScoreRequest again;
+  again.mutable_tokens()->mutable_ids()->Add(question.begin(), question.end());
+  again.mutable_tokens()->mutable_ids()->Add(answer.tokens.begin(), answer.tokens.end());
+  v1::ScoreResponse rescored;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(cluster_->stub().Score(&context, again, &rescored).ok());
+  }
+  for (size_t i = 0; i < answer.messages.size(); ++i) {
+    EXPECT_NEAR(rescored.tokens(static_cast<int>(question.size() + i)).logprob().logprob(),
+                answer.messages[i].logprob().logprob(), 2e-4)
+        << "answer token " << i;
+  }
+
+  request.set_top_logprobs(kMaxTopLogprobs + 1);
+  grpc::ClientContext context;
+  const grpc::Status refused = cluster_->stub().Score(&context, request, &scored);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto field = trailers.find("yoco-invalid-field");
+  ASSERT_NE(field, trailers.end());
+  EXPECT_EQ(std::string(field->second.data(), field->second.size()), "top_logprobs");
+}
+
 // Questions on one document go to the decode worker the document went to, which keeps its K/V,
 // so every question after the first ships only its own rows and the self-decoder states.
 TEST_F(ClusterServingTest, LaterQuestionsOnADocumentShipLess) {

@@ -13,6 +13,7 @@
 
 #include "lib/engine/cpu_backend.h"
 #include "lib/engine/generation.h"
+#include "lib/engine/prompt_scoring.h"
 #include "tests/engine/test_models.h"
 
 namespace yoco {
@@ -163,6 +164,55 @@ TEST_F(GenerationLogprobsTest, GreedyPicksTheTopLogprobAndNoneAreKeptUnlessAsked
   sampling.logprobs = 21;
   EXPECT_EQ(Generation::Prefill(*backend_, prompt, sampling, &first).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Every prompt token's logprob given those before it: the full pass's log-softmax at the
+// position before it, however the prompt is cut into segments.
+TEST_F(GenerationLogprobsTest, ScoringAPromptGivesEachTokensFullPassLogSoftmax) {
+  const std::vector<int32_t> prompt = testing::RandomTokens(45, 96, 13);
+  SequenceState state = SequenceState::Create(model_->config());
+  ForwardSegment seg{&state, prompt, LogitsMode::kAll};
+  std::vector<float> all;
+  ASSERT_TRUE(backend_->Forward({&seg, 1}, &all).ok());
+  const int V = model_->config().vocab_size;
+  for (const int64_t rows : {int64_t{1}, int64_t{7}, int64_t{1000}}) {
+    SCOPED_TRACE(rows);
+    ScoreOptions options;
+    options.top_logprobs = 3;
+    options.logits_floats = rows * V;
+    absl::StatusOr<std::vector<TokenLogprobs>> scored = ScorePrompt(*backend_, prompt, options);
+    ASSERT_TRUE(scored.ok()) << scored.status();
+    ASSERT_EQ(scored->size(), prompt.size() - 1);
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      const std::vector<float> row(all.begin() + (i - 1) * V, all.begin() + i * V);
+      const std::vector<long double> want = ReferenceLogSoftmax(row);
+      const TokenLogprobs& got = (*scored)[i - 1];
+      EXPECT_EQ(got.chosen.id, prompt[i]);
+      EXPECT_NEAR(got.chosen.logprob, static_cast<double>(want[prompt[i]]), 2e-4) << i;
+      ASSERT_EQ(got.top.size(), 3u);
+      EXPECT_NEAR(got.top[0].logprob,
+                  static_cast<double>(*std::max_element(want.begin(), want.end())), 2e-4);
+    }
+  }
+}
+
+TEST_F(GenerationLogprobsTest, ScoringRefusesBadInputAndStopsWhenCancelled) {
+  ScoreOptions options;
+  EXPECT_EQ(ScorePrompt(*backend_, {}, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<int32_t> outside = {0, 5, 96};
+  EXPECT_EQ(ScorePrompt(*backend_, outside, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.top_logprobs = kMaxTopLogprobs + 1;
+  EXPECT_EQ(ScorePrompt(*backend_, {0, 5}, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.top_logprobs = 0;
+  absl::StatusOr<std::vector<TokenLogprobs>> one = ScorePrompt(*backend_, {0}, options);
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(one->empty());  // BOS alone: nothing to score
+  options.cancelled = [] { return true; };
+  EXPECT_EQ(ScorePrompt(*backend_, {0, 5, 6}, options).status().code(),
+            absl::StatusCode::kCancelled);
 }
 
 }  // namespace

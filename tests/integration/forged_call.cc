@@ -123,6 +123,13 @@ int Outsider(const std::string& prefill_address, const std::string& decode_addre
     yoco::v1::PrefillResponse response;
     return prefill->Prefill(c, request, &response);
   });
+  call("PrefillWorker.Score", [&](grpc::ClientContext* c) {
+    yoco::v1::WorkerScoreRequest request;
+    request.add_tokens(0);
+    request.add_tokens(5);
+    yoco::v1::ScoreResponse response;
+    return prefill->Score(c, request, &response);
+  });
   call("PrefillWorker.GetWorkerInfo", [&](grpc::ClientContext* c) {
     yoco::v1::WorkerInfo response;
     return prefill->GetWorkerInfo(c, {}, &response);

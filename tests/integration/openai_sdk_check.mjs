@@ -98,6 +98,17 @@ check("completion-logprobs", lp.choices[0].text === want("want_sampled.txt") &&
                                   Object.keys(legacy.top_logprobs[i]).length <= 3) &&
       legacy.text_offset.every((x, i) => i === 0 ? x === 0 : x >= legacy.text_offset[i - 1]),
       JSON.stringify(legacy));
+// Scoring a prompt as lm-evaluation-harness does (echo, max_tokens 0, logprobs): the prompt's
+// own text back, a logprob for every token but the first (the numbers are checked against
+// `yoco logits` in ClusterServingTest).
+const scoredPrompt = [0, ...Buffer.from(prompt).map((b) => b + 4)];  // BOS, then byte ids
+const echo = await client.completions.create(
+  { model, prompt: scoredPrompt, echo: true, max_tokens: 0, logprobs: 1, temperature: 0 });
+const el = echo.choices[0].logprobs;
+check("echo-scores-the-prompt", echo.choices[0].text === prompt &&
+      el.tokens.length === scoredPrompt.length && el.token_logprobs[0] === null &&
+      el.token_logprobs.slice(1).every((x) => x < 0) && echo.usage.completion_tokens === 0 &&
+      el.tokens.slice(1).join("") === prompt, JSON.stringify(echo));
 try {
   await client.chat.completions.create({ model, messages, top_logprobs: 2 });
   check("top-logprobs-needs-logprobs", false, "no error");

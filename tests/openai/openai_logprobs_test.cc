@@ -61,6 +61,18 @@ TEST(OpenAiLogprobsTest, LegacyArraysHoldTheChosenTokenAndCharacterOffsets) {
       "top_logprobs": [{"x": -0.5, "z": -0.75, "y": -2.0}], "text_offset": [2]})"));
 }
 
+TEST(OpenAiLogprobsTest, AnEchoedPromptsFirstTokenHasNone) {
+  v1::ScoreResponse scored;
+  v1::GeneratedToken* bos = scored.add_tokens();
+  bos->set_id(0);
+  *scored.add_tokens() = Token(80, "h\xC3\xA9", "h\xC3\xA9", -3.0f, {Logprob(81, "x", -0.5f)});
+  *scored.add_tokens() = Token(82, "y", "y", -2.0f);
+  EXPECT_EQ(EchoLogprobsJson(scored, true), json::parse(R"({"tokens": ["<s>", "hé", "y"],
+      "token_logprobs": [null, -3.0, -2.0], "top_logprobs": [null, {"x": -0.5, "hé": -3.0},
+      {"y": -2.0}], "text_offset": [0, 0, 2]})"));
+  EXPECT_TRUE(EchoLogprobsJson(scored, false).is_null());
+}
+
 TEST(OpenAiLogprobsTest, NotAskedGivesNull) {
   OpenAiLogprobs logprobs(/*chat=*/true, /*asked=*/false);
   logprobs.Add(Token(72, "a", "a", -0.5f));

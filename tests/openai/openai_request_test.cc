@@ -78,6 +78,28 @@ TEST(OpenAiRequestTest, LogprobsAskForTheChosenTokenAndTheTopOnes) {
   EXPECT_EQ(top->request.sampling().logprobs(), 7u);
 }
 
+TEST(OpenAiRequestTest, EchoWithMaxTokensZeroScoresThePrompt) {
+  auto r = ParseCompletionRequest(R"({"prompt": [0, 7, 9], "echo": true, "max_tokens": 0,
+                                      "logprobs": 1, "temperature": 0})",
+                                  OpenAiDefaults{}, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo);
+  EXPECT_EQ(r->request.sampling().logprobs(), 1u);
+  EXPECT_EQ(r->request.tokens().ids_size(), 3);
+  auto absent = ParseCompletionRequest(R"({"prompt": "x", "echo": true})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_TRUE(absent->echo);
+  EXPECT_FALSE(absent->request.sampling().has_logprobs());
+  auto plain = ParseCompletionRequest(R"({"prompt": "x", "echo": false})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->echo);
+  // max_tokens 0 is only for scoring.
+  EXPECT_EQ(RequestParam(
+                ParseCompletionRequest(R"({"prompt": "x", "max_tokens": 0})", OpenAiDefaults{}, 1)
+                    .status()),
+            "max_tokens");
+}
+
 TEST(OpenAiRequestTest, CompletionDefaultsAndPromptForms) {
   auto r =
       ParseCompletionRequest(R"({"prompt": [0, 17, 5], "ignore_eos": true})", OpenAiDefaults{}, 99);
@@ -103,7 +125,9 @@ TEST(OpenAiRequestTest, RefusalsNameTheField) {
     const char* param;
   } cases[] = {
       {R"({"prompt": "x", "n": 2})", "n"},
-      {R"({"prompt": "x", "echo": true})", "echo"},
+      {R"({"prompt": "x", "echo": true, "max_tokens": 3})", "echo"},
+      {R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
+      {R"({"prompt": "x", "echo": true, "max_tokens": -1})", "max_tokens"},
       {R"({"prompt": "x", "logprobs": 21})", "logprobs"},
       {R"({"prompt": "x", "logprobs": true})", "logprobs"},
       {R"({"prompt": "x", "logprobs": -1})", "logprobs"},
