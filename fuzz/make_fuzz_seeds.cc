@@ -108,6 +108,11 @@ int main(int argc, char** argv) {
   by_text.mutable_sampling()->add_stop_strings("\n\n");
   by_text.mutable_sampling()->set_stop_at_eos(true);
   by_text.mutable_sampling()->set_logprobs(5);
+  (*by_text.mutable_sampling()->mutable_logit_bias())[40] = -2.5f;
+  by_text.mutable_sampling()->set_repetition_penalty(1.2f);
+  by_text.mutable_sampling()->set_presence_penalty(0.5f);
+  by_text.mutable_sampling()->set_min_tokens(3);
+  by_text.mutable_sampling()->set_min_p(0.05f);
   by_text.set_cache_salt("tenant");
   Write(dir, "public_request_fuzz", "generate_text", by_text.SerializeAsString());
   yoco::v1::GenerateRequest by_ids;

@@ -36,6 +36,7 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
   options.start = hit.tokens > 0 ? &hit.state : nullptr;  // moved into the generation
   options.cancelled = request.cancelled;
   options.progress = request.progress;
+  options.generated_tail = request.generated_tail;
   const bool snapshots = store != nullptr && policy.enabled;
   if (snapshots || request.on_block) {
     options.on_boundary = [&](const SequenceState& state) {

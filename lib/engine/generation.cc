@@ -53,6 +53,7 @@ absl::StatusOr<Generation> Generation::Start(Backend& backend, absl::Span<const 
   RETURN_IF_ERROR(CheckStart(backend, prompt, sampling));
   Generation gen(SequenceState::Create(backend.model().config()), prompt.back(),
                  std::move(sampling));
+  if (gen.sampling_.AdjustsLogits()) gen.history_ = TokenHistory(prompt, {});
   if (prompt.size() > 1) {
     ForwardSegment seg{&gen.state_, prompt.subspan(0, prompt.size() - 1), LogitsMode::kNone};
     RETURN_IF_ERROR(backend.Forward({&seg, 1}, &gen.logits_));
@@ -74,6 +75,14 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
   }
   Generation gen(std::move(state), -1, std::move(sampling));
   const int64_t n = static_cast<int64_t>(prompt.size());
+  if (options.generated_tail < 0 || options.generated_tail >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("generated_tail ", options.generated_tail, " must be in [0, ", n, ")"));
+  }
+  if (gen.sampling_.AdjustsLogits()) {
+    gen.history_ = TokenHistory(prompt.subspan(0, n - options.generated_tail),
+                                prompt.subspan(n - options.generated_tail));
+  }
   while (gen.state_.position < n) {
     if (options.cancelled && options.cancelled()) {
       return absl::CancelledError("the prefill was cancelled");
@@ -95,7 +104,14 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
 }
 
 void Generation::SampleFrom(absl::Span<const float> logits) {
-  pending_ = sampler_.Sample(sampling_, logits, state_.position);
+  if (sampling_.AdjustsLogits()) {
+    adjusted_.assign(logits.begin(), logits.end());
+    history_.Adjust(sampling_, absl::MakeSpan(adjusted_));
+    pending_ = sampler_.Sample(sampling_, adjusted_, state_.position);
+    history_.Add(pending_);
+  } else {
+    pending_ = sampler_.Sample(sampling_, logits, state_.position);
+  }
   if (sampling_.logprobs >= 0) {
     pending_logprobs_ = LogprobsOf(logits, pending_, sampling_.logprobs);
   } else {

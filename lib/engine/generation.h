@@ -15,6 +15,7 @@
 #include "lib/engine/logprobs.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
+#include "lib/engine/token_history.h"
 
 namespace yoco {
 
@@ -35,6 +36,9 @@ struct PrefillOptions {
   std::function<bool()> cancelled;
   // Called after every segment with the tokens processed so far (the start state's included).
   std::function<void(int64_t position)> progress;
+  // The prompt's last tokens that this request generated already (a retry continues its
+  // stream): the sampling's penalties and min_tokens count them as output (TokenHistory).
+  int64_t generated_tail = 0;
 };
 
 // NextBatch's token for a sequence whose logits held a NaN or infinity.
@@ -83,6 +87,11 @@ class Generation {
   const SamplingParams& sampling() const { return sampling_; }
   // What later tokens report (SamplingParams::logprobs); a bundle does not carry it.
   void set_logprobs(int32_t logprobs) { sampling_.logprobs = logprobs; }
+  // A decode call's sampling and the request's tokens so far, replacing a bundle's (which
+  // carries neither logprobs nor the logit adjustments, nor any history).
+  void set_sampling(SamplingParams sampling) { sampling_ = std::move(sampling); }
+  void set_history(TokenHistory history) { history_ = std::move(history); }
+  const TokenHistory& history() const { return history_; }
 
  private:
   // Samples the next pending token (at the state's position) from its logits [vocab].
@@ -95,6 +104,8 @@ class Generation {
   int32_t pending_;
   SamplingParams sampling_;
   std::optional<TokenLogprobs> pending_logprobs_;
+  TokenHistory history_;         // kept when the sampling adjusts logits
+  std::vector<float> adjusted_;  // the logits after those adjustments
   Sampler sampler_;
   std::vector<float> logits_;
   std::vector<ForwardSegment> segments_;

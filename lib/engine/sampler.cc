@@ -1,5 +1,5 @@
 // Sampling. Candidates are ranked by (logit desc, id asc) so the choice is deterministic
-// even with tied logits.
+// even with tied logits; top_k, then top_p, then min_p narrow them.
 #include "lib/engine/sampler.h"
 
 #include <algorithm>
@@ -39,7 +39,8 @@ int32_t Sampler::Sample(const SamplingParams& params, absl::Span<const float> lo
 
   order_.clear();
   for (int32_t i = 0; i < n; ++i) {
-    if (!Masked(i) && !std::isnan(logits[i])) order_.push_back(i);
+    // (An id an adjustment ruled out has a logit of -inf: never a candidate.)
+    if (!Masked(i) && logits[i] > -INFINITY) order_.push_back(i);
   }
   if (order_.empty()) return 0;
   auto better = [&](int32_t a, int32_t b) {
@@ -72,6 +73,14 @@ int32_t Sampler::Sample(const SamplingParams& params, absl::Span<const float> lo
         break;
       }
     }
+    keep = cut;
+    total = std::accumulate(probs_.begin(), probs_.begin() + keep, 0.0);
+  }
+  if (params.min_p > 0.0f) {
+    // Candidates are sorted: those as likely as min_p times the first are a prefix.
+    const double floor = probs_[0] * static_cast<double>(params.min_p);
+    size_t cut = 1;
+    while (cut < keep && probs_[cut] >= floor) ++cut;
     keep = cut;
     total = std::accumulate(probs_.begin(), probs_.begin() + keep, 0.0);
   }

@@ -1,4 +1,4 @@
-// Token sampling: greedy, temperature, top-k and top-p, with random draws that are a pure
+// Token sampling: greedy, temperature, top-k, top-p and min-p, with random draws that are a pure
 // function of (seed, position) so that any request can be replayed or resumed mid-stream.
 #ifndef YOCO_LIB_ENGINE_SAMPLER_H_
 #define YOCO_LIB_ENGINE_SAMPLER_H_

@@ -21,6 +21,36 @@ absl::Status SamplingParams::Validate(int vocab_size) const {
     return absl::InvalidArgumentError(
         absl::StrCat("logprobs must be in [0, ", kMaxTopLogprobs, "], got ", logprobs));
   }
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto& [id, bias] = logit_bias[i];
+    if (id < 0 || id >= vocab_size || (i > 0 && id <= logit_bias[i - 1].first)) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias: token id ", id,
+                                                     " is outside the vocabulary [0, ", vocab_size,
+                                                     ") or repeated"));
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: the bias of token ", id, " must be in [-100, 100]"));
+    }
+  }
+  if (!(repetition_penalty > 0.0f && repetition_penalty <= 10.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("repetition_penalty must be in (0, 10], got ", repetition_penalty));
+  }
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frequency_penalty must be in [-2, 2], got ", frequency_penalty));
+  }
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("presence_penalty must be in [-2, 2], got ", presence_penalty));
+  }
+  if (min_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("min_tokens must be >= 0, got ", min_tokens));
+  }
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("min_p must be in [0, 1], got ", min_p));
+  }
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
       return absl::InvalidArgumentError(

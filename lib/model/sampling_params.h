@@ -5,6 +5,7 @@
 #define YOCO_LIB_MODEL_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,13 +26,35 @@ struct SamplingParams {
   float top_p = 1.0f;        // keep the smallest most-likely set with mass >= top_p; 1: all
   uint64_t seed = 0;         // draws depend only on (seed, position)
   std::vector<int32_t> stop_token_ids;  // generation ends after emitting one of these
+  // Adjustments of the logits before the draw, each a pure function of the tokens so far (a
+  // TokenHistory), so a request resumed elsewhere draws the same tokens. In the order applied:
+  // logit_bias (added to its ids' logits), repetition_penalty (> 1 discourages every id of the
+  // prompt or the output: a positive logit divided by it, a negative one multiplied; 1: off),
+  // frequency_penalty (subtracted once per time an id was generated) and presence_penalty (once
+  // for an id generated at all), then min_tokens (EOS and the stop ids cannot be drawn before
+  // that many tokens were generated). min_p keeps, after top_k and top_p, the candidates at
+  // least min_p times as likely as the most likely one (0: off).
+  std::vector<std::pair<int32_t, float>> logit_bias;  // ids ascending, each once
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int32_t min_tokens = 0;
+  float min_p = 0.0f;
   // Log-probabilities reported with each token (TokenLogprobs): -1 none; 0 the chosen token's;
   // N in [1, kMaxTopLogprobs] also those of the N most likely tokens. The draw ignores it, and
   // state bundles do not carry it (a decode call says it again).
   int32_t logprobs = -1;
 
+  // Whether any adjustment of the logits is asked for (then the sampler needs a TokenHistory).
+  bool AdjustsLogits() const {
+    return !logit_bias.empty() || repetition_penalty != 1.0f || frequency_penalty != 0.0f ||
+           presence_penalty != 0.0f || min_tokens > 0;
+  }
+
   // INVALID_ARGUMENT for NaN/negative temperature, top_k < 0, top_p outside (0, 1], stop ids
-  // outside [0, vocab_size), or logprobs outside [-1, kMaxTopLogprobs].
+  // outside [0, vocab_size), logprobs outside [-1, kMaxTopLogprobs], a bias id outside the
+  // vocabulary (or twice, or out of order) or beyond [-100, 100], penalties outside OpenAI's
+  // ranges ([-2, 2]; repetition (0, 10]), min_tokens < 0, or min_p outside [0, 1].
   absl::Status Validate(int vocab_size) const;
   bool operator==(const SamplingParams&) const = default;
 };

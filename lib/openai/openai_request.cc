@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/model/sampling_params.h"
 #include "lib/model/strict_json.h"
@@ -86,14 +87,38 @@ absl::Status ParseCommon(const json& body, OpenAiGenerate& out, uint64_t seed_if
   s.set_seed(seed->has_value() ? static_cast<uint64_t>(**seed) : seed_if_absent);
   auto n = Integer(body, "n", 1, 1);
   if (!n.ok()) return ParamError("n", "only n = 1 is supported (one choice per request)");
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    auto p = Number(body, penalty, -2, 2);
-    if (!p.ok()) return p.status();
-    if (p->value_or(0) != 0) return ParamError(penalty, "is not supported (only 0)");
+  auto presence = Number(body, "presence_penalty", -2, 2);
+  if (!presence.ok()) return presence.status();
+  s.set_presence_penalty(static_cast<float>(presence->value_or(0)));
+  auto frequency = Number(body, "frequency_penalty", -2, 2);
+  if (!frequency.ok()) return frequency.status();
+  s.set_frequency_penalty(static_cast<float>(frequency->value_or(0)));
+  // vLLM's extensions, with its meanings.
+  auto repetition = Number(body, "repetition_penalty", 0, 10);
+  if (!repetition.ok()) return repetition.status();
+  if (repetition->has_value() && **repetition == 0) {
+    return ParamError("repetition_penalty", "must be above 0 (1: off)");
   }
-  if (Present(body, "logit_bias") &&
-      (!body["logit_bias"].is_object() || !body["logit_bias"].empty())) {
-    return ParamError("logit_bias", "is not supported");
+  s.set_repetition_penalty(static_cast<float>(repetition->value_or(1)));
+  auto min_p = Number(body, "min_p", 0, 1);
+  if (!min_p.ok()) return min_p.status();
+  s.set_min_p(static_cast<float>(min_p->value_or(0)));
+  auto min_tokens = Integer(body, "min_tokens", 0, 1 << 20);
+  if (!min_tokens.ok()) return min_tokens.status();
+  s.set_min_tokens(static_cast<uint32_t>(min_tokens->value_or(0)));
+  if (Present(body, "logit_bias")) {
+    const json& bias = body["logit_bias"];
+    if (!bias.is_object()) return ParamError("logit_bias", "must be an object of token id: bias");
+    for (const auto& [key, value] : bias.items()) {
+      int32_t id = 0;
+      if (!absl::SimpleAtoi(key, &id) || id < 0 || absl::StrCat(id) != key) {
+        return ParamError("logit_bias", absl::StrCat("\"", key, "\" is not a token id"));
+      }
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
+        return ParamError("logit_bias", "biases must be numbers in [-100, 100]");
+      }
+      (*s.mutable_logit_bias())[id] = static_cast<float>(value.get<double>());
+    }
   }
   if (Present(body, "user") && !body["user"].is_string()) {
     return ParamError("user", "must be a string");
@@ -224,12 +249,31 @@ absl::StatusOr<OpenAiGenerate> ParseCompletionRequest(absl::string_view text,
   absl::StatusOr<json> parsed = ParseRequestObject(text);
   if (!parsed.ok()) return parsed.status();
   const json& body = *parsed;
-  if (absl::Status st = CheckKnownFields(
-          body,
-          {"model",  "prompt",     "max_tokens",       "temperature",       "top_p",      "top_k",
-           "seed",   "stop",       "stream",           "stream_options",    "n",          "best_of",
-           "echo",   "logprobs",   "presence_penalty", "frequency_penalty", "logit_bias", "user",
-           "suffix", "ignore_eos", "cache_salt",       "priority"});
+  if (absl::Status st = CheckKnownFields(body, {"model",
+                                                "prompt",
+                                                "max_tokens",
+                                                "temperature",
+                                                "top_p",
+                                                "top_k",
+                                                "seed",
+                                                "stop",
+                                                "stream",
+                                                "stream_options",
+                                                "n",
+                                                "best_of",
+                                                "echo",
+                                                "logprobs",
+                                                "presence_penalty",
+                                                "frequency_penalty",
+                                                "logit_bias",
+                                                "user",
+                                                "suffix",
+                                                "ignore_eos",
+                                                "cache_salt",
+                                                "priority",
+                                                "repetition_penalty",
+                                                "min_p",
+                                                "min_tokens"});
       !st.ok()) {
     return st;
   }
@@ -314,7 +358,10 @@ absl::StatusOr<OpenAiGenerate> ParseChatRequest(absl::string_view text,
                                                 "user",
                                                 "ignore_eos",
                                                 "cache_salt",
-                                                "priority"});
+                                                "priority",
+                                                "repetition_penalty",
+                                                "min_p",
+                                                "min_tokens"});
       !st.ok()) {
     return st;
   }

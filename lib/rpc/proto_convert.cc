@@ -14,6 +14,14 @@ SamplingParams FromProto(const v1::SamplingParams& p) {
   s.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
   s.logprobs =
       p.has_logprobs() ? static_cast<int32_t>(std::min<uint32_t>(p.logprobs(), 1u << 30)) : -1;
+  // A map's order is not the wire's: sorted, as Validate wants them.
+  s.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
+  std::sort(s.logit_bias.begin(), s.logit_bias.end());
+  s.repetition_penalty = p.repetition_penalty() == 0.0f ? 1.0f : p.repetition_penalty();
+  s.frequency_penalty = p.frequency_penalty();
+  s.presence_penalty = p.presence_penalty();
+  s.min_tokens = static_cast<int32_t>(std::min<uint32_t>(p.min_tokens(), 1u << 30));
+  s.min_p = p.min_p();
   return s;
 }
 
@@ -24,6 +32,13 @@ void ToProto(const SamplingParams& s, v1::SamplingParams* p) {
   p->set_seed(s.seed);
   p->mutable_stop_token_ids()->Assign(s.stop_token_ids.begin(), s.stop_token_ids.end());
   if (s.logprobs >= 0) p->set_logprobs(static_cast<uint32_t>(s.logprobs));
+  p->mutable_logit_bias()->clear();
+  for (const auto& [id, bias] : s.logit_bias) (*p->mutable_logit_bias())[id] = bias;
+  p->set_repetition_penalty(s.repetition_penalty == 1.0f ? 0.0f : s.repetition_penalty);
+  p->set_frequency_penalty(s.frequency_penalty);
+  p->set_presence_penalty(s.presence_penalty);
+  p->set_min_tokens(static_cast<uint32_t>(std::max(s.min_tokens, 0)));
+  p->set_min_p(s.min_p);
 }
 
 void ToProto(const TokenLogprobs& l, v1::TokenLogprob* chosen,

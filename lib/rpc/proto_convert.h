@@ -10,8 +10,9 @@
 
 namespace yoco {
 
-// top_p 0 means "off" on the wire (proto3's default), 1 in the engine; logprobs unset is -1 (a
-// value beyond int32 reads as an int32 beyond kMaxTopLogprobs: Validate refuses both).
+// top_p and repetition_penalty 0 mean "off" on the wire (proto3's default), 1 in the engine;
+// logprobs unset is -1 (a value beyond int32 reads as an int32 beyond kMaxTopLogprobs: Validate
+// refuses both).
 SamplingParams FromProto(const v1::SamplingParams& p);
 // Values outside the tenant file's ranges are brought into them (the caller is the router, but a
 // worker never trusts a number to be sane).

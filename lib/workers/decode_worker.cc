@@ -207,7 +207,14 @@ absl::StatusOr<uint64_t> DecodeWorker::AdmitBundle(
     std::function<void(const DecodeEvent&)> on_event) {
   absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
   if (!gen.ok()) return gen.status();
-  gen->set_logprobs(call.logprobs);
+  if (call.sampling.has_value()) {
+    if (absl::Status st = call.sampling->Validate(backend_->model().config().vocab_size);
+        !st.ok()) {
+      return st;
+    }
+    gen->set_sampling(*call.sampling);
+    gen->set_history(TokenHistory(call.prompt_ids, call.generated));
+  }
   return batcher_->Admit({std::move(*gen), call.max_new_tokens, call.stop_at_eos,
                           std::move(on_event), call.scheduling});
 }
@@ -350,6 +357,7 @@ absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
   request.prompt = call.prompt;
   request.sampling = call.sampling;
   request.cancelled = cancelled;
+  request.generated_tail = call.generated_tail;
   absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*prefill_backend_, nullptr, request);
   if (!prefill.ok()) return prefill.status();
   local_prefills_.fetch_add(1);

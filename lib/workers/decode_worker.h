@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -65,7 +66,12 @@ struct ShippedDecodeCall {
   bool stop_at_eos = false;
   absl::Duration wait = kDefaultTransferWait;  // for the bundle to arrive
   SchedulingClass scheduling;                  // its place in the batch's queue
-  int32_t logprobs = -1;                       // SamplingParams::logprobs (bundles lack it)
+  // The call's sampling, replacing the bundle's (which lacks logprobs and the logit
+  // adjustments); none: the bundle's. With it, the request's tokens so far (TokenHistory): all
+  // it generated, the bundle's pending token included, and the prompt's distinct ids.
+  std::optional<SamplingParams> sampling;
+  std::vector<int32_t> generated;
+  std::vector<int32_t> prompt_ids;
 };
 
 struct LocalPrefillCall {
@@ -74,6 +80,7 @@ struct LocalPrefillCall {
   int max_new_tokens = 0;  // the first token included
   bool stop_at_eos = false;
   SchedulingClass scheduling;  // its place in the batch's queue (local prefills go in order)
+  int64_t generated_tail = 0;  // PrefillOptions::generated_tail (a retry's tokens already sent)
 };
 
 class DecodeWorker {

@@ -115,6 +115,7 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     request.policy = Policy();
     request.cancelled = call.cancelled;
     request.block_keys = &block_keys;
+    request.generated_tail = call.generated_tail;
     if (parts != nullptr) {
       request.on_block = [&parts](const SequenceState& state) {
         parts->SendReady(state, state.position);

@@ -75,6 +75,7 @@ struct PrefillCall {
   // K/V there); the bundle leaves out as many as this or this worker's own record says.
   int64_t decode_resident_blocks = 0;
   SchedulingClass scheduling;  // its place in the engine's queue
+  int64_t generated_tail = 0;  // PrefillOptions::generated_tail (a retry's tokens already sent)
 };
 
 // The payload of a Prefill error whose cause is the decode worker: the state bundle could not

@@ -68,6 +68,7 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
     call.max_new_tokens = max_new_tokens;
     call.stop_at_eos = request->stop_at_eos();
     call.scheduling = FromProto(request->scheduling());
+    call.generated_tail = request->generated_tokens();
     worker_.PrefillAndDecodeAsync(
         std::move(call), on_event, [this] { return cancelled_.load(); }, on_admitted);
     return;
@@ -76,8 +77,12 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
                          .transfer_id = request->transfer_id(),
                          .max_new_tokens = max_new_tokens,
                          .stop_at_eos = request->stop_at_eos(),
-                         .scheduling = FromProto(request->scheduling()),
-                         .logprobs = sampling.logprobs};
+                         .scheduling = FromProto(request->scheduling())};
+  if (request->has_sampling()) {
+    call.sampling = sampling;
+    call.generated.assign(request->generated().begin(), request->generated().end());
+    call.prompt_ids.assign(request->prompt_ids().begin(), request->prompt_ids().end());
+  }
   if (request->wait_for_bundle_ms() > 0) {
     call.wait = absl::Milliseconds(request->wait_for_bundle_ms());
   }

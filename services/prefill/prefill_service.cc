@@ -96,6 +96,7 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   call.stop_at_eos = request->stop_at_eos();
   call.decode_resident_blocks = request->decode_resident_blocks();
   call.scheduling = FromProto(request->scheduling());
+  call.generated_tail = request->generated_tokens();
   auto result = worker_.Prefill(call);
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kCancelled) ++cancelled_;

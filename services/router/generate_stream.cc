@@ -437,8 +437,13 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
 }
 
 AttemptRequest GenerateStream::Asked() const {
-  return AttemptRequest{request_id_,           attempt_.input,    call_.sampling,
-                        sent_.still_to_come(), call_.stop_at_eos, scheduling_};
+  return AttemptRequest{request_id_,
+                        attempt_.input,
+                        static_cast<uint32_t>(attempt_.input.size() - call_.prompt.size()),
+                        call_.sampling,
+                        sent_.still_to_come(),
+                        call_.stop_at_eos,
+                        scheduling_};
 }
 
 void GenerateStream::Emit(const v1::GeneratedToken& produced, std::function<void()> then) {

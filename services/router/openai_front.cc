@@ -212,6 +212,8 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
       param = "stop";
     } else if (field == "sampling.logprobs") {
       param = header_.chat ? "top_logprobs" : "logprobs";
+    } else if (absl::StartsWith(field, "sampling.")) {
+      param = field.substr(sizeof("sampling.") - 1);  // the same name in both APIs
     }
     if (param.empty()) return error;
     return ParamError(param, error.message());

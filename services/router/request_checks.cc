@@ -2,6 +2,7 @@
 #include "services/router/request_checks.h"
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lib/auth/tenant_directory.h"
@@ -42,6 +43,26 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(bool has_tokens, const v1::Tok
   return out;
 }
 
+// The sampling field a SamplingParams::Validate message is about (each starts with its name).
+std::string SamplingField(absl::string_view message) {
+  static constexpr const char* kFields[] = {"temperature",
+                                            "top_k",
+                                            "top_p",
+                                            "logprobs",
+                                            "logit_bias",
+                                            "repetition_penalty",
+                                            "frequency_penalty",
+                                            "presence_penalty",
+                                            "min_tokens",
+                                            "min_p"};
+  const absl::string_view name = message.substr(0, message.find_first_of(" :"));
+  for (const char* field : kFields) {
+    if (name == field) return absl::StrCat("sampling.", field);
+  }
+  if (absl::StartsWith(message, "stop token id")) return "sampling.stop_token_ids";
+  return "";
+}
+
 }  // namespace
 
 std::string InvalidField(const absl::Status& status) {
@@ -65,7 +86,7 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
   }
   call.sampling = FromProto(sampling);
   if (absl::Status st = call.sampling.Validate(config.vocab_size); !st.ok()) {
-    return absl::InvalidArgumentError(st.message());
+    return FieldError(SamplingField(st.message()), st.message());
   }
   call.max_new_tokens =
       sampling.max_new_tokens() > 0 ? sampling.max_new_tokens() : default_max_new_tokens;

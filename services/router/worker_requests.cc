@@ -1,6 +1,9 @@
 // Request builders: pure functions of the attempt, so the router's stream only sends them.
 #include "services/router/worker_requests.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "lib/rpc/proto_convert.h"
 
 namespace yoco {
@@ -20,6 +23,7 @@ v1::PrefillRequest RemotePrefillRequest(const AttemptRequest& attempt, const std
   req.set_stop_at_eos(attempt.stop_at_eos);
   *req.mutable_scheduling() = attempt.scheduling;
   req.set_decode_resident_blocks(decode_resident_blocks);
+  req.set_generated_tokens(attempt.generated_tokens);
   return req;
 }
 
@@ -31,6 +35,7 @@ v1::DecodeRequest LocalDecodeRequest(const AttemptRequest& attempt) {
   req.set_max_new_tokens(attempt.max_new_tokens);
   req.set_stop_at_eos(attempt.stop_at_eos);
   *req.mutable_scheduling() = attempt.scheduling;
+  req.set_generated_tokens(attempt.generated_tokens);
   return req;
 }
 
@@ -45,9 +50,18 @@ v1::DecodeRequest ShippedDecodeRequest(const AttemptRequest& attempt,
   req.set_wait_for_bundle_ms(wait_for_bundle_ms);
   req.set_stop_at_eos(attempt.stop_at_eos);
   *req.mutable_scheduling() = attempt.scheduling;
-  // The bundle carries the sampling, but not which logprobs to report.
-  if (attempt.sampling.logprobs >= 0) {
-    req.mutable_sampling()->set_logprobs(static_cast<uint32_t>(attempt.sampling.logprobs));
+  // The bundle's sampling lacks logprobs and the logit adjustments, and it has no history.
+  ToProto(attempt.sampling, req.mutable_sampling());
+  if (attempt.sampling.AdjustsLogits()) {
+    const size_t prompt = attempt.input.size() - attempt.generated_tokens;
+    req.mutable_generated()->Add(attempt.input.begin() + prompt, attempt.input.end());
+    req.add_generated(prefill.first_token());
+    if (attempt.sampling.repetition_penalty != 1.0f) {
+      std::vector<int32_t> ids(attempt.input.begin(), attempt.input.begin() + prompt);
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      req.mutable_prompt_ids()->Add(ids.begin(), ids.end());
+    }
   }
   return req;
 }

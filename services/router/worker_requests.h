@@ -16,6 +16,7 @@ namespace yoco {
 struct AttemptRequest {
   std::string request_id;
   absl::Span<const int32_t> input;  // the prompt plus the tokens already sent
+  uint32_t generated_tokens = 0;    // of those, the tokens already sent (input's last ones)
   SamplingParams sampling;
   uint32_t max_new_tokens = 0;  // still to come
   bool stop_at_eos = true;
@@ -33,7 +34,8 @@ v1::PrefillRequest RemotePrefillRequest(const AttemptRequest& attempt, const std
 v1::DecodeRequest LocalDecodeRequest(const AttemptRequest& attempt);
 
 // A decode worker that continues from the state `prefill` shipped to it (the prefill's first
-// token is among those already sent).
+// token is among those already sent, not in `attempt`): with the sampling, and the tokens so far
+// that its adjustments depend on.
 v1::DecodeRequest ShippedDecodeRequest(const AttemptRequest& attempt,
                                        const v1::PrefillResponse& prefill,
                                        uint32_t wait_for_bundle_ms);

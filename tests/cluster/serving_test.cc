@@ -77,6 +77,16 @@ TEST_F(ClusterServingTest, TokensEqualTheInProcessEngine) {
   ExpectEngineTokens({0}, 8);
   ExpectEngineTokens(RandomPrompt(3, 100), 30, Sampled(0.8f, 50, 1.0f, 7));
   ExpectEngineTokens(RandomPrompt(4, 40), 30, Sampled(1.2f, 0, 0.9f, 9));
+  // Logit adjustments, which depend on the tokens so far: prefilled where decoded, and shipped.
+  SamplingParams adjusted = Sampled(0.8f, 0, 1.0f, 11);
+  adjusted.logit_bias = {{5, 3.0f}, {300, -2.0f}};
+  adjusted.repetition_penalty = 1.3f;
+  adjusted.frequency_penalty = 0.6f;
+  adjusted.presence_penalty = 0.3f;
+  adjusted.min_tokens = 4;
+  adjusted.min_p = 0.02f;
+  ExpectEngineTokens(RandomPrompt(8, 12), 30, adjusted);
+  ExpectEngineTokens(RandomPrompt(9, 300), 30, adjusted);
 
   // 32 concurrent streams of mixed lengths.
   std::vector<v1::GenerateRequest> requests;
@@ -392,10 +402,15 @@ TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
   // Not much longer than 600 tokens: the retry prefills what was sent, which matches decoding it
   // to rounding only, and over thousands of greedy steps a near-tie of this random-weight model
   // can then flip.
+  // With penalties, which must count the tokens sent before the cut as the straight run does.
   const std::vector<int32_t> prompt = RandomPrompt(5, 50);
+  SamplingParams penalized;
+  penalized.repetition_penalty = 1.2f;
+  penalized.frequency_penalty = 1.0f;
+  penalized.presence_penalty = 0.5f;
   {
     grpc::ClientContext context;
-    auto stream = cluster_->stub().Generate(&context, Request(prompt, 600));
+    auto stream = cluster_->stub().Generate(&context, Request(prompt, 600, penalized));
     std::vector<int32_t> tokens;
     v1::GenerateResponse event;
     ASSERT_TRUE(stream->Read(&event));
@@ -420,7 +435,7 @@ TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
       if (event.has_token()) tokens.push_back(event.token().id());
     }
     EXPECT_TRUE(stream->Finish().ok());
-    EXPECT_EQ(tokens, InProcessTokens(prompt, 600));
+    EXPECT_EQ(tokens, InProcessTokens(prompt, 600, penalized));
     // The stream was cut and continued, not finished before the kill.
     EXPECT_EQ(cluster_->router().Metric("yoco_router_retries_total"), retries + 1);
   }

@@ -98,6 +98,18 @@ check("completion-logprobs", lp.choices[0].text === want("want_sampled.txt") &&
                                   Object.keys(legacy.top_logprobs[i]).length <= 3) &&
       legacy.text_offset.every((x, i) => i === 0 ? x === 0 : x >= legacy.text_offset[i - 1]),
       JSON.stringify(legacy));
+// Logit adjustments: a bias of +100 on one byte's id makes every greedy token that byte;
+// penalties are accepted and, seeded, reproducible.
+const forced = await client.completions.create(
+  { model, prompt, max_tokens: 5, temperature: 0, logit_bias: { [String("a".charCodeAt(0) + 4)]: 100 } });
+check("logit-bias", forced.choices[0].text === "aaaaa", JSON.stringify(forced.choices[0]));
+const penalized = { model, prompt, ...sampling, presence_penalty: 0.8, frequency_penalty: 0.5,
+                    repetition_penalty: 1.2, min_p: 0.05, min_tokens: 3 };
+const p1 = await client.completions.create(penalized);
+const p2 = await client.completions.create(penalized);
+check("penalties-reproducible", p1.choices[0].text === p2.choices[0].text &&
+      p1.usage.completion_tokens >= 3, JSON.stringify([p1.choices[0], p2.choices[0]]));
+
 // Scoring a prompt as lm-evaluation-harness does (echo, max_tokens 0, logprobs): the prompt's
 // own text back, a logprob for every token but the first (the numbers are checked against
 // `yoco logits` in ClusterServingTest).

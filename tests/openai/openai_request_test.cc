@@ -100,6 +100,28 @@ TEST(OpenAiRequestTest, EchoWithMaxTokensZeroScoresThePrompt) {
             "max_tokens");
 }
 
+TEST(OpenAiRequestTest, PenaltiesMinPMinTokensAndLogitBiasMapToTheSampling) {
+  auto r = ParseCompletionRequest(
+      R"({"prompt": "x", "presence_penalty": 0.5, "frequency_penalty": -1.25,
+          "repetition_penalty": 1.2, "min_p": 0.05, "min_tokens": 4,
+          "logit_bias": {"50256": -100, "7": 2.5}})",
+      OpenAiDefaults{}, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::SamplingParams& s = r->request.sampling();
+  EXPECT_FLOAT_EQ(s.presence_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty(), -1.25f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty(), 1.2f);
+  EXPECT_FLOAT_EQ(s.min_p(), 0.05f);
+  EXPECT_EQ(s.min_tokens(), 4u);
+  ASSERT_EQ(s.logit_bias().size(), 2u);
+  EXPECT_FLOAT_EQ(s.logit_bias().at(50256), -100.0f);
+  EXPECT_FLOAT_EQ(s.logit_bias().at(7), 2.5f);
+  auto none = ParseCompletionRequest(R"({"prompt": "x"})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FLOAT_EQ(none->request.sampling().repetition_penalty(), 1.0f);  // off
+  EXPECT_TRUE(none->request.sampling().logit_bias().empty());
+}
+
 TEST(OpenAiRequestTest, CompletionDefaultsAndPromptForms) {
   auto r =
       ParseCompletionRequest(R"({"prompt": [0, 17, 5], "ignore_eos": true})", OpenAiDefaults{}, 99);
@@ -148,8 +170,16 @@ TEST(OpenAiRequestTest, RefusalsNameTheField) {
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "stream": true, "stream_options": {"x": 1}})", "stream_options.x"},
       {R"({"prompt": "x", "stream": "yes"})", "stream"},
-      {R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty"},
-      {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "frequency_penalty": 2.5})", "frequency_penalty"},
+      {R"({"prompt": "x", "presence_penalty": "1"})", "presence_penalty"},
+      {R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty"},
+      {R"({"prompt": "x", "min_p": 1.5})", "min_p"},
+      {R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
+      {R"({"prompt": "x", "logit_bias": [5]})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"x": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"05": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"-5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
       {R"({"prompt": "x", "cache_salt": 1})", "cache_salt"},
       {R"({"prompt": "x", "priority": 101})", "priority"},
       {R"({"prompt": "x", "priority": 0.5})", "priority"},

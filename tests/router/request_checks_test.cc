@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+
 #include "lib/text/byte_tokenizer.h"
 
 namespace yoco {
@@ -72,6 +75,41 @@ TEST_F(RequestChecksTest, EachBadRequestSaysWhatIsWrong) {
   v1::GenerateRequest long_stop = Ids({0, 5}, 4);
   long_stop.mutable_sampling()->add_stop_strings(std::string(257, 'x'));
   ExpectRefused(long_stop, "1 to 256 bytes");
+}
+
+// A bad sampling setting names its field, as the HTTP front reports it ("param").
+TEST_F(RequestChecksTest, BadSamplingSettingsNameTheirField) {
+  struct Case {
+    std::function<void(v1::SamplingParams&)> set;
+    const char* field;
+  } cases[] = {
+      {[](v1::SamplingParams& s) { s.set_temperature(-1); }, "sampling.temperature"},
+      {[](v1::SamplingParams& s) { s.set_top_p(2); }, "sampling.top_p"},
+      {[](v1::SamplingParams& s) { s.set_logprobs(21); }, "sampling.logprobs"},
+      {[](v1::SamplingParams& s) { (*s.mutable_logit_bias())[300] = 1; }, "sampling.logit_bias"},
+      {[](v1::SamplingParams& s) { s.set_repetition_penalty(-1); }, "sampling.repetition_penalty"},
+      {[](v1::SamplingParams& s) { s.set_frequency_penalty(3); }, "sampling.frequency_penalty"},
+      {[](v1::SamplingParams& s) { s.set_presence_penalty(NAN); }, "sampling.presence_penalty"},
+      {[](v1::SamplingParams& s) { s.set_min_p(2); }, "sampling.min_p"},
+      {[](v1::SamplingParams& s) { s.add_stop_token_ids(300); }, "sampling.stop_token_ids"},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest r = Ids({0, 5}, 4);
+    c.set(*r.mutable_sampling());
+    const absl::Status st = Check(r);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_EQ(InvalidField(st), c.field) << st;
+  }
+  v1::GenerateRequest fine = Ids({0, 5}, 4);
+  (*fine.mutable_sampling()->mutable_logit_bias())[299] = -100;
+  (*fine.mutable_sampling()->mutable_logit_bias())[4] = 3;
+  fine.mutable_sampling()->set_min_tokens(2);
+  auto call = CheckGenerateRequest(fine, config_, tokenizer_, 16);
+  ASSERT_TRUE(call.ok()) << call.status();
+  const std::vector<std::pair<int32_t, float>> bias = {{4, 3.0f}, {299, -100.0f}};
+  EXPECT_EQ(call->sampling.logit_bias, bias);  // sorted, whatever the map's order
+  EXPECT_EQ(call->sampling.min_tokens, 2);
+  EXPECT_FLOAT_EQ(call->sampling.repetition_penalty, 1.0f);  // 0 on the wire: off
 }
 
 TEST_F(RequestChecksTest, PrecacheDocumentsMustFitTheModel) {

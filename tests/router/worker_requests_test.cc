@@ -74,5 +74,31 @@ TEST(WorkerRequestsTest, ALocalDecodeCarriesThePromptAShippedOneTheTransfer) {
   EXPECT_FALSE(ShippedDecodeRequest(quiet, shipped, 800).sampling().has_logprobs());
 }
 
+// With penalties the decode worker needs the request's tokens so far: all it generated (the
+// tokens already sent and the prefill's first) and, for repetition_penalty, the prompt's ids.
+TEST(WorkerRequestsTest, AdjustingSamplingCarriesTheTokensSoFar) {
+  const std::vector<int32_t> input = {0, 41, 40, 41, 7, 7};  // the last two sent already
+  AttemptRequest a = Retry(input);
+  a.generated_tokens = 2;
+  a.sampling.repetition_penalty = 1.2f;
+  a.sampling.frequency_penalty = 0.5f;
+  EXPECT_EQ(RemotePrefillRequest(a, "", "ucx", 0, 100).generated_tokens(), 2u);
+  EXPECT_EQ(LocalDecodeRequest(a).generated_tokens(), 2u);
+  v1::PrefillResponse shipped;
+  shipped.set_first_token(9);
+  const v1::DecodeRequest remote = ShippedDecodeRequest(a, shipped, 800);
+  EXPECT_EQ(std::vector<int32_t>(remote.generated().begin(), remote.generated().end()),
+            std::vector<int32_t>({7, 7, 9}));
+  EXPECT_EQ(std::vector<int32_t>(remote.prompt_ids().begin(), remote.prompt_ids().end()),
+            std::vector<int32_t>({0, 40, 41}));
+  EXPECT_FLOAT_EQ(remote.sampling().repetition_penalty(), 1.2f);
+  EXPECT_FLOAT_EQ(remote.sampling().frequency_penalty(), 0.5f);
+
+  a.sampling.repetition_penalty = 1.0f;  // no prompt ids needed
+  EXPECT_TRUE(ShippedDecodeRequest(a, shipped, 800).prompt_ids().empty());
+  a.sampling.frequency_penalty = 0.0f;  // nothing adjusts: no history at all
+  EXPECT_TRUE(ShippedDecodeRequest(a, shipped, 800).generated().empty());
+}
+
 }  // namespace
 }  // namespace yoco

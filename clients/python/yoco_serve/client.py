@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -203,7 +203,8 @@ class YocoClient:
         document reuses its snapshot (Answer.cached_prompt_tokens says how much). `sampling`:
         max_new_tokens (64), temperature (0: greedy), top_k, top_p, seed, stop (strings),
         stop_at_eos (True), logprobs (None; N in [0, 20]: each token's logprob and the N most
-        likely tokens'), request_id."""
+        likely tokens'), presence_penalty, frequency_penalty, repetition_penalty, min_p,
+        min_tokens, logit_bias ({token id: bias}), request_id."""
         tokens: List[Token] = []
         finish = None
         request = self._generate_request(prompt, **sampling)
@@ -251,6 +252,12 @@ class YocoClient:
         stop: Sequence[str] = (),
         stop_at_eos: bool = True,
         logprobs: Optional[int] = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repetition_penalty: float = 1.0,
+        min_p: float = 0.0,
+        min_tokens: int = 0,
+        logit_bias: Optional[Dict[int, float]] = None,
         request_id: str = "",
     ) -> yoco_pb2.GenerateRequest:
         request = yoco_pb2.GenerateRequest(request_id=request_id)
@@ -268,6 +275,13 @@ class YocoClient:
         s.stop_at_eos = stop_at_eos
         if logprobs is not None:
             s.logprobs = logprobs
+        s.presence_penalty = presence_penalty
+        s.frequency_penalty = frequency_penalty
+        s.repetition_penalty = repetition_penalty
+        s.min_p = min_p
+        s.min_tokens = min_tokens
+        for token, bias in (logit_bias or {}).items():
+            s.logit_bias[token] = bias
         return request
 
     def _events(self, request: yoco_pb2.GenerateRequest):
