@@ -53,6 +53,11 @@ TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppCli
     for (const v1::GeneratedToken& token : want.messages) logprob += token.logprob().logprob();
     EXPECT_NEAR(j["logprob"].get<double>(), logprob, 1e-9) << line;
     EXPECT_LT(logprob, 0) << line;
+    // Scored afterwards, each answer token has the logprob it was generated with.
+    const auto generated = j["token_logprobs"].get<std::vector<double>>();
+    const auto scored = j["scored_tail"].get<std::vector<double>>();
+    ASSERT_EQ(scored.size(), generated.size()) << line;
+    for (size_t i = 0; i < scored.size(); ++i) EXPECT_NEAR(scored[i], generated[i], 2e-4) << line;
     EXPECT_EQ(j["answer"].get<std::string>(), want.text) << line;
     EXPECT_EQ(j["request_id"].get<std::string>().rfind("rag-doc", 0), 0u) << line;
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """RAG against YOCO Serve: pre-cache three documents, then ask questions about each; every
 question reuses its document's snapshot, so only the question is prefilled. Prints one JSON line
-per pre-cached document and per answer (with its cached prompt tokens).
+per pre-cached document and per answer (with its cached prompt tokens, its log-probability, and
+its tokens' logprobs as generated and as scored afterwards).
 
     PYTHONPATH=build/clients/python:clients/python \\
         python3 clients/python/examples/rag.py --router 127.0.0.1:50051
@@ -51,8 +52,14 @@ def main() -> None:
                 # The answer's log-probability: a confidence to rank or filter answers by.
                 answer = client.ask(document + question, max_new_tokens=args.max_new_tokens,
                                     logprobs=0, request_id=f"rag-doc{d}-q{q}")
+                # The same answer scored afterwards, as a reranker scores a candidate (by token
+                # ids: an answer's text need not tokenise back to the same ids).
+                prompt_ids = [0] + client.tokenize(document + question)  # BOS first
+                scored = client.score(prompt_ids + answer.token_ids)
                 line = {"document": d, "question": question.strip(), "answer": answer.text,
                         "token_ids": answer.token_ids, "logprob": answer.logprob,
+                        "scored_tail": [t.logprob for t in scored.tokens[-len(answer.token_ids):]],
+                        "token_logprobs": [t.logprob for t in answer.tokens],
                         "cached_prompt_tokens": answer.cached_prompt_tokens,
                         "prompt_tokens": answer.prompt_tokens, "request_id": answer.request_id}
                 if args.show_prompts:

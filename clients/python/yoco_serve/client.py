@@ -90,6 +90,12 @@ def _token(t: yoco_pb2.GeneratedToken) -> Token:
     return Token(t.id, t.text, t.index, t.logprob.logprob, top)
 
 
+@dataclasses.dataclass(frozen=True)
+class Scored:
+    tokens: Tuple[Token, ...]  # the prompt's, each with its logprob (the first: None)
+    total_logprob: float  # their sum
+
+
 _FINISH = {
     yoco_pb2.FINISH_REASON_STOP: "stop",
     yoco_pb2.FINISH_REASON_LENGTH: "length",
@@ -299,6 +305,18 @@ class YocoClient:
                 if not got_any and self._retry(e, attempt):
                     continue
                 raise self._error(e) from None
+
+    def score(self, prompt: Union[str, Sequence[int]], *, top_logprobs: int = 0) -> Scored:
+        """The log-probability of every token of `prompt` (text, or token ids starting with BOS)
+        given those before it: Scored.tokens[0] has none. Ranks candidate answers by how likely
+        the model finds them after a question (score question + answer, sum the answer's)."""
+        request = yoco_pb2.ScoreRequest(top_logprobs=top_logprobs)
+        if isinstance(prompt, str):
+            request.text = prompt
+        else:
+            request.tokens.ids.extend(prompt)
+        response = self._unary(self._stub.Score, request)
+        return Scored(tuple(_token(t) for t in response.tokens), response.total_logprob)
 
     def tokenize(self, text: str) -> List[int]:
         return list(self._unary(self._stub.Tokenize, yoco_pb2.TokenizeRequest(text=text)).ids)
