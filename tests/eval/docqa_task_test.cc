@@ -4,9 +4,11 @@
 #include "tools/yoco_eval/docqa_task.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -127,7 +129,11 @@ class TaskFileTest : public ::testing::Test {
     return path_;
   }
   void TearDown() override { std::remove(path_.c_str()); }
-  std::string path_ = ::testing::TempDir() + "/docqa_task_test.json";
+  // Per test and process: CTest runs this suite's tests in parallel, and one's TearDown must not
+  // remove the file another is reading.
+  std::string path_ = ::testing::TempDir() + "/docqa_task_test_" +
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                      std::to_string(getpid()) + ".json";
 };
 
 TEST_F(TaskFileTest, BrokenFilesAreRefusedWithTheReason) {
