@@ -27,9 +27,36 @@ bool Present(const json& body, const char* key) {
   return it != body.end() && !it->is_null();
 }
 
-absl::Status CheckKnownFields(const json& body, const std::set<std::string>& known) {
+// The fields ParseCommon reads, which both endpoints take.
+const std::set<std::string>& CommonFields() {
+  static const auto* fields = new std::set<std::string>{"model",
+                                                        "temperature",
+                                                        "top_p",
+                                                        "top_k",
+                                                        "seed",
+                                                        "stop",
+                                                        "stream",
+                                                        "stream_options",
+                                                        "n",
+                                                        "presence_penalty",
+                                                        "frequency_penalty",
+                                                        "repetition_penalty",
+                                                        "min_p",
+                                                        "min_tokens",
+                                                        "logit_bias",
+                                                        "user",
+                                                        "ignore_eos",
+                                                        "cache_salt",
+                                                        "priority"};
+  return *fields;
+}
+
+// An unknown field is refused by name: those of `endpoint` and CommonFields() are known.
+absl::Status CheckKnownFields(const json& body, const std::set<std::string>& endpoint) {
   for (const auto& [key, value] : body.items()) {
-    if (known.count(key) == 0) return ParamError(key, "unknown or unsupported field");
+    if (endpoint.count(key) == 0 && CommonFields().count(key) == 0) {
+      return ParamError(key, "unknown or unsupported field");
+    }
   }
   return absl::OkStatus();
 }
@@ -249,31 +276,8 @@ absl::StatusOr<OpenAiGenerate> ParseCompletionRequest(absl::string_view text,
   absl::StatusOr<json> parsed = ParseRequestObject(text);
   if (!parsed.ok()) return parsed.status();
   const json& body = *parsed;
-  if (absl::Status st = CheckKnownFields(body, {"model",
-                                                "prompt",
-                                                "max_tokens",
-                                                "temperature",
-                                                "top_p",
-                                                "top_k",
-                                                "seed",
-                                                "stop",
-                                                "stream",
-                                                "stream_options",
-                                                "n",
-                                                "best_of",
-                                                "echo",
-                                                "logprobs",
-                                                "presence_penalty",
-                                                "frequency_penalty",
-                                                "logit_bias",
-                                                "user",
-                                                "suffix",
-                                                "ignore_eos",
-                                                "cache_salt",
-                                                "priority",
-                                                "repetition_penalty",
-                                                "min_p",
-                                                "min_tokens"});
+  if (absl::Status st =
+          CheckKnownFields(body, {"prompt", "max_tokens", "best_of", "echo", "logprobs", "suffix"});
       !st.ok()) {
     return st;
   }
@@ -338,30 +342,8 @@ absl::StatusOr<OpenAiGenerate> ParseChatRequest(absl::string_view text,
   absl::StatusOr<json> parsed = ParseRequestObject(text);
   if (!parsed.ok()) return parsed.status();
   const json& body = *parsed;
-  if (absl::Status st = CheckKnownFields(body, {"model",
-                                                "messages",
-                                                "max_tokens",
-                                                "max_completion_tokens",
-                                                "temperature",
-                                                "top_p",
-                                                "top_k",
-                                                "seed",
-                                                "stop",
-                                                "stream",
-                                                "stream_options",
-                                                "n",
-                                                "logprobs",
-                                                "top_logprobs",
-                                                "presence_penalty",
-                                                "frequency_penalty",
-                                                "logit_bias",
-                                                "user",
-                                                "ignore_eos",
-                                                "cache_salt",
-                                                "priority",
-                                                "repetition_penalty",
-                                                "min_p",
-                                                "min_tokens"});
+  if (absl::Status st = CheckKnownFields(
+          body, {"messages", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs"});
       !st.ok()) {
     return st;
   }

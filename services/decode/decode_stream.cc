@@ -6,7 +6,6 @@
 #include <limits>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
@@ -50,13 +49,8 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
     FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens must be >= 1"));
     return;
   }
+  // Validated with the rest of the sampling where it is used (a prefill, AdmitBundle).
   const SamplingParams sampling = FromProto(request->sampling());
-  if (sampling.logprobs > kMaxTopLogprobs) {
-    admission_done_ = events_done_ = true;
-    FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("logprobs must be in [0, ", kMaxTopLogprobs, "]")));
-    return;
-  }
   const int max_new_tokens = static_cast<int>(
       std::min<uint32_t>(request->max_new_tokens(), std::numeric_limits<int>::max()));
   auto on_event = [this](const DecodeEvent& e) { OnEvent(e); };

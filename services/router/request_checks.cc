@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "lib/auth/tenant_directory.h"
 #include "lib/rpc/proto_convert.h"
+#include "lib/status/status_macros.h"
 
 namespace yoco {
 namespace {
@@ -61,6 +62,17 @@ std::string SamplingField(absl::string_view message) {
   }
   if (absl::StartsWith(message, "stop token id")) return "sampling.stop_token_ids";
   return "";
+}
+
+// INVALID_ARGUMENT (naming `field`, if any) for `what` of `tokens` beyond max_seq_len.
+absl::Status CheckFitsContext(size_t tokens, const ModelConfig& config, absl::string_view what,
+                              absl::string_view field) {
+  if (config.max_seq_len <= 0 || tokens <= static_cast<size_t>(config.max_seq_len)) {
+    return absl::OkStatus();
+  }
+  return FieldError(field,
+                    absl::StrCat(what, " (", tokens, " tokens) exceeds the model's max_seq_len ",
+                                 config.max_seq_len));
 }
 
 }  // namespace
@@ -132,11 +144,7 @@ absl::StatusOr<std::vector<int32_t>> CheckScoreRequest(const v1::ScoreRequest& r
   absl::StatusOr<std::vector<int32_t>> prompt =
       PromptTokens(request.has_tokens(), request.tokens(), request.text(), config, tokenizer);
   if (!prompt.ok()) return prompt.status();
-  if (config.max_seq_len > 0 && prompt->size() > static_cast<size_t>(config.max_seq_len)) {
-    return FieldError(
-        "prompt", absl::StrCat("the prompt (", prompt->size(),
-                               " tokens) exceeds the model's max_seq_len ", config.max_seq_len));
-  }
+  RETURN_IF_ERROR(CheckFitsContext(prompt->size(), config, "the prompt", "prompt"));
   if (request.top_logprobs() > static_cast<uint32_t>(kMaxTopLogprobs)) {
     return FieldError("top_logprobs", absl::StrCat("top_logprobs must be in [0, ", kMaxTopLogprobs,
                                                    "], got ", request.top_logprobs()));
@@ -150,11 +158,7 @@ absl::StatusOr<std::vector<int32_t>> CheckPrecacheRequest(const v1::PrecacheRequ
   absl::StatusOr<std::vector<int32_t>> document =
       PromptTokens(request.has_tokens(), request.tokens(), request.text(), config, tokenizer);
   if (!document.ok()) return document.status();
-  if (config.max_seq_len > 0 && document->size() > static_cast<size_t>(config.max_seq_len)) {
-    return absl::InvalidArgumentError(absl::StrCat("the document (", document->size(),
-                                                   " tokens) exceeds the model's max_seq_len ",
-                                                   config.max_seq_len));
-  }
+  RETURN_IF_ERROR(CheckFitsContext(document->size(), config, "the document", ""));
   return document;
 }
 
