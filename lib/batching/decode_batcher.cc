@@ -55,26 +55,39 @@ class DecodeBatcher::Loop {
     thread_.join();
   }
 
-  absl::StatusOr<uint64_t> Admit(DecodeSequence seq) {
-    if (seq.max_new_tokens < 1) return absl::InvalidArgumentError("max_new_tokens must be >= 1");
-    const int64_t bytes =
-        ReservedBytes(backend_.model().config(), seq.generation.state(), seq.max_new_tokens);
-    if (bytes > options_.memory_budget_bytes) {
-      // Not load: no wait makes it fit, so the caller must look elsewhere.
-      return absl::FailedPreconditionError(absl::StrCat("the sequence needs ", bytes,
-                                                        " bytes of state memory, more than this "
-                                                        "decode worker's whole budget of ",
-                                                        options_.memory_budget_bytes));
+  absl::StatusOr<uint64_t> Admit(std::vector<DecodeSequence> choices) {
+    std::vector<std::unique_ptr<Entry>> entries;
+    for (DecodeSequence& seq : choices) {
+      if (seq.max_new_tokens < 1) {
+        return absl::InvalidArgumentError("max_new_tokens must be >= 1");
+      }
+      const Generation& g = seq.generation;
+      const int64_t bytes = ReservedBytes(backend_.model().config(), g.state(),
+                                          seq.max_new_tokens + static_cast<int>(g.replay_left()));
+      if (bytes > options_.memory_budget_bytes) {
+        // Not load: no wait makes it fit, so the caller must look elsewhere.
+        return absl::FailedPreconditionError(
+            absl::StrCat("the sequence needs ", bytes,
+                         " bytes of state memory, more than this decode worker's whole budget of ",
+                         options_.memory_budget_bytes));
+      }
+      const int64_t growth = bytes - g.state().bytes();
+      entries.push_back(
+          std::make_unique<Entry>(Entry{0, 0, std::move(seq), bytes, growth, {}, 0, false}));
     }
+    if (entries.empty()) return absl::InvalidArgumentError("no sequence to admit");
     absl::MutexLock lock(&mu_);
-    if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+    if (static_cast<int>(queue_.size() + entries.size()) > options_.max_queue) {
       return absl::ResourceExhaustedError(
           absl::StrCat("decode queue is full (", options_.max_queue, ")"));
     }
-    const uint64_t id = ++next_id_;
-    const int64_t growth = bytes - seq.generation.state().bytes();
-    order_.Add(id, seq.scheduling);
-    queue_[id] = std::make_unique<Entry>(Entry{id, std::move(seq), bytes, growth, {}, 0, false});
+    const uint64_t id = next_id_ + 1;
+    for (auto& e : entries) {
+      e->key = ++next_id_;
+      e->id = id;
+      order_.Add(e->key, e->seq.scheduling);
+      queue_[e->key] = std::move(e);
+    }
     cv_.SignalAll();
     return id;
   }
@@ -94,7 +107,8 @@ class DecodeBatcher::Loop {
 
  private:
   struct Entry {
-    uint64_t id;
+    uint64_t key;  // in queue_ and order_
+    uint64_t id;   // what Cancel names: the first key of its request's choices
     DecodeSequence seq;
     int64_t bytes;               // alone: ReservedBytes
     int64_t growth;              // of those, the rows it may still add
@@ -128,10 +142,12 @@ class DecodeBatcher::Loop {
         // Cancellations: queued ones leave now, active ones at this step boundary.
         for (uint64_t id : cancelled_) {
           for (auto& e : active) e->cancelled |= e->id == id;
-          if (auto queued = queue_.find(id); queued != queue_.end()) {
+          // A request's choices have consecutive keys from its id.
+          for (auto queued = queue_.lower_bound(id);
+               queued != queue_.end() && queued->second->id == id;) {
+            order_.Remove(queued->first);
             retired_queued.push_back(std::move(queued->second));
-            queue_.erase(queued);
-            order_.Remove(id);
+            queued = queue_.erase(queued);
           }
         }
         cancelled_.clear();
@@ -186,6 +202,7 @@ class DecodeBatcher::Loop {
           e.failed = true;
           continue;
         }
+        if (e.seq.generation.replayed()) continue;  // the client has it already
         ++e.generated;
         DecodeEvent ev;
         ev.token = tokens[i];
@@ -205,7 +222,8 @@ class DecodeBatcher::Loop {
       Retire(
           active, &ledger,
           [](const Entry& e) {
-            return Stop(e) != DecodeFinish::kLength || e.generated >= e.seq.max_new_tokens;
+            return !e.seq.generation.replayed() &&
+                   (Stop(e) != DecodeFinish::kLength || e.generated >= e.seq.max_new_tokens);
           },
           std::nullopt);
       PublishStats(active, ledger.bytes(), batch);
@@ -298,7 +316,12 @@ DecodeBatcher::DecodeBatcher(Backend& backend, DecodeBatcherOptions options)
 DecodeBatcher::~DecodeBatcher() = default;
 
 absl::StatusOr<uint64_t> DecodeBatcher::Admit(DecodeSequence sequence) {
-  return loop_->Admit(std::move(sequence));
+  std::vector<DecodeSequence> one;
+  one.push_back(std::move(sequence));
+  return loop_->Admit(std::move(one));
+}
+absl::StatusOr<uint64_t> DecodeBatcher::AdmitChoices(std::vector<DecodeSequence> choices) {
+  return loop_->Admit(std::move(choices));
 }
 void DecodeBatcher::Cancel(uint64_t id) { loop_->Cancel(id); }
 DecodeBatcherStats DecodeBatcher::stats() const { return loop_->stats(); }

@@ -58,11 +58,12 @@ struct DecodeEvent {
   int generated = 0;                            // tokens produced so far for this sequence
   DecodeFinish reason = DecodeFinish::kLength;  // when finished
   absl::Status status;                          // kError: why
+  uint32_t choice = 0;                          // DecodeChoiceCall::choice (n > 1)
 };
 
 struct DecodeSequence {
   Generation generation;     // restored from the bundle: state + pending token + sampling
-  int max_new_tokens = 0;    // tokens to produce here
+  int max_new_tokens = 0;    // tokens to produce here (after any the generation replays)
   bool stop_at_eos = false;  // the sampling's stop ids always stop
   std::function<void(const DecodeEvent&)> on_event;
   SchedulingClass scheduling;  // its place among the waiting ones
@@ -89,12 +90,17 @@ class DecodeBatcher {
   // it may fit), FAILED_PRECONDITION when the sequence alone could never fit the memory budget;
   // INVALID_ARGUMENT for max_new_tokens < 1.
   absl::StatusOr<uint64_t> Admit(DecodeSequence sequence);
-  // Ends a sequence (queued or active) with kCancelled at the next step boundary; its memory is
-  // released then. Unknown ids are ignored.
+  // Queues the choices of one request (sequences from one prompt, sharing its K/V chunks) under
+  // one id, all or none: each joins the batch when it fits, in order, and Cancel ends them all.
+  // The errors of Admit, for any of them.
+  absl::StatusOr<uint64_t> AdmitChoices(std::vector<DecodeSequence> choices);
+  // Ends a sequence (or a request's choices), queued or active, with kCancelled at the next
+  // step boundary; its memory is released then. Unknown ids are ignored.
   void Cancel(uint64_t id);
   DecodeBatcherStats stats() const;
 
-  // Memory a sequence reserves: its state now plus the K/V rows of max_new_tokens more tokens.
+  // Memory a sequence reserves: its state now plus the K/V rows of max_new_tokens more tokens
+  // (and of those it replays first).
   static int64_t ReservedBytes(const ModelConfig& config, const SequenceState& state,
                                int max_new_tokens);
   // The most K/V rows (state position + max_new_tokens) whose ReservedBytes fit `budget_bytes`:

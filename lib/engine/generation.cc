@@ -98,6 +98,7 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
     if (options.progress) options.progress(gen.state_.position);
   }
   RETURN_IF_ERROR(CheckFinite(gen.logits_, gen.state_.position));
+  if (gen.sampling_.AdjustsLogits()) gen.first_history_ = gen.history_;
   gen.SampleFrom(gen.logits_);
   *first_token = gen.pending_;
   return gen;
@@ -117,6 +118,32 @@ void Generation::SampleFrom(absl::Span<const float> logits) {
   } else {
     pending_logprobs_.reset();
   }
+}
+
+std::vector<ChoiceDraw> Generation::DrawChoices(absl::Span<const uint32_t> choices) const {
+  std::vector<ChoiceDraw> draws;
+  Sampler sampler;
+  std::vector<float> adjusted;
+  for (uint32_t c : choices) {
+    SamplingParams sampling = sampling_;
+    sampling.seed = ChoiceSeed(sampling_.seed, c);
+    ChoiceDraw draw{.choice = c};
+    if (sampling.AdjustsLogits()) {
+      adjusted = logits_;
+      first_history_.Adjust(sampling, absl::MakeSpan(adjusted));
+      draw.token = sampler.Sample(sampling, adjusted, state_.position);
+    } else {
+      draw.token = sampler.Sample(sampling, logits_, state_.position);
+    }
+    if (sampling.logprobs >= 0) draw.logprobs = LogprobsOf(logits_, draw.token, sampling.logprobs);
+    draws.push_back(std::move(draw));
+  }
+  return draws;
+}
+
+void Generation::set_replay(std::vector<int32_t> tokens) {
+  replay_ = std::move(tokens);
+  replay_next_ = 0;
 }
 
 absl::StatusOr<Generation> Generation::FromBundle(StateBundle bundle) {
@@ -157,7 +184,14 @@ absl::Status Generation::NextBatch(Backend& backend, absl::Span<Generation* cons
       tokens->push_back(kNonFiniteLogits);
       continue;
     }
-    g->SampleFrom(row);
+    g->replayed_ = g->replay_next_ < g->replay_.size();
+    if (g->replayed_) {
+      g->pending_ = g->replay_[g->replay_next_++];
+      if (g->sampling_.AdjustsLogits()) g->history_.Add(g->pending_);
+      g->pending_logprobs_.reset();
+    } else {
+      g->SampleFrom(row);
+    }
     tokens->push_back(g->pending_);
   }
   return absl::OkStatus();

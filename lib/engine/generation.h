@@ -52,6 +52,13 @@ absl::Status CheckFinite(absl::Span<const float> logits, int64_t position);
 absl::Status CheckPrompt(const ModelConfig& config, absl::Span<const int32_t> prompt);
 absl::Status NonFiniteLogitsError(int64_t position);
 
+// A choice's first token (SamplingParams' n > 1), drawn from a prefill's logits.
+struct ChoiceDraw {
+  uint32_t choice = 0;
+  int32_t token = -1;
+  std::optional<TokenLogprobs> logprobs;  // when the sampling asks for them
+};
+
 class Generation {
  public:
   // The reference loop's start: prefill all but the last prompt token; the last one becomes
@@ -68,6 +75,18 @@ class Generation {
 
   static absl::StatusOr<Generation> FromBundle(StateBundle bundle);
   StateBundle ToBundle(uint64_t model_fingerprint) const;
+
+  // The first token of each of `choices`, drawn from the logits this generation's Prefill ended
+  // with: choice c as a Prefill with seed ChoiceSeed(seed, c) draws it (its pending token is
+  // choice 0's). REQUIRES: made by Prefill, no step taken since.
+  std::vector<ChoiceDraw> DrawChoices(absl::Span<const uint32_t> choices) const;
+
+  // Tokens the next steps feed after the pending one instead of drawing (a retry's tokens the
+  // client has already): a step that takes one reports replayed(), and the draws resume after
+  // the last, exactly as if they had been drawn here.
+  void set_replay(std::vector<int32_t> tokens);
+  int64_t replay_left() const { return static_cast<int64_t>(replay_.size()) - replay_next_; }
+  bool replayed() const { return replayed_; }
 
   // Feeds the pending token, samples the next one, and makes it pending.
   absl::StatusOr<int32_t> Next(Backend& backend);
@@ -105,6 +124,10 @@ class Generation {
   SamplingParams sampling_;
   std::optional<TokenLogprobs> pending_logprobs_;
   TokenHistory history_;         // kept when the sampling adjusts logits
+  TokenHistory first_history_;   // Prefill's, before its draw (DrawChoices)
+  std::vector<int32_t> replay_;  // set_replay's tokens; replay_next_ is the next to feed
+  size_t replay_next_ = 0;
+  bool replayed_ = false;
   std::vector<float> adjusted_;  // the logits after those adjustments
   Sampler sampler_;
   std::vector<float> logits_;

@@ -67,4 +67,14 @@ TokenStop StopAfter(const SamplingParams& sampling, bool stop_at_eos, int32_t to
   return TokenStop::kNone;
 }
 
+uint64_t ChoiceSeed(uint64_t seed, uint32_t choice) {
+  if (choice == 0) return seed;
+  // SplitMix64's finaliser over the seed offset by the choice's own odd stride: distinct
+  // choices give unrelated seeds.
+  uint64_t z = seed + (uint64_t{choice} * 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 }  // namespace yoco

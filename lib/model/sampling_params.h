@@ -59,6 +59,15 @@ struct SamplingParams {
   bool operator==(const SamplingParams&) const = default;
 };
 
+// The most choices (samples of one prompt, OpenAI's `n`) a request may ask for.
+inline constexpr int32_t kMaxChoices = 16;
+
+// The seed choice `choice` of a request draws with: `seed` itself for choice 0 (so n = 1 and a
+// request's first choice agree), a mix of both otherwise. Every layer derives it here, so a
+// whole multi-choice response is reproducible from the request's seed, and choice i equals a
+// one-choice request of seed ChoiceSeed(seed, i).
+uint64_t ChoiceSeed(uint64_t seed, uint32_t choice);
+
 // Whether emitting `token` ends a generation, and why. A stop id the caller named wins over EOS
 // (both report "stop" then, as the reference does). Every layer that decides where a stream ends
 // (engine, prefill worker, decode batch, router) asks this, so they cannot disagree.

@@ -205,18 +205,64 @@ StateBundle DecodeWorker::TakeArrivedLocked(const std::pair<uint64_t, uint64_t>&
 absl::StatusOr<uint64_t> DecodeWorker::AdmitBundle(
     StateBundle bundle, const ShippedDecodeCall& call,
     std::function<void(const DecodeEvent&)> on_event) {
-  absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
-  if (!gen.ok()) return gen.status();
   if (call.sampling.has_value()) {
     if (absl::Status st = call.sampling->Validate(backend_->model().config().vocab_size);
         !st.ok()) {
       return st;
     }
+  }
+  if (!call.choices.empty()) {
+    if (!call.sampling.has_value()) {
+      return absl::InvalidArgumentError("a call with choices must carry its sampling");
+    }
+    return AdmitChoices(std::move(bundle), *call.sampling, call.prompt_ids, call.choices,
+                        std::vector<bool>(call.choices.size(), false), call.stop_at_eos,
+                        call.scheduling, std::move(on_event));
+  }
+  absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(bundle));
+  if (!gen.ok()) return gen.status();
+  if (call.sampling.has_value()) {
     gen->set_sampling(*call.sampling);
     gen->set_history(TokenHistory(call.prompt_ids, call.generated));
   }
   return batcher_->Admit({std::move(*gen), call.max_new_tokens, call.stop_at_eos,
                           std::move(on_event), call.scheduling});
+}
+
+absl::StatusOr<uint64_t> DecodeWorker::AdmitChoices(
+    StateBundle bundle, const SamplingParams& sampling, const std::vector<int32_t>& prompt_ids,
+    const std::vector<DecodeChoiceCall>& choices, const std::vector<bool>& drawn_here,
+    bool stop_at_eos, const SchedulingClass& scheduling,
+    std::function<void(const DecodeEvent&)> on_event) {
+  auto shared_on_event =
+      std::make_shared<std::function<void(const DecodeEvent&)>>(std::move(on_event));
+  std::vector<DecodeSequence> sequences;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const DecodeChoiceCall& c = choices[i];
+    if (c.sent.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("choice ", c.choice, " has no first token to continue from"));
+    }
+    // Copies share the state's full K/V chunks; the last takes the bundle itself.
+    StateBundle own = i + 1 < choices.size() ? bundle : std::move(bundle);
+    own.pending_token = c.sent[0];
+    absl::StatusOr<Generation> gen = Generation::FromBundle(std::move(own));
+    if (!gen.ok()) return gen.status();
+    SamplingParams choice_sampling = sampling;
+    choice_sampling.seed = ChoiceSeed(sampling.seed, c.choice);
+    gen->set_sampling(std::move(choice_sampling));
+    gen->set_history(TokenHistory(prompt_ids, {c.sent.data(), 1}));
+    gen->set_replay({c.sent.begin() + 1, c.sent.end()});
+    const int counted = drawn_here[i] ? 1 : 0;  // the events count the first when drawn here
+    sequences.push_back({std::move(*gen), c.max_new_tokens, stop_at_eos,
+                         [shared_on_event, choice = c.choice, counted](DecodeEvent e) {
+                           e.choice = choice;
+                           e.generated += counted;
+                           (*shared_on_event)(e);
+                         },
+                         scheduling});
+  }
+  return batcher_->AdmitChoices(std::move(sequences));
 }
 
 uint64_t DecodeWorker::DecodeWhenArrived(
@@ -327,7 +373,9 @@ absl::StatusOr<uint64_t> DecodeWorker::Decode(const ShippedDecodeCall& call,
 }
 
 absl::Status DecodeWorker::CheckLocalPrefill(const LocalPrefillCall& call) const {
-  if (call.max_new_tokens < 1) return absl::InvalidArgumentError("max_new_tokens must be >= 1");
+  if (call.choices.empty() && call.max_new_tokens < 1) {
+    return absl::InvalidArgumentError("max_new_tokens must be >= 1");
+  }
   if (absl::Status st = CheckPrompt(prefill_backend_->model().config(), call.prompt); !st.ok()) {
     return st;
   }
@@ -361,6 +409,7 @@ absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
   absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*prefill_backend_, nullptr, request);
   if (!prefill.ok()) return prefill.status();
   local_prefills_.fetch_add(1);
+  if (!call.choices.empty()) return AdmitLocalChoices(call, *std::move(prefill), on_event);
   const int32_t first = prefill->first_token;
   DecodeEvent event;
   event.token = first;
@@ -383,6 +432,53 @@ absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
   }
   on_event(finish);
   return 0;
+}
+
+absl::StatusOr<uint64_t> DecodeWorker::AdmitLocalChoices(
+    const LocalPrefillCall& call, CachedPrefillResult prefill,
+    const std::function<void(const DecodeEvent&)>& on_event) {
+  // Draws the first token of the choices that have none yet and sends it; a choice it ends
+  // (as a prefill worker's first token would: EndsOnFirstToken) is over.
+  std::vector<uint32_t> to_draw;
+  for (const DecodeChoiceCall& c : call.choices) {
+    if (c.sent.empty()) to_draw.push_back(c.choice);
+  }
+  const std::vector<ChoiceDraw> draws = prefill.generation.DrawChoices(to_draw);
+  std::vector<DecodeChoiceCall> going;
+  std::vector<bool> drawn_here;
+  size_t next_draw = 0;
+  for (const DecodeChoiceCall& c : call.choices) {
+    DecodeChoiceCall next = c;
+    if (c.sent.empty()) {
+      const ChoiceDraw& draw = draws[next_draw++];
+      DecodeEvent event;
+      event.token = draw.token;
+      event.logprobs = draw.logprobs;
+      event.generated = 1;
+      event.choice = c.choice;
+      on_event(event);
+      DecodeEvent finish;
+      finish.finished = true;
+      finish.generated = 1;
+      finish.choice = c.choice;
+      finish.reason = FinishFor(StopAfter(call.sampling, call.stop_at_eos, draw.token));
+      if (finish.reason != DecodeFinish::kLength || c.max_new_tokens <= 1) {
+        on_event(finish);
+        continue;
+      }
+      next.sent = {draw.token};
+      next.max_new_tokens = c.max_new_tokens - 1;
+    }
+    drawn_here.push_back(c.sent.empty());
+    going.push_back(std::move(next));
+  }
+  if (going.empty()) return 0;
+  const uint64_t fingerprint = prefill_backend_->model().fingerprint();
+  const std::vector<int32_t> prompt_ids = call.sampling.AdjustsLogits()
+                                              ? TokenHistory(call.prompt, {}).prompt_ids()
+                                              : std::vector<int32_t>();
+  return AdmitChoices(prefill.generation.ToBundle(fingerprint), call.sampling, prompt_ids, going,
+                      drawn_here, call.stop_at_eos, call.scheduling, on_event);
 }
 
 void DecodeWorker::PrefillAndDecodeAsync(

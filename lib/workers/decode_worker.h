@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/batching/decode_batcher.h"
+#include "lib/cache/cached_prefill.h"
 #include "lib/cache/resident_kv.h"
 #include "lib/engine/backend.h"
 #include "lib/engine/sampler.h"
@@ -58,6 +59,18 @@ struct DecodeWorkerOptions {
   bool prefault = false;
 };
 
+// One choice of a request that asks for several (SamplingParams' n > 1): its own sequence from
+// the request's one state, its shared K/V chunks referenced, drawing with seed
+// ChoiceSeed(seed, choice). Its events carry `choice`.
+struct DecodeChoiceCall {
+  uint32_t choice = 0;
+  // The choice's tokens the client has already: the first becomes the pending token and the
+  // rest are replayed (Generation::set_replay), not streamed. A shipped call needs at least the
+  // first; a local prefill draws it when empty.
+  std::vector<int32_t> sent;
+  int max_new_tokens = 0;  // still to produce after `sent`
+};
+
 // A bundle shipped by a prefill worker, to decode here.
 struct ShippedDecodeCall {
   uint64_t sender = 0;  // the prefill worker's transport id and its transfer
@@ -72,6 +85,9 @@ struct ShippedDecodeCall {
   std::optional<SamplingParams> sampling;
   std::vector<int32_t> generated;
   std::vector<int32_t> prompt_ids;
+  // Choices (with `sampling`): one sequence each instead of one for the call, whose
+  // max_new_tokens and generated are unused then.
+  std::vector<DecodeChoiceCall> choices;
 };
 
 struct LocalPrefillCall {
@@ -81,6 +97,7 @@ struct LocalPrefillCall {
   bool stop_at_eos = false;
   SchedulingClass scheduling;  // its place in the batch's queue (local prefills go in order)
   int64_t generated_tail = 0;  // PrefillOptions::generated_tail (a retry's tokens already sent)
+  std::vector<DecodeChoiceCall> choices;  // as ShippedDecodeCall's (max_new_tokens unused then)
 };
 
 class DecodeWorker {
@@ -168,8 +185,22 @@ class DecodeWorker {
   absl::StatusOr<uint64_t> RunLocalPrefill(const LocalPrefillCall& call,
                                            std::function<void(const DecodeEvent&)> on_event,
                                            const std::function<bool()>& cancelled);
+  // A local prefill's choices (LocalPrefillCall::choices): first tokens drawn and sent, the
+  // choices going on admitted.
+  absl::StatusOr<uint64_t> AdmitLocalChoices(
+      const LocalPrefillCall& call, CachedPrefillResult prefill,
+      const std::function<void(const DecodeEvent&)>& on_event);
   absl::StatusOr<uint64_t> AdmitBundle(StateBundle bundle, const ShippedDecodeCall& call,
                                        std::function<void(const DecodeEvent&)> on_event);
+  // The choices' sequences from `bundle` (its state; the pending token each choice's first
+  // sent one), admitted under one id. `drawn_here`: choices whose first token this worker
+  // drew (a local prefill), whose events count it.
+  absl::StatusOr<uint64_t> AdmitChoices(StateBundle bundle, const SamplingParams& sampling,
+                                        const std::vector<int32_t>& prompt_ids,
+                                        const std::vector<DecodeChoiceCall>& choices,
+                                        const std::vector<bool>& drawn_here, bool stop_at_eos,
+                                        const SchedulingClass& scheduling,
+                                        std::function<void(const DecodeEvent&)> on_event);
   struct Waiter {
     std::pair<uint64_t, uint64_t> key;
     ShippedDecodeCall call;

@@ -85,6 +85,12 @@ bool EndsOnFirstToken(const PrefillCall& call, int32_t first_token) {
          StopAfter(call.sampling, call.stop_at_eos, first_token) != TokenStop::kNone;
 }
 
+// The same for a call with choices: every choice ends on its first token.
+bool EveryChoiceEnds(const PrefillCall& call, const std::vector<ChoiceDraw>& draws) {
+  return std::all_of(draws.begin(), draws.end(),
+                     [&call](const ChoiceDraw& d) { return EndsOnFirstToken(call, d.token); });
+}
+
 }  // namespace
 
 absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
@@ -131,7 +137,12 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     result.prefill_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
     result.early_parts = parts != nullptr ? parts->parts() : 0;
     // (Parts already sent expire on the decode worker.)
-    if (EndsOnFirstToken(call, result.first_token)) return result;
+    if (call.choices.empty()) {
+      if (EndsOnFirstToken(call, result.first_token)) return result;
+    } else {
+      result.choice_first = prefill->generation.DrawChoices(call.choices);
+      if (EveryChoiceEnds(call, result.choice_first)) return result;
+    }
     // The state shares its K/V chunks with the generation (and the cache): no copy.
     StateBundle prefilled = prefill->generation.ToBundle(backend_->model().fingerprint());
     prefilled.chunk_names = std::move(bundle.chunk_names);

@@ -76,6 +76,9 @@ struct PrefillCall {
   int64_t decode_resident_blocks = 0;
   SchedulingClass scheduling;  // its place in the engine's queue
   int64_t generated_tail = 0;  // PrefillOptions::generated_tail (a retry's tokens already sent)
+  // Choices (SamplingParams' n > 1) whose first token to draw (Generation::DrawChoices) into
+  // PrefillResult::choice_first; the bundle is shipped unless every one ends there. Empty: one.
+  std::vector<uint32_t> choices;
 };
 
 // The payload of a Prefill error whose cause is the decode worker: the state bundle could not
@@ -85,6 +88,7 @@ inline constexpr char kDecodePeerFailedPayload[] = "type.yoco.dev/decode-peer-fa
 struct PrefillResult {
   int32_t first_token = -1;
   std::optional<TokenLogprobs> first_logprobs;  // when the sampling asks for them
+  std::vector<ChoiceDraw> choice_first;         // for PrefillCall::choices, in their order
   bool shipped = false;       // false: the first token ended the request; nothing was sent
   uint64_t transfer_id = 0;   // the UCX transfer that carried the bundle
   uint64_t sender = 0;        // this worker's transport id (IncomingTransfer::sender)

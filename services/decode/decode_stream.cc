@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
@@ -30,6 +33,37 @@ v1::FinishReason ToProto(DecodeFinish reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
+// What the call's own fields must hold (the worker checks the rest where it uses them).
+absl::Status CheckChoices(const v1::DecodeRequest& request) {
+  if (request.choices().empty()) {
+    if (request.max_new_tokens() < 1)
+      return absl::InvalidArgumentError("max_new_tokens must be >= 1");
+    return absl::OkStatus();
+  }
+  if (request.choices_size() > kMaxChoices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("at most ", kMaxChoices, " choices; this call has ", request.choices_size()));
+  }
+  if (!request.has_sampling()) {
+    return absl::InvalidArgumentError("a call with choices must carry its sampling");
+  }
+  std::set<uint32_t> seen;
+  for (const v1::DecodeChoice& c : request.choices()) {
+    if (!seen.insert(c.choice()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("choice ", c.choice(), " is named twice"));
+    }
+    if (c.max_new_tokens() < 1 || c.max_new_tokens() > static_cast<uint32_t>(INT32_MAX)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("choice ", c.choice(), ": max_new_tokens must be >= 1"));
+    }
+    if (c.sent().empty() && request.prompt().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("choice ", c.choice(), " has no first token to continue from"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* context,
@@ -44,10 +78,19 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
     span_.SetAttribute("yoco.local_prefill", request->prompt_size() > 0);
     admission_ = tracer->StartSpan("yoco.decode.admission", SpanKind::kInternal, &span_.context());
   }
-  if (request->max_new_tokens() < 1) {
+  if (absl::Status checked = CheckChoices(*request); !checked.ok()) {
     admission_done_ = events_done_ = true;
-    FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_new_tokens must be >= 1"));
+    FinishOnce(ToGrpcStatus(checked));
     return;
+  }
+  std::vector<DecodeChoiceCall> choices;
+  for (const v1::DecodeChoice& c : request->choices()) {
+    choices.push_back(
+        {c.choice(), {c.sent().begin(), c.sent().end()}, static_cast<int>(c.max_new_tokens())});
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    choices_left_ = unfinished_events_ = std::max<int>(1, request->choices_size());
   }
   // Validated with the rest of the sampling where it is used (a prefill, AdmitBundle).
   const SamplingParams sampling = FromProto(request->sampling());
@@ -63,6 +106,7 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
     call.stop_at_eos = request->stop_at_eos();
     call.scheduling = FromProto(request->scheduling());
     call.generated_tail = request->generated_tokens();
+    call.choices = std::move(choices);
     worker_.PrefillAndDecodeAsync(
         std::move(call), on_event, [this] { return cancelled_.load(); }, on_admitted);
     return;
@@ -77,6 +121,7 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
     call.generated.assign(request->generated().begin(), request->generated().end());
     call.prompt_ids.assign(request->prompt_ids().begin(), request->prompt_ids().end());
   }
+  call.choices = std::move(choices);
   if (request->wait_for_bundle_ms() > 0) {
     call.wait = absl::Milliseconds(request->wait_for_bundle_ms());
   }
@@ -119,6 +164,7 @@ void DecodeStream::OnAdmitted(const absl::StatusOr<uint64_t>& id) {
 }
 
 void DecodeStream::OnEvent(const DecodeEvent& event) {
+  bool all_finished = false;
   {
     absl::MutexLock lock(&mu_);
     if (!finished_) events_.push_back(event);
@@ -126,10 +172,14 @@ void DecodeStream::OnEvent(const DecodeEvent& event) {
       first_token_ = true;
       span_.AddEvent("first_token");
     }
-    if (event.finished) span_.SetAttribute("gen_ai.usage.output_tokens", event.generated);
+    if (event.finished) {
+      output_tokens_ += event.generated;
+      all_finished = --unfinished_events_ == 0;
+      if (all_finished) span_.SetAttribute("gen_ai.usage.output_tokens", output_tokens_);
+    }
   }
   Pump();
-  if (event.finished) EngineDone(/*admission=*/false, /*events=*/true);
+  if (all_finished) EngineDone(/*admission=*/false, /*events=*/true);
 }
 
 void DecodeStream::Pump() {
@@ -153,8 +203,11 @@ void DecodeStream::Pump() {
     }
     out_.mutable_finish()->set_reason(ToProto(e.reason));
     out_.mutable_finish()->mutable_usage()->set_generated_tokens(e.generated);
-    final_write_ = true;
+    out_.set_choice(e.choice);
+    final_write_ = --choices_left_ == 0;
   } else {
+    out_.set_choice(e.choice);
+    out_.mutable_token()->set_choice(e.choice);
     out_.mutable_token()->set_id(e.token);
     out_.mutable_token()->set_index(index_++);
     if (e.logprobs.has_value()) {

@@ -60,6 +60,11 @@ class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
   Span span_ ABSL_GUARDED_BY(mu_);
   Span admission_ ABSL_GUARDED_BY(mu_);
   bool first_token_ ABSL_GUARDED_BY(mu_) = false;
+  // Choices (DecodeRequest.choices; 1 without): each ends with one finished event, and the
+  // call with the last one's finish message.
+  int choices_left_ ABSL_GUARDED_BY(mu_) = 1;       // finish messages still to write
+  int unfinished_events_ ABSL_GUARDED_BY(mu_) = 1;  // finished events still to come
+  int output_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t index_ = 0;   // the next token's index (Pump's)
   v1::DecodeEvent out_;  // the write in flight
 };

@@ -78,12 +78,18 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
                                         v1::PrefillResponse* response) {
   if (grpc::Status st = callers_.Check(*context, "PrefillWorker.Prefill"); !st.ok()) return st;
   if (grpc::Status st = CheckTokens(request->prompt()); !st.ok()) return st;
+  if (request->choices_size() > kMaxChoices) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("at most ", kMaxChoices, " choices; this call has ", request->choices_size()));
+  }
   ++active_;
   struct Done {
     std::atomic<size_t>& active;
     ~Done() { --active; }
   } done{active_};
   PrefillCall call;
+  call.choices.assign(request->choices().begin(), request->choices().end());
   call.prompt.assign(request->prompt().begin(), request->prompt().end());
   call.sampling = FromProto(request->sampling());
   call.cache_salt = request->cache_salt();
@@ -109,6 +115,14 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   if (result->first_logprobs.has_value()) {
     ToProto(*result->first_logprobs, response->mutable_first_token_logprob(),
             response->mutable_first_token_top_logprobs());
+  }
+  for (const ChoiceDraw& draw : result->choice_first) {
+    v1::GeneratedToken* first = response->add_choice_first_tokens();
+    first->set_id(draw.token);
+    first->set_choice(draw.choice);
+    if (draw.logprobs.has_value()) {
+      ToProto(*draw.logprobs, first->mutable_logprob(), first->mutable_top_logprobs());
+    }
   }
   response->set_bundle_shipped(result->shipped);
   response->set_bundle_bytes(result->bundle_bytes);

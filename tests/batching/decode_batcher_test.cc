@@ -260,6 +260,65 @@ TEST_F(DecodeBatcherTest, SequencesSharingChunksAreChargedForThemOnce) {
   EXPECT_EQ(batcher.stats().memory_in_use_bytes, 0);
 }
 
+// A request's choices go in under one id: each emits what its sequence alone emits (a replayed
+// one only what follows its replay), one Cancel ends them all, queued or running, and a
+// refusal admits none.
+TEST_F(DecodeBatcherTest, ChoicesRunAsTheirSequencesAloneAndCancelTogether) {
+  int32_t first;
+  const Generation shared = Prefilled(300, 9, Sampling(9), &first);
+  auto choice = [&](uint64_t seed, std::vector<int32_t> replay) {
+    Generation g = shared;
+    SamplingParams s = Sampling(seed);
+    g.set_sampling(s);
+    g.set_replay(std::move(replay));
+    return g;
+  };
+  // Alone: 20 tokens of seed 2; the choice replays that run's first 6 and asks for 14 more.
+  Generation alone = choice(2, {});
+  std::vector<int32_t> run;
+  for (int t = 0; t < 20; ++t) run.push_back(*alone.Next(*prefill_backend_));
+  Generation other = choice(3, {});
+  std::vector<int32_t> other_run;
+  for (int t = 0; t < 10; ++t) other_run.push_back(*other.Next(*prefill_backend_));
+
+  DecodeBatcherOptions options;
+  options.max_batch = 1;  // the second choice waits in the queue while the first runs
+  DecodeBatcher batcher(*decode_backend_, options);
+  Collector replayed, fresh;
+  std::vector<DecodeSequence> choices;
+  choices.push_back({choice(2, {run.begin(), run.begin() + 6}), 14, false, replayed.Callback()});
+  choices.push_back({choice(3, {}), 10, false, fresh.Callback()});
+  ASSERT_TRUE(batcher.AdmitChoices(std::move(choices)).ok());
+  ASSERT_TRUE(replayed.WaitFinished());
+  ASSERT_TRUE(fresh.WaitFinished());
+  EXPECT_EQ(replayed.tokens, std::vector<int32_t>(run.begin() + 6, run.end()));
+  EXPECT_EQ(replayed.generated.back(), 14);
+  EXPECT_EQ(fresh.tokens, other_run);
+
+  Collector a, b;
+  choices.clear();
+  choices.push_back({choice(4, {}), 1000000, false, a.Callback()});
+  choices.push_back({choice(5, {}), 1000000, false, b.Callback()});
+  absl::StatusOr<uint64_t> id = batcher.AdmitChoices(std::move(choices));
+  ASSERT_TRUE(id.ok());
+  while (a.TokenCount() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  batcher.Cancel(*id);
+  ASSERT_TRUE(a.WaitFinished());
+  ASSERT_TRUE(b.WaitFinished());  // still queued behind a
+  EXPECT_EQ(a.reason, DecodeFinish::kCancelled);
+  EXPECT_EQ(b.reason, DecodeFinish::kCancelled);
+  EXPECT_TRUE(b.tokens.empty());
+
+  Collector never;
+  choices.clear();
+  choices.push_back({choice(6, {}), 5, false, never.Callback()});
+  choices.push_back({choice(7, {}), 0, false, never.Callback()});
+  EXPECT_EQ(batcher.AdmitChoices(std::move(choices)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(never.TokenCount(), 0u);
+}
+
 TEST_F(DecodeBatcherTest, CancelAndStopEndSequencesAndFreeMemory) {
   DecodeBatcher batcher(*decode_backend_, {});
   int32_t first;
