@@ -79,7 +79,9 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
         grpc::StatusCode::UNAVAILABLE,
         absl::StrFormat("no healthy prefill and decode worker of model_version %016x", version_));
   }
-  sent_ = SentTokens(call_, pool_.tokenizer(), start_);
+  for (uint32_t c = 0; c < call_.choices; ++c) {
+    choices_.push_back({SentTokens(call_, pool_.tokenizer(), start_), std::nullopt});
+  }
   load_wait_until_ =
       std::min(context_->deadline(), std::chrono::system_clock::now() +
                                          absl::ToChronoMilliseconds(pool_.options().max_load_wait));
@@ -128,10 +130,13 @@ void GenerateStream::StartAttempt(bool retry) {
   attempt_ = Attempt();
   phase_ = Phase::kChoosing;
   attempt_.input = call_.prompt;
-  attempt_.input.insert(attempt_.input.end(), sent_.ids().begin(), sent_.ids().end());
+  // Choices go on from the prompt's state, each replaying its own tokens (DecodeChoice.sent).
+  const SentTokens& sent = choices_[0].sent;
+  if (!multi()) attempt_.input.insert(attempt_.input.end(), sent.ids().begin(), sent.ids().end());
   // A sequence no decode worker's state budget can hold is refused before any work.
-  if (absl::Status fits = CheckFitsDecodeWorker(attempt_.input.size(), sent_.still_to_come(),
-                                                pool_.LongestSequenceRows());
+  if (absl::Status fits = CheckFitsDecodeWorker(
+          attempt_.input.size(), multi() ? call_.max_new_tokens : sent.still_to_come(),
+          pool_.LongestSequenceRows());
       !fits.ok()) {
     FinishWith(ToGrpcStatus(fits));
     return;
@@ -303,6 +308,10 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
     pool_.NoteHeld(attempt_.pair.decode->index, attempt_.keys.back());
   }
   phase_ = Phase::kDecoding;
+  if (multi()) {
+    EmitFirstTokens(0);
+    return;
+  }
   const int32_t first = pre.first_token();
   v1::GeneratedToken produced;
   produced.set_id(first);
@@ -311,12 +320,45 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
     *produced.mutable_top_logprobs() = pre.first_token_top_logprobs();
   }
   Emit(produced, [this, first] {
-    if (std::optional<v1::FinishReason> end = sent_.EndsAt(first)) {
+    if (std::optional<v1::FinishReason> end = choices_[0].sent.EndsAt(first)) {
       Complete(*end);
     } else {
       ContinueAfterFirstToken();
     }
   });
+}
+
+void GenerateStream::EmitFirstTokens(int i) {
+  const auto& firsts = attempt_.prefill_response.choice_first_tokens();
+  for (; i < firsts.size(); ++i) {
+    const v1::GeneratedToken& first = firsts[i];
+    if (first.choice() >= choices_.size()) {
+      FinishWith(grpc::Status(grpc::StatusCode::INTERNAL,
+                              "the prefill worker answered for a choice not asked for"));
+      return;
+    }
+    Choice& choice = choices_[first.choice()];
+    // A retry's prefill draws again what the client has (the same token): only new ones go.
+    if (choice.end.has_value() || !choice.sent.ids().empty()) continue;
+    Emit(
+        first,
+        [this, i, &choice, id = first.id()] {
+          choice.end = choice.sent.EndsAt(id);
+          EmitFirstTokens(i + 1);
+        },
+        first.choice());
+    return;
+  }
+  if (AllEnded()) {
+    Complete(choices_[0].end.value_or(v1::FINISH_REASON_LENGTH));
+  } else {
+    ContinueAfterFirstToken();
+  }
+}
+
+bool GenerateStream::AllEnded() const {
+  return std::all_of(choices_.begin(), choices_.end(),
+                     [](const Choice& c) { return c.end.has_value(); });
 }
 
 void GenerateStream::ContinueAfterFirstToken() {
@@ -351,13 +393,29 @@ void GenerateStream::StartDecode(v1::DecodeRequest request) {
 
 void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
   DecodeRelay* relay = ops_.last_relay();
+  if (multi() && event.choice() >= choices_.size()) {
+    relay->Abandon();  // (its done callback fails the attempt, which marks nobody)
+    return;
+  }
   if (event.has_finish()) {
     attempt_.decode_reason = event.finish().reason();
+    if (multi()) {
+      Choice& choice = choices_[event.choice()];
+      // A stop string already ended it; else the worker's finish does.
+      if (!choice.end.has_value() && attempt_.decode_reason != v1::FINISH_REASON_UNSPECIFIED &&
+          attempt_.decode_reason != v1::FINISH_REASON_CANCELLED) {
+        choice.end = attempt_.decode_reason;
+      }
+    }
     relay->ReadNext();  // to the end of the stream
     return;
   }
   if (!event.has_token()) {
     relay->ReadNext();
+    return;
+  }
+  if (multi()) {
+    OnChoiceToken(event, relay);
     return;
   }
   pool_.stall_watch().Progress(attempt_.stall_id);
@@ -366,13 +424,42 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     report_.AddPrefillMs(MsSince(attempt_.decode_start));
   }
   Emit(event.token(), [this, relay] {
-    if (sent_.stopped()) {  // the decode worker's sequence ends with the call
+    if (choices_[0].sent.stopped()) {  // the decode worker's sequence ends with the call
       attempt_.decode_reason = v1::FINISH_REASON_STOP;
       relay->Abandon();
       return;
     }
     relay->ReadNext();
   });
+}
+
+void GenerateStream::OnChoiceToken(const v1::DecodeEvent& event, DecodeRelay* relay) {
+  pool_.stall_watch().Progress(attempt_.stall_id);
+  if (attempt_.prefill_ends_at_first_token) {
+    attempt_.prefill_ends_at_first_token = false;
+    report_.AddPrefillMs(MsSince(attempt_.decode_start));
+  }
+  Choice& choice = choices_[event.choice()];
+  if (choice.end.has_value()) {  // a stop string ended it; the worker goes on to its length
+    relay->ReadNext();
+    return;
+  }
+  const bool first = choice.sent.ids().empty();  // a local prefill's
+  Emit(
+      event.token(),
+      [this, relay, &choice, first, id = event.token().id()] {
+        // The worker ends a choice at its length and stop ids; a stop string is the router's,
+        // and so is a local prefill's first token's end (the worker says it too).
+        if (choice.sent.stopped()) choice.end = v1::FINISH_REASON_STOP;
+        if (first && !choice.end.has_value()) choice.end = choice.sent.EndsAt(id);
+        if (AllEnded()) {
+          attempt_.decode_reason = choices_[0].end.value_or(v1::FINISH_REASON_LENGTH);
+          relay->Abandon();
+          return;
+        }
+        relay->ReadNext();
+      },
+      event.choice());
 }
 
 void GenerateStream::OnDecodeDone(const grpc::Status& status) {
@@ -393,8 +480,9 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
     end.client_gone = ClientGone(*context_);
     // A worker's CANCELLED is no finish this client asked for (its own cancel ends the call
     // before any reply): like a stream that ended early, another pair continues it.
-    end.finished = attempt_.decode_reason != v1::FINISH_REASON_UNSPECIFIED &&
-                   attempt_.decode_reason != v1::FINISH_REASON_CANCELLED;
+    end.finished = multi() ? AllEnded()
+                           : attempt_.decode_reason != v1::FINISH_REASON_UNSPECIFIED &&
+                                 attempt_.decode_reason != v1::FINISH_REASON_CANCELLED;
     end.stalled = stalled;
     end.local = attempt_.pair.local;
     Fail(end, status);
@@ -437,19 +525,32 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
 }
 
 AttemptRequest GenerateStream::Asked() const {
-  return AttemptRequest{request_id_,
-                        attempt_.input,
-                        static_cast<uint32_t>(attempt_.input.size() - call_.prompt.size()),
-                        call_.sampling,
-                        sent_.still_to_come(),
-                        call_.stop_at_eos,
-                        scheduling_};
+  AttemptRequest asked{request_id_,
+                       attempt_.input,
+                       static_cast<uint32_t>(attempt_.input.size() - call_.prompt.size()),
+                       call_.sampling,
+                       choices_[0].sent.still_to_come(),
+                       call_.stop_at_eos,
+                       scheduling_};
+  if (multi()) {
+    // The prefill's bound counts each choice's first token: the whole request's.
+    asked.max_new_tokens = call_.max_new_tokens;
+    for (uint32_t c = 0; c < choices_.size(); ++c) {
+      const SentTokens& sent = choices_[c].sent;
+      if (!choices_[c].end.has_value()) {
+        asked.choices.push_back({c, sent.ids(), sent.still_to_come()});
+      }
+    }
+  }
+  return asked;
 }
 
-void GenerateStream::Emit(const v1::GeneratedToken& produced, std::function<void()> then) {
-  const SentTokens::Sent sent = sent_.Add(produced, std::chrono::steady_clock::now());
+void GenerateStream::Emit(const v1::GeneratedToken& produced, std::function<void()> then,
+                          uint32_t choice) {
+  SentTokens::Sent sent = choices_[choice].sent.Add(produced, std::chrono::steady_clock::now());
+  if (multi()) sent.message.set_choice(choice);
   if (version_ == 0) version_ = attempt_.pair.version();
-  if (sent.first) {
+  if (++tokens_sent_ == 1) {
     trace_.FirstToken();
     report_.SetTtftMs(sent.seconds * 1000);
     metrics_.time_to_first_token.Observe(sent.seconds);
@@ -492,15 +593,16 @@ void GenerateStream::Complete(v1::FinishReason reason) {
   tenant_lease_.reset();
   phase_ = Phase::kFinished;
   if (scope_.prompt_tokens != nullptr) scope_.prompt_tokens->Increment(call_.prompt.size());
-  if (pool_.options().snapshot_conversations && last_prefill_.has_value()) {
+  if (pool_.options().snapshot_conversations && last_prefill_.has_value() && !multi()) {
     std::vector<int32_t> conversation = call_.prompt;
-    conversation.insert(conversation.end(), sent_.ids().begin(), sent_.ids().end());
+    const std::vector<int32_t>& sent = choices_[0].sent.ids();
+    conversation.insert(conversation.end(), sent.begin(), sent.end());
     pool_.SnapshotConversation(*last_prefill_, call_.prompt.size(), std::move(conversation),
                                scope_.salt);
   }
   metrics_.Outcome(grpc::StatusCode::OK).Increment();
   out_.Clear();
-  *out_.mutable_finish() = report_.Finished(reason, call_.prompt.size(), sent_.ids().size());
+  *out_.mutable_finish() = Finished(reason);
   ReportEnd(grpc::Status::OK, out_.finish());
   // Written, then finished once written: StartWriteAndFinish's message can be lost on the
   // in-process transport (the HTTP front's) when the client reads it only after the status.
@@ -515,9 +617,22 @@ void GenerateStream::FinishWith(const grpc::Status& status) {
   attempt_.prefill_load.reset();
   tenant_lease_.reset();
   metrics_.Outcome(status.error_code()).Increment();
-  ReportEnd(status, report_.Finished(v1::FINISH_REASON_UNSPECIFIED, call_.prompt.size(),
-                                     sent_.ids().size()));
+  ReportEnd(status,
+            report_.Finished(v1::FINISH_REASON_UNSPECIFIED, call_.prompt.size(), tokens_sent_));
   Finish(status);
+}
+
+v1::Finish GenerateStream::Finished(v1::FinishReason reason) {
+  if (multi()) reason = choices_[0].end.value_or(reason);
+  v1::Finish finish = report_.Finished(reason, call_.prompt.size(), tokens_sent_);
+  if (multi()) {
+    for (const Choice& c : choices_) {
+      v1::ChoiceFinish* end = finish.add_choices();
+      end->set_reason(c.end.value_or(v1::FINISH_REASON_UNSPECIFIED));
+      end->set_generated_tokens(static_cast<uint32_t>(c.sent.ids().size()));
+    }
+  }
+  return finish;
 }
 
 void GenerateStream::ReportEnd(const grpc::Status& status, const v1::Finish& finish) {

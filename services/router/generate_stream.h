@@ -81,6 +81,9 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void StartDecode(v1::DecodeRequest request);
   void OnDecodeEvent(const v1::DecodeEvent& event);  // then the relay reads the next or stops
   void OnDecodeDone(const grpc::Status& status);
+  // A token of one of several choices: sent unless its choice ended, the stream abandoned once
+  // every choice has.
+  void OnChoiceToken(const v1::DecodeEvent& event, DecodeRelay* relay);
   // Applies DecideFailover's answer for how this attempt's call ended with `status`.
   void Fail(const AttemptEnd& end, const grpc::Status& status);
   // Every pair left refused for load: wait at the router (LoadWaitQueue) for room, within the
@@ -90,9 +93,9 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
   // What this attempt asks of its workers.
   AttemptRequest Asked() const;
-  // Sends a token a worker produced to the client, then runs `then` (not when the client is
-  // gone).
-  void Emit(const v1::GeneratedToken& produced, std::function<void()> then);
+  // Sends a token a worker produced for `choice` to the client, then runs `then` (not when the
+  // client is gone).
+  void Emit(const v1::GeneratedToken& produced, std::function<void()> then, uint32_t choice = 0);
   // The call ended with `status` and `finish`: its trace's end and the access log's line.
   void ReportEnd(const grpc::Status& status, const v1::Finish& finish);
   // The request succeeded with `reason`.
@@ -117,8 +120,21 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   CheckedGenerateRequest call_;
   Phase phase_ = Phase::kChoosing;
 
-  // What was sent to the client.
-  SentTokens sent_;
+  // What was sent to the client, per choice (one without SamplingParams.n > 1).
+  struct Choice {
+    SentTokens sent;
+    std::optional<v1::FinishReason> end;  // once it ended
+  };
+  std::vector<Choice> choices_;
+  size_t tokens_sent_ = 0;  // of all choices
+  bool multi() const { return choices_.size() > 1; }
+  // With choices: sends the prefill's first token of each choice from `i` on that has none yet,
+  // then goes on as OnPrefillDone does.
+  void EmitFirstTokens(int i);
+  // Whether every choice has ended.
+  bool AllEnded() const;
+  // The finish of the request's choices (usage.generated_tokens counting them all).
+  v1::Finish Finished(v1::FinishReason reason);
   FinishReport report_;
   v1::GenerateResponse out_;  // the write in flight
   std::function<void()> after_write_;

@@ -100,6 +100,11 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
   if (absl::Status st = call.sampling.Validate(config.vocab_size); !st.ok()) {
     return FieldError(SamplingField(st.message()), st.message());
   }
+  if (sampling.n() > static_cast<uint32_t>(kMaxChoices)) {
+    return FieldError("sampling.n",
+                      absl::StrCat("n must be in [1, ", kMaxChoices, "], got ", sampling.n()));
+  }
+  call.choices = std::max<uint32_t>(1, sampling.n());
   call.max_new_tokens =
       sampling.max_new_tokens() > 0 ? sampling.max_new_tokens() : default_max_new_tokens;
   if (call.max_new_tokens > kMaxNewTokensLimit) {

@@ -31,6 +31,7 @@ struct CheckedGenerateRequest {
   bool stop_at_eos = false;
   std::vector<std::string> stop_strings;
   std::optional<int32_t> priority;  // none: the tenant's default
+  uint32_t choices = 1;             // SamplingParams.n: samples of the prompt, 1 to kMaxChoices
 };
 
 // The request field a refusal is about ("" when not one field): the router sends it to the

@@ -24,8 +24,23 @@ v1::PrefillRequest RemotePrefillRequest(const AttemptRequest& attempt, const std
   *req.mutable_scheduling() = attempt.scheduling;
   req.set_decode_resident_blocks(decode_resident_blocks);
   req.set_generated_tokens(attempt.generated_tokens);
+  for (const ChoiceAsked& c : attempt.choices) req.add_choices(c.choice);
   return req;
 }
+
+namespace {
+
+// The choices' DecodeChoice: what each has sent (after a shipped prefill, its first token).
+void AddChoices(const AttemptRequest& attempt, v1::DecodeRequest* req) {
+  for (const ChoiceAsked& c : attempt.choices) {
+    v1::DecodeChoice* choice = req->add_choices();
+    choice->set_choice(c.choice);
+    choice->mutable_sent()->Add(c.sent.begin(), c.sent.end());
+    choice->set_max_new_tokens(c.still_to_come);
+  }
+}
+
+}  // namespace
 
 v1::DecodeRequest LocalDecodeRequest(const AttemptRequest& attempt) {
   v1::DecodeRequest req;
@@ -36,6 +51,7 @@ v1::DecodeRequest LocalDecodeRequest(const AttemptRequest& attempt) {
   req.set_stop_at_eos(attempt.stop_at_eos);
   *req.mutable_scheduling() = attempt.scheduling;
   req.set_generated_tokens(attempt.generated_tokens);
+  AddChoices(attempt, &req);
   return req;
 }
 
@@ -52,10 +68,13 @@ v1::DecodeRequest ShippedDecodeRequest(const AttemptRequest& attempt,
   *req.mutable_scheduling() = attempt.scheduling;
   // The bundle's sampling lacks logprobs and the logit adjustments, and it has no history.
   ToProto(attempt.sampling, req.mutable_sampling());
+  AddChoices(attempt, &req);
   if (attempt.sampling.AdjustsLogits()) {
     const size_t prompt = attempt.input.size() - attempt.generated_tokens;
-    req.mutable_generated()->Add(attempt.input.begin() + prompt, attempt.input.end());
-    req.add_generated(prefill.first_token());
+    if (attempt.choices.empty()) {  // choices carry their own
+      req.mutable_generated()->Add(attempt.input.begin() + prompt, attempt.input.end());
+      req.add_generated(prefill.first_token());
+    }
     if (attempt.sampling.repetition_penalty != 1.0f) {
       std::vector<int32_t> ids(attempt.input.begin(), attempt.input.begin() + prompt);
       std::sort(ids.begin(), ids.end());

@@ -6,12 +6,20 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "lib/model/sampling_params.h"
 #include "yoco/v1/worker.pb.h"
 
 namespace yoco {
+
+// A choice still going (SamplingParams.n > 1) and what its client has of it.
+struct ChoiceAsked {
+  uint32_t choice = 0;
+  absl::Span<const int32_t> sent;
+  uint32_t still_to_come = 0;
+};
 
 struct AttemptRequest {
   std::string request_id;
@@ -21,6 +29,9 @@ struct AttemptRequest {
   uint32_t max_new_tokens = 0;  // still to come
   bool stop_at_eos = true;
   v1::Scheduling scheduling;  // where it waits at the workers
+  // With choices (n > 1) the input is the prompt alone, none of it generated, each choice says
+  // what was sent of it, and max_new_tokens is the request's (each choice's first included).
+  std::vector<ChoiceAsked> choices;
 };
 
 // A prefill on a prefill worker that ships its state to the decode worker at `decode_ucx_address`

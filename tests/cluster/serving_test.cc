@@ -395,6 +395,104 @@ TEST_F(ClusterServingTest, BadInputIsRefusedAndServingGoesOn) {
 // A killed prefill worker fails nothing; a killed decode worker's stream continues on the other
 // with exactly the engine's tokens; SIGTERM to the last decode worker mid-stream lets the stream
 // run to its end, then the worker exits 0.
+// The tokens of each choice of a Generate with n > 1, by the choice its messages name.
+std::vector<std::vector<int32_t>> ByChoice(const Generated& got, int n) {
+  std::vector<std::vector<int32_t>> tokens(n);
+  for (const v1::GeneratedToken& m : got.messages) {
+    EXPECT_LT(m.choice(), static_cast<uint32_t>(n));
+    if (m.choice() < static_cast<uint32_t>(n)) tokens[m.choice()].push_back(m.id());
+  }
+  return tokens;
+}
+
+SamplingParams OfChoice(SamplingParams sampling, uint32_t choice) {
+  sampling.seed = ChoiceSeed(sampling.seed, choice);
+  return sampling;
+}
+
+// n > 1: one prefill (on the decode worker for a short prompt, shipped for a long one), each
+// choice the in-process engine's tokens for that choice's seed, with its own finish; then a
+// decode worker killed mid-stream, every choice continued exactly on the other.
+TEST_F(ClusterServingTest, ChoicesAreTheEnginesTokensOfTheirSeedsThroughADecodeDeath) {
+  constexpr int kChoices = 4;
+  SamplingParams sampling = Sampled(0.9f, 0, 1.0f, 21);
+  sampling.presence_penalty = 0.4f;              // the history is each choice's own
+  sampling.stop_token_ids = {7, 9, 11, 13, 15};  // so that some choices end early
+  int local = 0;
+  for (const int length : {12, 300}) {
+    SCOPED_TRACE(absl::StrCat("prompt of ", length));
+    const std::vector<int32_t> prompt = RandomPrompt(80 + length, length);
+    v1::GenerateRequest request = Request(prompt, 40, sampling);
+    request.mutable_sampling()->set_n(kChoices);
+    const double prefills = PrefillMetric("yoco_prefill_transfers_sent_total");
+    const Generated got = cluster_->Generate(request);
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    local += got.finish.local_prefill() ? 1 : 0;
+    EXPECT_EQ(PrefillMetric("yoco_prefill_transfers_sent_total"),
+              prefills + (got.finish.local_prefill() ? 0 : 1));
+    const std::vector<std::vector<int32_t>> tokens = ByChoice(got, kChoices);
+    ASSERT_EQ(got.finish.choices_size(), kChoices);
+    uint32_t total = 0;
+    for (uint32_t c = 0; c < kChoices; ++c) {
+      SCOPED_TRACE(absl::StrCat("choice ", c));
+      const std::vector<int32_t> want = InProcessTokens(prompt, 40, OfChoice(sampling, c));
+      EXPECT_EQ(tokens[c], want);
+      EXPECT_EQ(got.finish.choices(c).generated_tokens(), want.size());
+      EXPECT_EQ(got.finish.choices(c).reason(),
+                want.size() < 40 ? v1::FINISH_REASON_STOP : v1::FINISH_REASON_LENGTH);
+      total += static_cast<uint32_t>(want.size());
+    }
+    EXPECT_NE(tokens[0], tokens[1]);
+    EXPECT_EQ(got.finish.usage().generated_tokens(), total);
+    EXPECT_EQ(got.finish.reason(), got.finish.choices(0).reason());
+  }
+  EXPECT_EQ(local, 1);
+
+  // Long answers, the decode worker carrying them killed after the first tokens came.
+  const std::vector<int32_t> prompt = RandomPrompt(91, 60);
+  SamplingParams long_answers = Sampled(0.8f, 0, 1.0f, 33);
+  long_answers.frequency_penalty = 0.5f;
+  v1::GenerateRequest request = Request(prompt, 300, long_answers);
+  request.mutable_sampling()->set_n(3);
+  grpc::ClientContext context;
+  auto stream = cluster_->stub().Generate(&context, request);
+  Generated got;
+  v1::GenerateResponse event;
+  for (int i = 0; i < 6; ++i) {  // the three first tokens and some more
+    ASSERT_TRUE(stream->Read(&event));
+    got.messages.push_back(event.token());
+  }
+  Service* carrier = nullptr;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const double first = cluster_->decode(0).Metric("yoco_decode_active_sequences");
+        const double second = cluster_->decode(1).Metric("yoco_decode_active_sequences");
+        if (first + second == 3 && (first == 0 || second == 0)) {
+          carrier = first == 3 ? &cluster_->decode(0) : &cluster_->decode(1);
+        }
+        return carrier != nullptr;
+      },
+      absl::Seconds(5)));
+  carrier->process().Pause();
+  const double retries = cluster_->router().Metric("yoco_router_retries_total");
+  carrier->process().Kill();
+  while (stream->Read(&event)) {
+    if (event.has_token()) got.messages.push_back(event.token());
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  const std::vector<std::vector<int32_t>> tokens = ByChoice(got, 3);
+  for (uint32_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(tokens[c], InProcessTokens(prompt, 300, OfChoice(long_answers, c))) << c;
+  }
+  EXPECT_EQ(cluster_->router().Metric("yoco_router_retries_total"), retries + 1);
+
+  v1::GenerateRequest too_many = Request(RandomPrompt(9, 10), 4);
+  too_many.mutable_sampling()->set_n(kMaxChoices + 1);
+  const Generated refused = cluster_->Generate(too_many);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("n must be"));
+}
+
 TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
   cluster_->prefill(0).process().Kill();
   ExpectEngineTokens(RandomPrompt(7, 60), 12);
