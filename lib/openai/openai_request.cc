@@ -112,8 +112,10 @@ absl::Status ParseCommon(const json& body, OpenAiGenerate& out, uint64_t seed_if
   auto seed = Integer(body, "seed", 0, INT64_MAX);
   if (!seed.ok()) return seed.status();
   s.set_seed(seed->has_value() ? static_cast<uint64_t>(**seed) : seed_if_absent);
-  auto n = Integer(body, "n", 1, 1);
-  if (!n.ok()) return ParamError("n", "only n = 1 is supported (one choice per request)");
+  auto n = Integer(body, "n", 1, kMaxChoices);
+  if (!n.ok()) return n.status();
+  out.choices = static_cast<uint32_t>(n->value_or(1));
+  s.set_n(out.choices);
   auto presence = Number(body, "presence_penalty", -2, 2);
   if (!presence.ok()) return presence.status();
   s.set_presence_penalty(static_cast<float>(presence->value_or(0)));
@@ -294,19 +296,30 @@ absl::StatusOr<OpenAiGenerate> ParseCompletionRequest(absl::string_view text,
       return ParamError("echo", "only with max_tokens 0 (the prompt scored, nothing generated)");
     }
     if (out.stream) return ParamError("echo", "is not supported with stream");
+    if (out.choices > 1) return ParamError("n", "must be 1 with echo (the prompt is scored once)");
   } else if (absl::Status st =
                  SetMaxTokens(body, "max_tokens", defaults.completion_max_tokens, out);
              !st.ok()) {
     return st;
-  }
-  if (auto best_of = Integer(body, "best_of", 1, 1); !best_of.ok()) {
-    return ParamError("best_of", "only best_of = 1 is supported");
   }
   // The chosen token's logprob and this many alternatives' (the legacy shape's top_logprobs).
   auto logprobs = Integer(body, "logprobs", 0, kMaxTopLogprobs);
   if (!logprobs.ok()) return logprobs.status();
   if (logprobs->has_value()) {
     out.request.mutable_sampling()->set_logprobs(static_cast<uint32_t>(**logprobs));
+  }
+  // best_of candidates generated, the n of the highest sum of logprobs returned (OpenAI's).
+  auto best_of = Integer(body, "best_of", 1, kMaxChoices);
+  if (!best_of.ok()) return best_of.status();
+  out.best_of = static_cast<uint32_t>(best_of->value_or(out.choices));
+  if (out.best_of < out.choices) return ParamError("best_of", "must be at least n");
+  if (out.best_of > out.choices) {
+    if (out.stream) return ParamError("best_of", "is not supported with stream");
+    if (out.echo) return ParamError("best_of", "is not supported with echo");
+    out.request.mutable_sampling()->set_n(out.best_of);
+    // Ranking needs each token's logprob; they are shown only when asked for.
+    out.logprobs_shown = logprobs->has_value();
+    if (!out.logprobs_shown) out.request.mutable_sampling()->set_logprobs(0);
   }
   if (Present(body, "suffix")) return ParamError("suffix", "is not supported");
   if (!Present(body, "prompt")) return ParamError("prompt", "is required");

@@ -34,6 +34,12 @@ struct OpenAiGenerate {
   // Completions: the prompt scored (Score), nothing generated; its text and, with logprobs,
   // every prompt token's logprob are the answer (max_tokens 0, not streamed).
   bool echo = false;
+  uint32_t choices = 1;  // n: the choices answered
+  // Completions: the candidates generated (request.sampling.n), of which the `choices` with the
+  // highest sum of token logprobs are answered. Logprobs are then always asked of the router,
+  // and shown only when the client asked for them too.
+  uint32_t best_of = 1;
+  bool logprobs_shown = true;
   // Tokens whose text never shows (the chat template's end of message).
   std::vector<int32_t> hidden_token_ids;
 };

@@ -29,24 +29,34 @@ json Envelope(const CompletionHeader& header, bool chunk) {
 
 }  // namespace
 
-json CompletionJson(const CompletionHeader& header, const std::string& text,
-                    v1::FinishReason reason, const v1::Usage& usage, const json& logprobs) {
+json CompletionJson(const CompletionHeader& header, const std::vector<CompletionChoice>& choices,
+                    const v1::Usage& usage) {
   json out = Envelope(header, false);
-  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", FinishReasonName(reason)}};
-  if (header.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+  out["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const CompletionChoice& c = choices[i];
+    json choice = {
+        {"index", i}, {"logprobs", c.logprobs}, {"finish_reason", FinishReasonName(c.reason)}};
+    if (header.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    out["choices"].push_back(std::move(choice));
   }
-  out["choices"] = json::array({choice});
   out["usage"] = UsageJson(usage);
   return out;
 }
 
+json CompletionJson(const CompletionHeader& header, const std::string& text,
+                    v1::FinishReason reason, const v1::Usage& usage, const json& logprobs) {
+  return CompletionJson(header, {{text, reason, logprobs}}, usage);
+}
+
 json ChunkJson(const CompletionHeader& header, const std::optional<std::string>& text, bool first,
-               std::optional<v1::FinishReason> reason, const json& logprobs) {
+               std::optional<v1::FinishReason> reason, const json& logprobs, uint32_t index) {
   json out = Envelope(header, true);
-  json choice = {{"index", 0}, {"logprobs", logprobs}};
+  json choice = {{"index", index}, {"logprobs", logprobs}};
   if (header.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

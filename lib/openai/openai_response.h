@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
@@ -27,16 +28,26 @@ const char* FinishReasonName(v1::FinishReason reason);
 
 nlohmann::json UsageJson(const v1::Usage& usage);
 
-// A whole (non-streamed) response; `logprobs` goes in choices[0].logprobs (OpenAiLogprobs).
+// One choice of a whole response: its text, how it ended, its logprobs (OpenAiLogprobs).
+struct CompletionChoice {
+  std::string text;
+  v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
+  nlohmann::json logprobs = nullptr;
+};
+
+// A whole (non-streamed) response: choices[i] with index i.
+nlohmann::json CompletionJson(const CompletionHeader& header,
+                              const std::vector<CompletionChoice>& choices, const v1::Usage& usage);
+// The same with one choice.
 nlohmann::json CompletionJson(const CompletionHeader& header, const std::string& text,
                               v1::FinishReason reason, const v1::Usage& usage,
                               const nlohmann::json& logprobs = nullptr);
 
-// One streamed chunk: `text` as choices[0].text or .delta.content, with the logprobs of its
-// tokens; a chat's first chunk carries the role; a finish reason closes the choice.
+// One streamed chunk of choice `index`: `text` as its text or .delta.content, with the logprobs
+// of its tokens; a chat choice's first chunk carries the role; a finish reason closes it.
 nlohmann::json ChunkJson(const CompletionHeader& header, const std::optional<std::string>& text,
                          bool first, std::optional<v1::FinishReason> reason,
-                         const nlohmann::json& logprobs = nullptr);
+                         const nlohmann::json& logprobs = nullptr, uint32_t index = 0);
 
 // The chunk after the last one when stream_options.include_usage: no choices, the usage.
 nlohmann::json UsageChunkJson(const CompletionHeader& header, const v1::Usage& usage);

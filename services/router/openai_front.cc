@@ -131,12 +131,19 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
       return;
     }
     const v1::GeneratedToken& token = event_.token();
+    if (token.choice() >= choices_.size()) {  // the router's bug: never a wrong answer
+      context_.TryCancel();
+      StartRead(&event_);
+      return;
+    }
+    ChoiceOut& choice = choices_[token.choice()];
     const auto& hidden = request_.hidden_token_ids;
     const bool shows = std::find(hidden.begin(), hidden.end(), token.id()) == hidden.end();
-    std::string shown = trimmer_.Add(shows ? token.text() : "");
-    if (shows) logprobs_.Add(token);
+    std::string shown = choice.trimmer.Add(shows ? token.text() : "");
+    if (shows) choice.logprobs.Add(token);
+    choice.logprob_sum += token.logprob().logprob();
     if (!request_.stream) {
-      text_ += shown;
+      choice.text += shown;
       StartRead(&event_);
       return;
     }
@@ -145,30 +152,35 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
       return;
     }
     // A token whose text is held back (a possible stop string) sends its logprobs later.
-    Send(ChunkJson(header_, shown, first_chunk_, std::nullopt, logprobs_.Take()),
+    Send(ChunkJson(header_, shown, choice.first_chunk, std::nullopt, choice.logprobs.Take(),
+                   token.choice()),
          [this](bool sent) {
            if (!sent) context_.TryCancel();  // the client is gone: the read below then fails
            StartRead(&event_);
          });
+    choice.first_chunk = false;
   }
 
   void OnDone(const grpc::Status& status) override {
     if (status.ok() && finished_) {
-      const std::string rest = trimmer_.Flush();
-      const v1::FinishReason reason =
-          trimmer_.stopped() ? v1::FINISH_REASON_STOP : finish_.reason();
       if (!request_.stream) {
-        text_ += rest;
-        front_.Respond(
-            *exchange_, 200,
-            JsonText(CompletionJson(header_, text_, reason, finish_.usage(), logprobs_.Take())));
+        front_.Respond(*exchange_, 200,
+                       JsonText(CompletionJson(header_, Answers(), finish_.usage())));
       } else {
-        if (!rest.empty()) {
-          Send(ChunkJson(header_, rest, first_chunk_, std::nullopt, logprobs_.Take()), nullptr);
+        for (uint32_t i = 0; i < choices_.size(); ++i) {
+          ChoiceOut& choice = choices_[i];
+          const std::string rest = choice.trimmer.Flush();
+          if (!rest.empty()) {
+            Send(ChunkJson(header_, rest, choice.first_chunk, std::nullopt, choice.logprobs.Take(),
+                           i),
+                 nullptr);
+            choice.first_chunk = false;
+          }
+          const std::optional<std::string> none =
+              header_.chat ? std::nullopt : std::optional<std::string>("");
+          Send(ChunkJson(header_, none, choice.first_chunk, ReasonOf(i), choice.logprobs.Take(), i),
+               nullptr);
         }
-        const std::optional<std::string> none =
-            header_.chat ? std::nullopt : std::optional<std::string>("");
-        Send(ChunkJson(header_, none, first_chunk_, reason, logprobs_.Take()), nullptr);
         if (request_.include_usage) Send(UsageChunkJson(header_, finish_.usage()), nullptr);
         exchange_->Send(kSseDone, nullptr);
         exchange_->End();
@@ -224,10 +236,43 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
       : front_(front),
         exchange_(std::move(exchange)),
         request_(std::move(request)),
-        header_(std::move(header)),
-        trimmer_({request_.request.sampling().stop_strings().begin(),
-                  request_.request.sampling().stop_strings().end()}),
-        logprobs_(header_.chat, request_.request.sampling().has_logprobs()) {}
+        header_(std::move(header)) {
+    const v1::SamplingParams& sampling = request_.request.sampling();
+    const std::vector<std::string> stops(sampling.stop_strings().begin(),
+                                         sampling.stop_strings().end());
+    for (uint32_t i = 0; i < std::max<uint32_t>(1, sampling.n()); ++i) {
+      choices_.push_back(
+          {StopStringTrimmer(stops),
+           OpenAiLogprobs(header_.chat, sampling.has_logprobs() && request_.logprobs_shown)});
+    }
+  }
+
+  // How choice `i` ended: a stop string the trimmer found, or the router's reason.
+  v1::FinishReason ReasonOf(uint32_t i) const {
+    if (choices_[i].trimmer.stopped()) return v1::FINISH_REASON_STOP;
+    return i < static_cast<uint32_t>(finish_.choices_size()) ? finish_.choices(i).reason()
+                                                             : finish_.reason();
+  }
+
+  // A whole response's choices: every one, or (best_of) the request's n with the highest sums
+  // of token logprobs, best first (ties: the earlier).
+  std::vector<CompletionChoice> Answers() {
+    std::vector<uint32_t> order(choices_.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (request_.best_of > request_.choices) {
+      std::stable_sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
+        return choices_[a].logprob_sum > choices_[b].logprob_sum;
+      });
+      order.resize(request_.choices);
+    }
+    std::vector<CompletionChoice> answers;
+    for (uint32_t i : order) {
+      ChoiceOut& choice = choices_[i];
+      answers.push_back(
+          {choice.text + choice.trimmer.Flush(), ReasonOf(i), choice.logprobs.Take()});
+    }
+    return answers;
+  }
 
   void Send(const json& event, std::function<void(bool)> sent) {
     if (!stream_started_) {
@@ -235,9 +280,17 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
       exchange_->StartStream(200, "text/event-stream");
       front_.CountResponse(200);
     }
-    first_chunk_ = false;
     exchange_->Send(SseEvent(event), std::move(sent));
   }
+
+  // What one choice has shown so far.
+  struct ChoiceOut {
+    StopStringTrimmer trimmer;
+    OpenAiLogprobs logprobs;  // of the tokens shown, until the chunk that carries them
+    std::string text;         // a whole response's text so far
+    bool first_chunk = true;
+    double logprob_sum = 0;  // of all its tokens (best_of's ranking)
+  };
 
   OpenAiFront& front_;
   const std::shared_ptr<HttpExchange> exchange_;
@@ -245,13 +298,10 @@ class HttpGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
   const CompletionHeader header_;
   grpc::ClientContext context_;
   v1::GenerateResponse event_;
-  StopStringTrimmer trimmer_;
-  OpenAiLogprobs logprobs_;  // of the tokens shown, until the chunk that carries them
-  std::string text_;         // a whole response's text so far
+  std::vector<ChoiceOut> choices_;  // by the router's choice index (best_of of them)
   v1::Finish finish_;
   bool finished_ = false;
   bool stream_started_ = false;
-  bool first_chunk_ = true;
   std::shared_ptr<HttpGenerateCall> self_;
 };
 

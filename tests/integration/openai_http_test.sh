@@ -112,7 +112,7 @@ expect wrong-type 400 max_tokens POST /v1/completions '{"prompt": "x", "max_toke
 expect negative 400 max_tokens POST /v1/completions '{"prompt": "x", "max_tokens": -3}'
 expect negative-seed 400 seed POST /v1/completions '{"prompt": "x", "seed": -1}'
 expect unknown-field 400 frobnicate POST /v1/completions '{"prompt": "x", "frobnicate": 1}'
-expect n-2 400 n POST /v1/completions '{"prompt": "x", "n": 2}'
+expect n-17 400 n POST /v1/completions '{"prompt": "x", "n": 17}'
 expect echo-generating 400 echo POST /v1/completions '{"prompt": "x", "echo": true, "max_tokens": 4}'
 expect logprobs-21 400 logprobs POST /v1/completions '{"prompt": "x", "logprobs": 21}'
 expect token-outside-vocabulary 400 prompt POST /v1/completions '{"prompt": [0, 99999]}'

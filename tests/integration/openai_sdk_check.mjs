@@ -143,11 +143,37 @@ check("hit-equals-miss", miss.usage.prompt_tokens_details.cached_tokens === 0 &&
 const models = await client.models.list();
 check("models", models.data.length === 1 && models.data[0].id === model, JSON.stringify(models.data));
 
+// n choices of one prompt: choice 0 draws with the request's seed (the gRPC answer's), the
+// others with seeds derived from it; streamed chunks name their choice.
+const three = await client.completions.create({ model, prompt, ...sampling, n: 3 });
+check("n-choices", three.choices.length === 3 &&
+      three.choices.every((c, i) => c.index === i && ["stop", "length"].includes(c.finish_reason)) &&
+      three.choices[0].text === want("want_sampled.txt") &&
+      new Set(three.choices.map((c) => c.text)).size > 1, JSON.stringify(three.choices));
+const byIndex = ["", "", ""];
+const threeStream = await client.completions.create(
+  { model, prompt, ...sampling, n: 3, stream: true });
+for await (const chunk of threeStream) {
+  for (const c of chunk.choices) byIndex[c.index] += c.text;
+}
+check("n-stream-equals-whole", byIndex.every((t, i) => t === three.choices[i].text),
+      JSON.stringify([byIndex, three.choices.map((c) => c.text)]));
+const chatTwo = await client.chat.completions.create({ model, messages, ...sampling, n: 2 });
+check("chat-n", chatTwo.choices.length === 2 && chatTwo.choices[1].index === 1 &&
+      chatTwo.choices[1].message.role === "assistant", JSON.stringify(chatTwo.choices));
+// best_of: of the same three candidates, the one with the highest sum of token logprobs.
+const scored = await client.completions.create({ model, prompt, ...sampling, n: 3, logprobs: 0 });
+const sums = scored.choices.map((c) => c.logprobs.token_logprobs.reduce((a, b) => a + b, 0));
+const bestIndex = sums.indexOf(Math.max(...sums));
+const best = await client.completions.create({ model, prompt, ...sampling, best_of: 3 });
+check("best-of", best.choices.length === 1 && best.choices[0].logprobs === null &&
+      best.choices[0].text === scored.choices[bestIndex].text,
+      JSON.stringify([best.choices, sums]));
 try {
-  await client.completions.create({ model, prompt, n: 2 });
-  check("n-refused", false, "no error");
+  await client.completions.create({ model, prompt, n: 17 });
+  check("n-bounded", false, "no error");
 } catch (e) {
-  check("n-refused", e instanceof OpenAI.BadRequestError && e.param === "n", String(e));
+  check("n-bounded", e instanceof OpenAI.BadRequestError && e.param === "n", String(e));
 }
 try {
   await client.completions.create({ model: "no-such-model", prompt });

@@ -141,19 +141,47 @@ TEST(OpenAiRequestTest, CompletionDefaultsAndPromptForms) {
   EXPECT_EQ(one_ids->request.tokens().ids(1), 9);
 }
 
+// n asks the router for n choices; best_of for best_of of them, with the logprobs that rank
+// them (shown only when asked for).
+TEST(OpenAiRequestTest, ChoicesAndBestOf) {
+  auto three = ParseCompletionRequest(R"({"prompt": "x", "n": 3})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->request.sampling().n(), 3u);
+  EXPECT_EQ(three->choices, 3u);
+  EXPECT_EQ(three->best_of, 3u);
+  EXPECT_FALSE(three->request.sampling().has_logprobs());
+  auto best =
+      ParseCompletionRequest(R"({"prompt": "x", "n": 2, "best_of": 5})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->request.sampling().n(), 5u);
+  EXPECT_EQ(best->choices, 2u);
+  EXPECT_EQ(best->best_of, 5u);
+  EXPECT_EQ(best->request.sampling().logprobs(), 0u);
+  EXPECT_FALSE(best->logprobs_shown);
+  auto shown = ParseCompletionRequest(R"({"prompt": "x", "best_of": 2, "logprobs": 3})",
+                                      OpenAiDefaults{}, 1);
+  ASSERT_TRUE(shown.ok()) << shown.status();
+  EXPECT_EQ(shown->request.sampling().logprobs(), 3u);
+  EXPECT_TRUE(shown->logprobs_shown);
+}
+
 TEST(OpenAiRequestTest, RefusalsNameTheField) {
   struct Case {
     const char* body;
     const char* param;
   } cases[] = {
-      {R"({"prompt": "x", "n": 2})", "n"},
+      {R"({"prompt": "x", "n": 17})", "n"},
+      {R"({"prompt": "x", "n": 0})", "n"},
+      {R"({"prompt": "x", "n": 2, "echo": true, "max_tokens": 0})", "n"},
+      {R"({"prompt": "x", "n": 3, "best_of": 2})", "best_of"},
+      {R"({"prompt": "x", "best_of": 2, "stream": true})", "best_of"},
+      {R"({"prompt": "x", "best_of": 17})", "best_of"},
       {R"({"prompt": "x", "echo": true, "max_tokens": 3})", "echo"},
       {R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
       {R"({"prompt": "x", "echo": true, "max_tokens": -1})", "max_tokens"},
       {R"({"prompt": "x", "logprobs": 21})", "logprobs"},
       {R"({"prompt": "x", "logprobs": true})", "logprobs"},
       {R"({"prompt": "x", "logprobs": -1})", "logprobs"},
-      {R"({"prompt": "x", "best_of": 3})", "best_of"},
       {R"({"prompt": "x", "suffix": "y"})", "suffix"},
       {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
       {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},

@@ -32,6 +32,23 @@ TEST(OpenAiResponseTest, CompletionAndChatCompletionShapes) {
   EXPECT_EQ(chat["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
+TEST(OpenAiResponseTest, SeveralChoicesAreIndexedInOrder) {
+  CompletionHeader header{false, "cmpl-2", 1, "m"};
+  json c = CompletionJson(header,
+                          {{"a", v1::FINISH_REASON_LENGTH, nullptr},
+                           {"b", v1::FINISH_REASON_STOP, json::object({{"tokens", {"b"}}})}},
+                          Usage(3, 0, 5));
+  ASSERT_EQ(c["choices"].size(), 2u);
+  EXPECT_EQ(c["choices"][1], json::parse(R"({"index": 1, "text": "b", "finish_reason": "stop",
+      "logprobs": {"tokens": ["b"]}})"));
+  EXPECT_EQ(c["choices"][0]["index"], 0);
+  EXPECT_EQ(c["usage"]["completion_tokens"], 5);
+  header.chat = true;
+  EXPECT_EQ(
+      ChunkJson(header, std::string("x"), true, std::nullopt, nullptr, 3)["choices"][0]["index"],
+      3);
+}
+
 TEST(OpenAiResponseTest, ChunksCarryRoleFirstAndFinishLast) {
   CompletionHeader header{true, "chatcmpl-1", 1, "m"};
   json first = ChunkJson(header, std::string("a"), true, std::nullopt);
