@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   by_text.mutable_sampling()->set_presence_penalty(0.5f);
   by_text.mutable_sampling()->set_min_tokens(3);
   by_text.mutable_sampling()->set_min_p(0.05f);
+  by_text.mutable_sampling()->set_n(3);
   by_text.set_cache_salt("tenant");
   Write(dir, "public_request_fuzz", "generate_text", by_text.SerializeAsString());
   yoco::v1::GenerateRequest by_ids;

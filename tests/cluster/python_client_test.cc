@@ -59,7 +59,23 @@ TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppCli
     ASSERT_EQ(scored.size(), generated.size()) << line;
     for (size_t i = 0; i < scored.size(); ++i) EXPECT_NEAR(scored[i], generated[i], 2e-4) << line;
     EXPECT_EQ(j["answer"].get<std::string>(), want.text) << line;
-    EXPECT_EQ(j["request_id"].get<std::string>().rfind("rag-doc", 0), 0u) << line;
+    const std::string id = j["request_id"].get<std::string>();
+    ASSERT_EQ(id.rfind("rag-doc", 0), 0u) << line;
+    // The candidates (n = 3, seed 10·document + question): each the one-choice answer of its
+    // choice's seed.
+    const uint64_t seed = 10 * j["document"].get<uint64_t>() + (id.back() - '0');
+    ASSERT_EQ(j["candidates"].size(), 3u) << line;
+    for (uint32_t i = 0; i < 3; ++i) {
+      request.mutable_sampling()->set_temperature(0.8f);
+      request.mutable_sampling()->set_seed(ChoiceSeed(seed, i));
+      const Generated one = c.Generate(request);
+      ASSERT_TRUE(one.status.ok()) << one.status.error_message();
+      const nlohmann::json& candidate = j["candidates"][i];
+      EXPECT_EQ(candidate["token_ids"].get<std::vector<int32_t>>(), one.tokens) << line;
+      double sum = 0;
+      for (const v1::GeneratedToken& token : one.messages) sum += token.logprob().logprob();
+      EXPECT_NEAR(candidate["logprob"].get<double>(), sum, 1e-9) << line;
+    }
   }
   EXPECT_EQ(document_cached.size(), 3u) << run.output;
   EXPECT_EQ(answers, 6) << run.output;

@@ -2,7 +2,7 @@
 """RAG against YOCO Serve: pre-cache three documents, then ask questions about each; every
 question reuses its document's snapshot, so only the question is prefilled. Prints one JSON line
 per pre-cached document and per answer (with its cached prompt tokens, its log-probability, and
-its tokens' logprobs as generated and as scored afterwards).
+its tokens' logprobs as generated and as scored afterwards, and three sampled candidates).
 
     PYTHONPATH=build/clients/python:clients/python \\
         python3 clients/python/examples/rag.py --router 127.0.0.1:50051
@@ -56,10 +56,15 @@ def main() -> None:
                 # ids: an answer's text need not tokenise back to the same ids).
                 prompt_ids = [0] + client.tokenize(document + question)  # BOS first
                 scored = client.score(prompt_ids + answer.token_ids)
+                # Three sampled candidates from one prefill, each with its log-probability.
+                candidates = client.ask_n(document + question, 3, temperature=0.8, seed=10 * d + q,
+                                          max_new_tokens=args.max_new_tokens, logprobs=0)
                 line = {"document": d, "question": question.strip(), "answer": answer.text,
                         "token_ids": answer.token_ids, "logprob": answer.logprob,
                         "scored_tail": [t.logprob for t in scored.tokens[-len(answer.token_ids):]],
                         "token_logprobs": [t.logprob for t in answer.tokens],
+                        "candidates": [{"token_ids": c.token_ids, "logprob": c.logprob}
+                                       for c in candidates],
                         "cached_prompt_tokens": answer.cached_prompt_tokens,
                         "prompt_tokens": answer.prompt_tokens, "request_id": answer.request_id}
                 if args.show_prompts:

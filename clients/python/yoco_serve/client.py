@@ -66,6 +66,7 @@ class Token:
     index: int
     logprob: Optional[float] = None  # with ask(..., logprobs=N)
     top_logprobs: Tuple[TokenLogprob, ...] = ()  # the N most likely, most likely first
+    choice: int = 0  # which of ask_n's answers it belongs to
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,9 +86,9 @@ class Answer:
 
 def _token(t: yoco_pb2.GeneratedToken) -> Token:
     if not t.HasField("logprob"):
-        return Token(t.id, t.text, t.index)
+        return Token(t.id, t.text, t.index, choice=t.choice)
     top = tuple(TokenLogprob(a.id, a.token, a.logprob) for a in t.top_logprobs)
-    return Token(t.id, t.text, t.index, t.logprob.logprob, top)
+    return Token(t.id, t.text, t.index, t.logprob.logprob, top, t.choice)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,14 +212,34 @@ class YocoClient:
         stop_at_eos (True), logprobs (None; N in [0, 20]: each token's logprob and the N most
         likely tokens'), presence_penalty, frequency_penalty, repetition_penalty, min_p,
         min_tokens, logit_bias ({token id: bias}), request_id."""
-        tokens: List[Token] = []
+        return self._answers(prompt, 1, on_token, sampling)[0]
+
+    def ask_n(
+        self,
+        prompt: Union[str, Sequence[int]],
+        n: int,
+        *,
+        on_token: Optional[Callable[[Token], None]] = None,
+        **sampling,
+    ) -> List[Answer]:
+        """n answers to `prompt` from one prefill (1 <= n <= 16), as ask() takes the sampling:
+        answer i draws as ask() with seed derived from `seed` would (answer 0: `seed` itself),
+        so the whole list is reproducible. Tokens stream interleaved (Token.choice says whose).
+        With logprobs=0, Answer.logprob ranks them (best-of-n, self-consistency)."""
+        return self._answers(prompt, n, on_token, sampling)
+
+    def _answers(self, prompt, n: int, on_token, sampling) -> List[Answer]:
+        tokens: List[List[Token]] = [[] for _ in range(n)]
         finish = None
         request = self._generate_request(prompt, **sampling)
+        request.sampling.n = n
         call = None
         for event, call in self._events(request):
             if event.HasField("token"):
                 t = _token(event.token)
-                tokens.append(t)
+                if t.choice >= n:
+                    raise YocoError(grpc.StatusCode.INTERNAL, f"a token of choice {t.choice}")
+                tokens[t.choice].append(t)
                 if on_token is not None:
                     on_token(t)
             elif event.HasField("finish"):
@@ -226,19 +247,23 @@ class YocoClient:
         if finish is None:
             raise YocoError(grpc.StatusCode.INTERNAL, "the stream ended without a finish")
         trailers = dict(call.trailing_metadata() or ()) if call is not None else {}
-        logprobs = [t.logprob for t in tokens]
-        return Answer(
-            text="".join(t.text for t in tokens),
-            token_ids=[t.id for t in tokens],
-            finish_reason=_FINISH.get(finish.reason, "unknown"),
-            prompt_tokens=finish.usage.prompt_tokens,
-            cached_prompt_tokens=finish.usage.cached_prompt_tokens,
-            generated_tokens=finish.usage.generated_tokens,
-            ttft_ms=finish.timings.ttft_ms,
-            request_id=trailers.get("x-request-id", request.request_id),
-            tokens=tuple(tokens),
-            logprob=sum(logprobs) if logprobs and None not in logprobs else None,
-        )
+        answers = []
+        for i, own in enumerate(tokens):
+            logprobs = [t.logprob for t in own]
+            reason = finish.choices[i].reason if n > 1 else finish.reason
+            answers.append(Answer(
+                text="".join(t.text for t in own),
+                token_ids=[t.id for t in own],
+                finish_reason=_FINISH.get(reason, "unknown"),
+                prompt_tokens=finish.usage.prompt_tokens,
+                cached_prompt_tokens=finish.usage.cached_prompt_tokens,
+                generated_tokens=len(own) if n > 1 else finish.usage.generated_tokens,
+                ttft_ms=finish.timings.ttft_ms,
+                request_id=trailers.get("x-request-id", request.request_id),
+                tokens=tuple(own),
+                logprob=sum(logprobs) if logprobs and None not in logprobs else None,
+            ))
+        return answers
 
     def stream(self, prompt: Union[str, Sequence[int]], **sampling) -> Iterator[Token]:
         """The answer's tokens as they arrive (ask() also returns the usage)."""
