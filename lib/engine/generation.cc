@@ -83,6 +83,10 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
     gen.history_ = TokenHistory(prompt.subspan(0, n - options.generated_tail),
                                 prompt.subspan(n - options.generated_tail));
   }
+  if (options.constraint != nullptr) {
+    gen.constraint_ = HeldConstraint(options.constraint->Clone());
+    for (int32_t token : prompt.subspan(n - options.generated_tail)) gen.constraint_->Accept(token);
+  }
   while (gen.state_.position < n) {
     if (options.cancelled && options.cancelled()) {
       return absl::CancelledError("the prefill was cancelled");
@@ -99,17 +103,21 @@ absl::StatusOr<Generation> Generation::Prefill(Backend& backend, absl::Span<cons
   }
   RETURN_IF_ERROR(CheckFinite(gen.logits_, gen.state_.position));
   if (gen.sampling_.AdjustsLogits()) gen.first_history_ = gen.history_;
+  gen.first_constraint_ = gen.constraint_;
   gen.SampleFrom(gen.logits_);
   *first_token = gen.pending_;
   return gen;
 }
 
 void Generation::SampleFrom(absl::Span<const float> logits) {
-  if (sampling_.AdjustsLogits()) {
+  const bool adjusts = sampling_.AdjustsLogits();
+  if (adjusts || constraint_) {
     adjusted_.assign(logits.begin(), logits.end());
-    history_.Adjust(sampling_, absl::MakeSpan(adjusted_));
+    if (adjusts) history_.Adjust(sampling_, absl::MakeSpan(adjusted_));
+    if (constraint_) constraint_->Mask(absl::MakeSpan(adjusted_));
     pending_ = sampler_.Sample(sampling_, adjusted_, state_.position);
-    history_.Add(pending_);
+    if (adjusts) history_.Add(pending_);
+    if (constraint_) constraint_->Accept(pending_);
   } else {
     pending_ = sampler_.Sample(sampling_, logits, state_.position);
   }
@@ -128,9 +136,10 @@ std::vector<ChoiceDraw> Generation::DrawChoices(absl::Span<const uint32_t> choic
     SamplingParams sampling = sampling_;
     sampling.seed = ChoiceSeed(sampling_.seed, c);
     ChoiceDraw draw{.choice = c};
-    if (sampling.AdjustsLogits()) {
+    if (sampling.AdjustsLogits() || first_constraint_) {
       adjusted = logits_;
-      first_history_.Adjust(sampling, absl::MakeSpan(adjusted));
+      if (sampling.AdjustsLogits()) first_history_.Adjust(sampling, absl::MakeSpan(adjusted));
+      if (first_constraint_) first_constraint_->Mask(absl::MakeSpan(adjusted));
       draw.token = sampler.Sample(sampling, adjusted, state_.position);
     } else {
       draw.token = sampler.Sample(sampling, logits_, state_.position);
@@ -188,6 +197,7 @@ absl::Status Generation::NextBatch(Backend& backend, absl::Span<Generation* cons
     if (g->replayed_) {
       g->pending_ = g->replay_[g->replay_next_++];
       if (g->sampling_.AdjustsLogits()) g->history_.Add(g->pending_);
+      if (g->constraint_) g->constraint_->Accept(g->pending_);
       g->pending_logprobs_.reset();
     } else {
       g->SampleFrom(row);

@@ -16,6 +16,7 @@
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
 #include "lib/engine/token_history.h"
+#include "lib/model/logit_constraint.h"
 
 namespace yoco {
 
@@ -39,6 +40,9 @@ struct PrefillOptions {
   // The prompt's last tokens that this request generated already (a retry continues its
   // stream): the sampling's penalties and min_tokens count them as output (TokenHistory).
   int64_t generated_tail = 0;
+  // Structured output: the rule on the tokens drawn (cloned; the generated tail is accepted
+  // before the first draw). Null: none.
+  const LogitConstraint* constraint = nullptr;
 };
 
 // NextBatch's token for a sequence whose logits held a NaN or infinity.
@@ -110,6 +114,11 @@ class Generation {
   // carries neither logprobs nor the logit adjustments, nor any history).
   void set_sampling(SamplingParams sampling) { sampling_ = std::move(sampling); }
   void set_history(TokenHistory history) { history_ = std::move(history); }
+  // A decode call's structured-output rule, having accepted the tokens generated so far (a
+  // bundle does not carry it).
+  void set_constraint(std::unique_ptr<LogitConstraint> constraint) {
+    constraint_ = HeldConstraint(std::move(constraint));
+  }
   const TokenHistory& history() const { return history_; }
 
  private:
@@ -123,9 +132,11 @@ class Generation {
   int32_t pending_;
   SamplingParams sampling_;
   std::optional<TokenLogprobs> pending_logprobs_;
-  TokenHistory history_;         // kept when the sampling adjusts logits
-  TokenHistory first_history_;   // Prefill's, before its draw (DrawChoices)
-  std::vector<int32_t> replay_;  // set_replay's tokens; replay_next_ is the next to feed
+  TokenHistory history_;             // kept when the sampling adjusts logits
+  TokenHistory first_history_;       // Prefill's, before its draw (DrawChoices)
+  HeldConstraint constraint_;        // structured output's rule, advanced with every token
+  HeldConstraint first_constraint_;  // Prefill's, before its draw (DrawChoices)
+  std::vector<int32_t> replay_;      // set_replay's tokens; replay_next_ is the next to feed
   size_t replay_next_ = 0;
   bool replayed_ = false;
   std::vector<float> adjusted_;  // the logits after those adjustments

@@ -345,6 +345,10 @@ class Stepper {
     const int32_t most = f.node->kind == Kind::kInteger ? kMaxIntegerChars : kMaxNumberChars;
     if (++f.a > most) return;
     if (next == kNumExp && ++f.b > 2) return;
+    // A state that needs a digit more needs room for it (else the text could not end).
+    const bool needs_digit =
+        next == kNumMinus || next == kNumDot || next == kNumE || next == kNumESign;
+    if (needs_digit && f.a >= most) return;
     f.state = next;
     Keep(std::move(r));
   }

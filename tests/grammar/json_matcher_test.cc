@@ -14,105 +14,15 @@
 #include "lib/grammar/json_schema.h"
 #include "lib/grammar/token_mask.h"
 #include "nlohmann/json.hpp"
+#include "tests/grammar/schema_reference.h"
 
 namespace yoco {
 namespace {
 
 using json = nlohmann::json;
-
-// Unicode code points of UTF-8 text (what minLength and maxLength count).
-int64_t CodePoints(const std::string& s) {
-  int64_t n = 0;
-  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
-  return n;
-}
-
-const json* Resolve(const json& root, const json& s) {
-  if (!s.contains("$ref")) return &s;
-  const std::string ref = s["$ref"];
-  const std::string name = ref.substr(ref.find_last_of('/') + 1);
-  return root.contains("$defs") ? &root["$defs"][name] : &root["definitions"][name];
-}
-
-bool TypeIs(const json& v, const std::string& type) {
-  if (type == "object") return v.is_object();
-  if (type == "array") return v.is_array();
-  if (type == "string") return v.is_string();
-  if (type == "integer") return v.is_number_integer();
-  if (type == "number") return v.is_number();
-  if (type == "boolean") return v.is_boolean();
-  if (type == "null") return v.is_null();
-  return false;
-}
-
-// JSON Schema's meaning of the keywords the matcher supports, read off the schema text.
-bool Valid(const json& root, const json& schema, const json& v) {
-  const json& s = *Resolve(root, schema);
-  if (s.is_boolean()) return s.get<bool>();
-  if (s.contains("type")) {
-    const json& t = s["type"];
-    bool any = false;
-    if (t.is_string()) any = TypeIs(v, t);
-    for (const json& one : t.is_array() ? t : json::array()) any |= TypeIs(v, one);
-    if (!any) return false;
-  }
-  if (s.contains("enum")) {
-    bool found = false;
-    for (const json& e : s["enum"]) found |= e == v;
-    if (!found) return false;
-  }
-  if (s.contains("const") && s["const"] != v) return false;
-  if (s.contains("anyOf")) {
-    bool any = false;
-    for (const json& alt : s["anyOf"]) any |= Valid(root, alt, v);
-    if (!any) return false;
-  }
-  if (v.is_object()) {
-    for (const json& r : s.value("required", json::array())) {
-      if (!v.contains(r.get<std::string>())) return false;
-    }
-    const json props = s.value("properties", json::object());
-    for (const auto& [k, value] : v.items()) {
-      if (props.contains(k)) {
-        if (!Valid(root, props[k], value)) return false;
-      } else if (s.contains("additionalProperties") && !s["additionalProperties"].get<bool>()) {
-        return false;
-      }
-    }
-  }
-  if (v.is_array()) {
-    if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return false;
-    if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return false;
-    if (s.contains("items")) {
-      for (const json& item : v) {
-        if (!Valid(root, s["items"], item)) return false;
-      }
-    }
-  }
-  if (v.is_string()) {
-    const int64_t n = CodePoints(v.get<std::string>());
-    if (s.contains("minLength") && n < s["minLength"].get<int64_t>()) return false;
-    if (s.contains("maxLength") && n > s["maxLength"].get<int64_t>()) return false;
-  }
-  return true;
-}
-
-const char* kSchemas[] = {
-    R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
-        "age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string",
-        "maxLength": 3}, "maxItems": 3}, "ok": {"type": "boolean"}},
-        "required": ["name", "ok"], "additionalProperties": false})",
-    R"({"type": "object", "properties": {"kind": {"enum": ["a", "ab", 1, 10, null, true]},
-        "x": {"anyOf": [{"type": "number"}, {"type": "null"},
-        {"type": "string", "minLength": 2, "maxLength": 4}]}}, "required": ["kind", "x"]})",
-    R"({"$defs": {"point": {"type": "object", "properties": {"x": {"type": "number"},
-        "y": {"type": "number"}}, "required": ["x", "y"], "additionalProperties": false}},
-        "type": "array", "items": {"$ref": "#/$defs/point"}, "minItems": 1, "maxItems": 4})",
-    R"({"type": "object", "properties": {"a": {"type": "object"}, "b": {"type": ["string",
-        "integer"], "maxLength": 2}, "c": {"const": "fixed"}}, "required": ["c"]})",
-    R"({"type": "object"})",
-    R"({"type": "integer"})",
-};
+using testing::kSchemas;
+using testing::Resolve;
+using testing::Valid;
 
 // Text a generator writes from the schema's own meaning (independent of the matcher): compact
 // JSON, properties in the schema's order, optional ones sometimes left out.
