@@ -37,6 +37,7 @@ absl::StatusOr<CachedPrefillResult> CachedPrefill(Backend& backend, SnapshotStor
   options.cancelled = request.cancelled;
   options.progress = request.progress;
   options.generated_tail = request.generated_tail;
+  options.constraint = request.constraint;
   const bool snapshots = store != nullptr && policy.enabled;
   if (snapshots || request.on_block) {
     options.on_boundary = [&](const SequenceState& state) {

@@ -44,7 +44,8 @@ struct CachedPrefillRequest {
   // The prompt's PrefixBlockKeys under `salt` when the caller has them (not hashed again);
   // null: computed here when there is a store.
   const std::vector<BlockKey>* block_keys = nullptr;
-  int64_t generated_tail = 0;  // PrefillOptions::generated_tail
+  int64_t generated_tail = 0;                   // PrefillOptions::generated_tail
+  const LogitConstraint* constraint = nullptr;  // PrefillOptions::constraint
 };
 
 struct CachedPrefillResult {

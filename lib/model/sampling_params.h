@@ -5,6 +5,7 @@
 #define YOCO_LIB_MODEL_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct SamplingParams {
   // N in [1, kMaxTopLogprobs] also those of the N most likely tokens. The draw ignores it, and
   // state bundles do not carry it (a decode call says it again).
   int32_t logprobs = -1;
+  // Structured output (LogitConstraint): any JSON object, or a JSON Schema's text. The draw
+  // honours it only where a constraint is built from it (the workers do).
+  bool json_object = false;
+  std::string json_schema;
+  bool Constrained() const { return json_object || !json_schema.empty(); }
 
   // Whether any adjustment of the logits is asked for (then the sampler needs a TokenHistory).
   bool AdjustsLogits() const {
@@ -58,6 +64,9 @@ struct SamplingParams {
   absl::Status Validate(int vocab_size) const;
   bool operator==(const SamplingParams&) const = default;
 };
+
+// The longest JSON Schema text a request may constrain its answer with.
+inline constexpr size_t kMaxJsonSchemaBytes = 64 * 1024;
 
 // The most choices (samples of one prompt, OpenAI's `n`) a request may ask for.
 inline constexpr int32_t kMaxChoices = 16;

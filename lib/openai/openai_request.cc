@@ -47,7 +47,8 @@ const std::set<std::string>& CommonFields() {
                                                         "user",
                                                         "ignore_eos",
                                                         "cache_salt",
-                                                        "priority"};
+                                                        "priority",
+                                                        "response_format"};
   return *fields;
 }
 
@@ -90,6 +91,47 @@ absl::StatusOr<std::optional<double>> Number(const json& body, const char* key, 
   if (!(x >= lo && x <= hi))
     return ParamError(key, absl::StrCat("must be in [", lo, ", ", hi, "]"));
   return std::optional<double>(x);
+}
+
+// OpenAI's response_format: {"type": "text"}, {"type": "json_object"}, or {"type":
+// "json_schema", "json_schema": {"name", "schema", "strict", "description"}}. The schema goes to
+// the router as text, which compiles it (and names what it does not support).
+absl::Status ParseResponseFormat(const json& body, v1::SamplingParams& s) {
+  if (!Present(body, "response_format")) return absl::OkStatus();
+  const json& format = body["response_format"];
+  if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
+    return ParamError("response_format", "must be an object with a \"type\"");
+  }
+  const std::string type = format["type"].get<std::string>();
+  for (const auto& [key, value] : format.items()) {
+    if (key != "type" && !(type == "json_schema" && key == "json_schema")) {
+      return ParamError(absl::StrCat("response_format.", key), "unknown or unsupported field");
+    }
+  }
+  if (type == "text") return absl::OkStatus();
+  if (type == "json_object") {
+    s.mutable_response_format()->set_json_object(true);
+    return absl::OkStatus();
+  }
+  if (type != "json_schema") {
+    return ParamError("response_format.type", "must be text, json_object or json_schema");
+  }
+  if (!format.contains("json_schema") || !format["json_schema"].is_object()) {
+    return ParamError("response_format.json_schema", "is required (an object with a schema)");
+  }
+  const json& spec = format["json_schema"];
+  for (const auto& [key, value] : spec.items()) {
+    if (key != "name" && key != "schema" && key != "strict" && key != "description") {
+      return ParamError(absl::StrCat("response_format.json_schema.", key),
+                        "unknown or unsupported field");
+    }
+  }
+  // strict or not, the answer follows the schema: constrained decoding has no looser mode.
+  if (!spec.contains("schema") || !spec["schema"].is_object()) {
+    return ParamError("response_format.json_schema.schema", "is required (a JSON Schema object)");
+  }
+  s.mutable_response_format()->set_json_schema(spec["schema"].dump());
+  return absl::OkStatus();
 }
 
 // Fields both endpoints share: sampling, stops, streaming, cache salt, the settings we refuse.
@@ -191,6 +233,7 @@ absl::Status ParseCommon(const json& body, OpenAiGenerate& out, uint64_t seed_if
     if (!usage.ok()) return ParamError("stream_options.include_usage", "must be true or false");
     out.include_usage = *usage;
   }
+  if (absl::Status st = ParseResponseFormat(body, s); !st.ok()) return st;
   if (Present(body, "cache_salt")) {
     if (!body["cache_salt"].is_string() || body["cache_salt"].get<std::string>().empty()) {
       return ParamError("cache_salt", "must be a non-empty string");

@@ -22,6 +22,8 @@ SamplingParams FromProto(const v1::SamplingParams& p) {
   s.presence_penalty = p.presence_penalty();
   s.min_tokens = static_cast<int32_t>(std::min<uint32_t>(p.min_tokens(), 1u << 30));
   s.min_p = p.min_p();
+  s.json_object = p.response_format().json_object();
+  s.json_schema = p.response_format().json_schema();
   return s;
 }
 
@@ -39,6 +41,8 @@ void ToProto(const SamplingParams& s, v1::SamplingParams* p) {
   p->set_presence_penalty(s.presence_penalty);
   p->set_min_tokens(static_cast<uint32_t>(std::max(s.min_tokens, 0)));
   p->set_min_p(s.min_p);
+  if (s.json_object) p->mutable_response_format()->set_json_object(true);
+  if (!s.json_schema.empty()) p->mutable_response_format()->set_json_schema(s.json_schema);
 }
 
 void ToProto(const TokenLogprobs& l, v1::TokenLogprob* chosen,

@@ -29,6 +29,10 @@ class Tokenizer {
   virtual int32_t id_limit() const = 0;
 };
 
+// Each id's bytes for ids [0, vocab_size): what structured output masks tokens by. Specials and
+// ids the tokenizer cannot spell (beyond id_limit) are empty: they never stand for text.
+std::vector<std::string> TokenBytes(const Tokenizer& tokenizer, int32_t vocab_size);
+
 }  // namespace yoco
 
 #endif  // YOCO_LIB_TEXT_TOKENIZER_H_

@@ -68,6 +68,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   w->backend_ = std::move(backend);
   w->prefill_backend_ = std::move(prefill_backend);
   w->local_prefill_max_tokens_ = options.local_prefill_max_tokens;
+  w->structured_output_ = options.structured_output;
   if (w->prefill_backend_ != nullptr) {
     w->prefill_jobs_ = std::make_unique<BoundedJobQueue>(
         static_cast<size_t>(std::max(options.max_local_prefills_waiting, 1)));
@@ -224,6 +225,10 @@ absl::StatusOr<uint64_t> DecodeWorker::AdmitBundle(
   if (call.sampling.has_value()) {
     gen->set_sampling(*call.sampling);
     gen->set_history(TokenHistory(call.prompt_ids, call.generated));
+    absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint =
+        ConstraintFor(*call.sampling, call.generated);
+    if (!constraint.ok()) return constraint.status();
+    if (*constraint != nullptr) gen->set_constraint(*std::move(constraint));
   }
   return batcher_->Admit({std::move(*gen), call.max_new_tokens, call.stop_at_eos,
                           std::move(on_event), call.scheduling});
@@ -252,6 +257,10 @@ absl::StatusOr<uint64_t> DecodeWorker::AdmitChoices(
     choice_sampling.seed = ChoiceSeed(sampling.seed, c.choice);
     gen->set_sampling(std::move(choice_sampling));
     gen->set_history(TokenHistory(prompt_ids, {c.sent.data(), 1}));
+    absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint =
+        ConstraintFor(sampling, {c.sent.data(), 1});
+    if (!constraint.ok()) return constraint.status();
+    if (*constraint != nullptr) gen->set_constraint(*std::move(constraint));
     gen->set_replay({c.sent.begin() + 1, c.sent.end()});
     const int counted = drawn_here[i] ? 1 : 0;  // the events count the first when drawn here
     sequences.push_back({std::move(*gen), c.max_new_tokens, stop_at_eos,
@@ -372,6 +381,19 @@ absl::StatusOr<uint64_t> DecodeWorker::Decode(const ShippedDecodeCall& call,
   return answer->Wait(cancelled, [&] { CancelWaiting(ticket); });
 }
 
+absl::StatusOr<std::unique_ptr<LogitConstraint>> DecodeWorker::ConstraintFor(
+    const SamplingParams& sampling, absl::Span<const int32_t> so_far) const {
+  if (!sampling.Constrained()) return nullptr;
+  if (structured_output_ == nullptr) {
+    return absl::FailedPreconditionError("this decode worker has no structured output");
+  }
+  absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint =
+      structured_output_->ConstraintFor(sampling);
+  if (!constraint.ok()) return constraint.status();
+  for (int32_t token : so_far) (*constraint)->Accept(token);
+  return constraint;
+}
+
 absl::Status DecodeWorker::CheckLocalPrefill(const LocalPrefillCall& call) const {
   if (call.choices.empty() && call.max_new_tokens < 1) {
     return absl::InvalidArgumentError("max_new_tokens must be >= 1");
@@ -406,6 +428,9 @@ absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
   request.sampling = call.sampling;
   request.cancelled = cancelled;
   request.generated_tail = call.generated_tail;
+  absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint = ConstraintFor(call.sampling, {});
+  if (!constraint.ok()) return constraint.status();
+  request.constraint = constraint->get();
   absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*prefill_backend_, nullptr, request);
   if (!prefill.ok()) return prefill.status();
   local_prefills_.fetch_add(1);

@@ -28,6 +28,7 @@
 #include "lib/engine/sampler.h"
 #include "lib/engine/state_bundle.h"
 #include "lib/engine/warm_buffer_pool.h"
+#include "lib/grammar/structured_output.h"
 #include "lib/scheduling/scheduling_class.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/transport/ucx_transport.h"
@@ -38,6 +39,8 @@ namespace yoco {
 
 struct DecodeWorkerOptions {
   DecodeBatcherOptions batcher;
+  // Structured output's constraints (PrefillWorkerOptions::structured_output).
+  std::shared_ptr<const StructuredOutput> structured_output;
   UcxTransportOptions transport;
   absl::Duration unclaimed_bundle_ttl = absl::Seconds(60);
   absl::Duration unclaimed_sweep_interval = absl::Seconds(1);
@@ -179,6 +182,9 @@ class DecodeWorker {
   // Drops bundles older than the TTL; mu_ held.
   void DropUnclaimedLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepLoop();
+  // The structured-output rule `sampling` asks for, having accepted `so_far`; null for none.
+  absl::StatusOr<std::unique_ptr<LogitConstraint>> ConstraintFor(
+      const SamplingParams& sampling, absl::Span<const int32_t> so_far) const;
   // What PrefillAndDecode refuses before any work (the prefill backend exists).
   absl::Status CheckLocalPrefill(const LocalPrefillCall& call) const;
   // One local prefill and its admission to the batch, on the prefill thread.
@@ -218,6 +224,7 @@ class DecodeWorker {
   std::unique_ptr<BoundedJobQueue> prefill_jobs_;
   std::atomic<uint64_t> local_prefills_{0};
   int local_prefill_max_tokens_ = 0;
+  std::shared_ptr<const StructuredOutput> structured_output_;
   absl::Duration unclaimed_ttl_;
   absl::Duration sweep_interval_;
   int64_t memory_budget_bytes_ = 0;

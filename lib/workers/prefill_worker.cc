@@ -111,6 +111,8 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
                         static_cast<int64_t>(bundle.chunk_names.size()));
   std::unique_ptr<PartSender> parts = MakePartSender(call, bundle.resident_chunks);
   {
+    absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint = ConstraintFor(call.sampling);
+    if (!constraint.ok()) return constraint.status();
     TurnQueue::Turn turn = engine_.Acquire(call.cancelled, call.scheduling);
     if (!turn.ok()) return turn.status();
     const absl::Time start = absl::Now();
@@ -122,6 +124,7 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     request.cancelled = call.cancelled;
     request.block_keys = &block_keys;
     request.generated_tail = call.generated_tail;
+    request.constraint = constraint->get();
     if (parts != nullptr) {
       request.on_block = [&parts](const SequenceState& state) {
         parts->SendReady(state, state.position);
@@ -157,6 +160,15 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   shipped_.Record(call.decode_address, bundle.chunk_names);
   result.shipped = true;
   return result;
+}
+
+absl::StatusOr<std::unique_ptr<LogitConstraint>> PrefillWorker::ConstraintFor(
+    const SamplingParams& sampling) const {
+  if (!sampling.Constrained()) return nullptr;
+  if (options_.structured_output == nullptr) {
+    return absl::FailedPreconditionError("this prefill worker has no structured output");
+  }
+  return options_.structured_output->ConstraintFor(sampling);
 }
 
 std::unique_ptr<PartSender> PrefillWorker::MakePartSender(const PrefillCall& call,

@@ -26,6 +26,7 @@
 #include "lib/engine/bundle_part.h"
 #include "lib/engine/sampler.h"
 #include "lib/engine/warm_buffer_pool.h"
+#include "lib/grammar/structured_output.h"
 #include "lib/model/token_logprobs.h"
 #include "lib/scheduling/scheduling_class.h"
 #include "lib/threading/bounded_job_queue.h"
@@ -38,6 +39,9 @@
 namespace yoco {
 
 struct PrefillWorkerOptions {
+  // Structured output's constraints (the vocabulary's token bytes); null: requests that ask
+  // for it are refused with FAILED_PRECONDITION.
+  std::shared_ptr<const StructuredOutput> structured_output;
   int64_t cache_budget_bytes = 0;  // prefix-cache memory; 0: no cache
   int snapshot_every_blocks = 16;  // SnapshotPolicy::every_blocks
   std::string cache_dir;           // the cache's disk tier (with a cache); empty: none
@@ -182,8 +186,11 @@ class PrefillWorker {
   // sent some during the prefill), then the bundle; fills the result's transfer fields.
   absl::Status ShipBundle(const PrefillCall& call, PartSender* parts, StateBundle& bundle,
                           PrefillResult* result);
-  int64_t KvRowBytes() const;   // of one position's K and V
-  int64_t RowsPerPart() const;  // whole chunks, about options_.bundle_part_bytes
+  int64_t KvRowBytes() const;  // of one position's K and V
+  int64_t RowsPerPart() const;
+  // The structured-output rule `sampling` asks for; null for none.
+  absl::StatusOr<std::unique_ptr<LogitConstraint>> ConstraintFor(
+      const SamplingParams& sampling) const;  // whole chunks, about options_.bundle_part_bytes
 
   const PrefillWorkerOptions options_;
   TurnQueue engine_;  // one prefill at a time on the backend, the others in arrival order

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
                           "streams).\nusage: yoco-decode --model DIR [flags] (or --flagfile=FILE)");
   yoco::WorkerBase base = yoco::WorkerBaseFromFlagsOrExit();
   yoco::DecodeWorkerOptions options;
+  options.structured_output = base.structured_output;
   options.transport = base.transport;
   options.batcher.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.batcher.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_mb) << 20;

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
                           "UCX).\nusage: yoco-prefill --model DIR [flags] (or --flagfile=FILE)");
   yoco::WorkerBase base = yoco::WorkerBaseFromFlagsOrExit();
   yoco::PrefillWorkerOptions options;
+  options.structured_output = base.structured_output;
   options.cache_budget_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.snapshot_every_blocks = absl::GetFlag(FLAGS_snapshot_every_blocks);
   options.max_waiting = absl::GetFlag(FLAGS_max_queue);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lib/auth/tenant_directory.h"
+#include "lib/grammar/json_schema.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/status/status_macros.h"
 
@@ -61,6 +62,7 @@ std::string SamplingField(absl::string_view message) {
     if (name == field) return absl::StrCat("sampling.", field);
   }
   if (absl::StartsWith(message, "stop token id")) return "sampling.stop_token_ids";
+  if (name == "response_format" || name == "json_schema") return "sampling.response_format";
   return "";
 }
 
@@ -100,6 +102,13 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
   if (absl::Status st = call.sampling.Validate(config.vocab_size); !st.ok()) {
     return FieldError(SamplingField(st.message()), st.message());
   }
+  if (!call.sampling.json_schema.empty()) {  // refused here, before any worker compiles it
+    if (absl::StatusOr<JsonSchema> schema = JsonSchema::Compile(call.sampling.json_schema);
+        !schema.ok()) {
+      return FieldError("sampling.response_format",
+                        absl::StrCat("json_schema: ", schema.status().message()));
+    }
+  }
   if (sampling.n() > static_cast<uint32_t>(kMaxChoices)) {
     return FieldError("sampling.n",
                       absl::StrCat("n must be in [1, ", kMaxChoices, "], got ", sampling.n()));
@@ -130,7 +139,8 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
                                    " tokens) + max_new_tokens (", call.max_new_tokens,
                                    ") exceeds the model's max_seq_len ", config.max_seq_len));
   }
-  call.stop_at_eos = sampling.stop_at_eos();
+  // A structured answer ends with its value (the constraint then allows only EOS).
+  call.stop_at_eos = sampling.stop_at_eos() || call.sampling.Constrained();
   if (request.has_priority()) {
     if (request.priority() < -kMaxSchedulingPriority ||
         request.priority() > kMaxSchedulingPriority) {

@@ -69,7 +69,8 @@ v1::DecodeRequest ShippedDecodeRequest(const AttemptRequest& attempt,
   // The bundle's sampling lacks logprobs and the logit adjustments, and it has no history.
   ToProto(attempt.sampling, req.mutable_sampling());
   AddChoices(attempt, &req);
-  if (attempt.sampling.AdjustsLogits()) {
+  // The adjustments and a structured-output rule depend on the tokens so far.
+  if (attempt.sampling.AdjustsLogits() || attempt.sampling.Constrained()) {
     const size_t prompt = attempt.input.size() - attempt.generated_tokens;
     if (attempt.choices.empty()) {  // choices carry their own
       req.mutable_generated()->Add(attempt.input.begin() + prompt, attempt.input.end());

@@ -12,6 +12,8 @@
 #include "lib/rpc/grpc_server.h"
 #include "lib/rpc/readiness_reporter.h"
 #include "lib/rpc/tls_flags.h"
+#include "lib/text/byte_tokenizer.h"
+#include "lib/text/tiktoken_bpe.h"
 #include "lib/workers/bundle_transport.h"
 
 ABSL_FLAG(int, drain_seconds, 30,
@@ -35,6 +37,9 @@ ABSL_FLAG(std::string, transport_key_file, "",
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per core)");
 ABSL_FLAG(std::string, backend, "cpu", "where the model runs: cpu or cuda");
 ABSL_FLAG(int, device, 0, "CUDA device index (with --backend cuda)");
+ABSL_FLAG(std::string, tiktoken_ranks, "",
+          "a .tiktoken ranks file, as the router's --tiktoken-ranks: the vocabulary structured "
+          "output masks tokens by (default: the byte tokenizer's)");
 ABSL_FLAG(bool, vllm_metric_names, false,
           "also export the load gauges under vLLM's names (vllm:num_requests_waiting, ...)");
 
@@ -70,6 +75,14 @@ WorkerBase WorkerBaseFromFlagsOrExit() {
   auto model = Model::Load(absl::GetFlag(FLAGS_model), *weights, *kv_dtype);
   if (!model.ok()) Exit(kFailed, std::string(model.status().message()));
   base.model = std::move(*model);
+  std::unique_ptr<Tokenizer> tokenizer = std::make_unique<ByteTokenizer>();
+  if (const std::string ranks = absl::GetFlag(FLAGS_tiktoken_ranks); !ranks.empty()) {
+    auto bpe = TiktokenBpe::Load(ranks, kCl100kPattern, YocoSpecialTokens());
+    if (!bpe.ok()) Exit(kFailed, std::string(bpe.status().message()));
+    tokenizer = std::move(*bpe);
+  }
+  base.structured_output =
+      std::make_shared<StructuredOutput>(TokenBytes(*tokenizer, base.model->config().vocab_size));
   auto transport =
       BundleTransportOptions(absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices),
                              absl::GetFlag(FLAGS_transport_key_file));

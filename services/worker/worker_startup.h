@@ -12,6 +12,7 @@
 #include "lib/auth/caller_allow_list.h"
 #include "lib/engine/backend_choice.h"
 #include "lib/engine/model.h"
+#include "lib/grammar/structured_output.h"
 #include "lib/metrics/metrics_server.h"
 #include "lib/transport/ucx_transport.h"
 
@@ -22,6 +23,8 @@ struct WorkerBase {
   std::shared_ptr<const Model> model;
   UcxTransportOptions transport;
   BackendChoice backend;  // kind, threads and device from the flags; the role sets the rest
+  // Structured output over the tokenizer's vocabulary (--tiktoken-ranks, as the router's).
+  std::shared_ptr<const StructuredOutput> structured_output;
 };
 
 // Reads the common flags: who may call (first, so a deployment that leaves the API open fails

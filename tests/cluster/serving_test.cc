@@ -19,6 +19,7 @@
 #include "lib/engine/npy.h"
 #include "lib/text/byte_tokenizer.h"
 #include "tests/cluster/serving_cluster.h"
+#include "tests/grammar/schema_reference.h"
 
 namespace yoco::testing {
 namespace {
@@ -491,6 +492,47 @@ TEST_F(ClusterServingTest, ChoicesAreTheEnginesTokensOfTheirSeedsThroughADecodeD
   const Generated refused = cluster_->Generate(too_many);
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("n must be"));
+}
+
+// Structured output wherever the prompt is prefilled (on the decode worker, or shipped from a
+// prefill worker, its rule rebuilt there from the first token), one choice or several: every
+// answer is one JSON value its schema accepts, then EOS.
+TEST_F(ClusterServingTest, StructuredAnswersFollowTheirSchemaWhereverPrefilled) {
+  const ByteTokenizer tokenizer;
+  int local = 0;
+  for (const int schema : {0, 1, 2}) {
+    const char* text = kSchemas[schema];
+    const nlohmann::json root = nlohmann::json::parse(text);
+    for (const int length : {12, 300}) {
+      SCOPED_TRACE(absl::StrCat("schema ", schema, ", prompt of ", length));
+      v1::GenerateRequest request =
+          Request(RandomPrompt(40 + length + schema, length), 400, Sampled(1.0f, 0, 1.0f, 3));
+      request.mutable_sampling()->mutable_response_format()->set_json_schema(text);
+      request.mutable_sampling()->set_n(3);
+      const Generated got = cluster_->Generate(request);
+      ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+      local += got.finish.local_prefill() ? 1 : 0;
+      const std::vector<std::vector<int32_t>> tokens = ByChoice(got, 3);
+      for (uint32_t c = 0; c < 3; ++c) {
+        ASSERT_FALSE(tokens[c].empty());
+        EXPECT_EQ(tokens[c].back(), kEosId);
+        EXPECT_EQ(got.finish.choices(c).reason(), v1::FINISH_REASON_EOS);
+        absl::StatusOr<std::string> answer = tokenizer.Decode(tokens[c]);
+        ASSERT_TRUE(answer.ok());
+        const nlohmann::json doc = nlohmann::json::parse(*answer, nullptr, false);
+        ASSERT_FALSE(doc.is_discarded()) << *answer;
+        EXPECT_TRUE(Valid(root, root, doc)) << *answer;
+      }
+    }
+  }
+  EXPECT_EQ(local, 3);
+
+  v1::GenerateRequest unsupported = Request(RandomPrompt(9, 10), 4);
+  unsupported.mutable_sampling()->mutable_response_format()->set_json_schema(
+      R"({"type": "string", "format": "date"})");
+  const Generated refused = cluster_->Generate(unsupported);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("format"));
 }
 
 TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {

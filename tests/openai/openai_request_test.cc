@@ -165,6 +165,26 @@ TEST(OpenAiRequestTest, ChoicesAndBestOf) {
   EXPECT_TRUE(shown->logprobs_shown);
 }
 
+// response_format: json_object, or a json_schema's schema passed on as text (the router
+// compiles it); text is the default.
+TEST(OpenAiRequestTest, ResponseFormatAsksForStructuredOutput) {
+  auto object = ParseCompletionRequest(
+      R"({"prompt": "x", "response_format": {"type": "json_object"}})", OpenAiDefaults{}, 1);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_TRUE(object->request.sampling().response_format().json_object());
+  auto schema = ParseCompletionRequest(
+      R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema":
+          {"name": "r", "strict": true, "schema": {"type": "object", "properties": {}}}}})",
+      OpenAiDefaults{}, 1);
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  EXPECT_EQ(nlohmann::json::parse(schema->request.sampling().response_format().json_schema()),
+            nlohmann::json::parse(R"({"type": "object", "properties": {}})"));
+  auto text = ParseCompletionRequest(R"({"prompt": "x", "response_format": {"type": "text"}})",
+                                     OpenAiDefaults{}, 1);
+  ASSERT_TRUE(text.ok());
+  EXPECT_FALSE(text->request.sampling().has_response_format());
+}
+
 TEST(OpenAiRequestTest, RefusalsNameTheField) {
   struct Case {
     const char* body;
@@ -176,6 +196,14 @@ TEST(OpenAiRequestTest, RefusalsNameTheField) {
       {R"({"prompt": "x", "n": 3, "best_of": 2})", "best_of"},
       {R"({"prompt": "x", "best_of": 2, "stream": true})", "best_of"},
       {R"({"prompt": "x", "best_of": 17})", "best_of"},
+      {R"({"prompt": "x", "response_format": "json"})", "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "xml"}})", "response_format.type"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema"}})",
+       "response_format.json_schema"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {}}})",
+       "response_format.json_schema.schema"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object", "x": 1}})",
+       "response_format.x"},
       {R"({"prompt": "x", "echo": true, "max_tokens": 3})", "echo"},
       {R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
       {R"({"prompt": "x", "echo": true, "max_tokens": -1})", "max_tokens"},

@@ -92,6 +92,15 @@ TEST_F(RequestChecksTest, BadSamplingSettingsNameTheirField) {
       {[](v1::SamplingParams& s) { s.set_presence_penalty(NAN); }, "sampling.presence_penalty"},
       {[](v1::SamplingParams& s) { s.set_min_p(2); }, "sampling.min_p"},
       {[](v1::SamplingParams& s) { s.add_stop_token_ids(300); }, "sampling.stop_token_ids"},
+      {[](v1::SamplingParams& s) { s.set_n(17); }, "sampling.n"},
+      {[](v1::SamplingParams& s) {
+         s.mutable_response_format()->set_json_schema(R"({"type": "integer", "maximum": 3})");
+       },
+       "sampling.response_format"},
+      {[](v1::SamplingParams& s) {
+         s.mutable_response_format()->set_json_schema(std::string(70000, ' ') + "{}");
+       },
+       "sampling.response_format"},
   };
   for (const Case& c : cases) {
     v1::GenerateRequest r = Ids({0, 5}, 4);
@@ -110,6 +119,16 @@ TEST_F(RequestChecksTest, BadSamplingSettingsNameTheirField) {
   EXPECT_EQ(call->sampling.logit_bias, bias);  // sorted, whatever the map's order
   EXPECT_EQ(call->sampling.min_tokens, 2);
   EXPECT_FLOAT_EQ(call->sampling.repetition_penalty, 1.0f);  // 0 on the wire: off
+  EXPECT_FALSE(call->stop_at_eos);
+
+  // A structured answer ends with its value: at EOS, whatever the request said.
+  fine.mutable_sampling()->mutable_response_format()->set_json_schema(R"({"type": "integer"})");
+  fine.mutable_sampling()->set_n(3);
+  call = CheckGenerateRequest(fine, config_, tokenizer_, 16);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_TRUE(call->stop_at_eos);
+  EXPECT_EQ(call->choices, 3u);
+  EXPECT_EQ(call->sampling.json_schema, R"({"type": "integer"})");
 }
 
 TEST_F(RequestChecksTest, PrecacheDocumentsMustFitTheModel) {
