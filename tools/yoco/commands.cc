@@ -16,6 +16,7 @@
 #include "tools/bench/attention_bench.h"
 #include "tools/bench/engine_bench.h"
 #include "tools/bench/prefix_cache_bench.h"
+#include "tools/bench/structured_bench.h"
 #ifdef YOCO_HAVE_CUDA
 #include "tools/bench/cuda_engine_bench.h"
 #endif
@@ -374,6 +375,25 @@ absl::StatusOr<std::vector<AttentionBenchShape>> ParseAttentionShapes(const std:
 }
 
 }  // namespace
+
+absl::Status RunBenchStructured(const std::vector<std::string>& args, std::ostream& out,
+                                std::ostream& log) {
+  ASSIGN_OR_RETURN(CommandLine cl,
+                   CommandLine::Parse(args, {"params", "threads", "json", "rounds", "steps"}));
+  StructuredBenchOptions options;
+  ASSIGN_OR_RETURN(options.config, ReadBenchConfig(cl));
+  ASSIGN_OR_RETURN(int64_t rounds, cl.Int("rounds", 3));
+  ASSIGN_OR_RETURN(int64_t steps, cl.Int("steps", 24));
+  if (rounds < 1 || rounds > 100) return absl::InvalidArgumentError("--rounds must be in [1, 100]");
+  if (steps < 1 || steps > 10000)
+    return absl::InvalidArgumentError("--steps must be in [1, 10000]");
+  options.rounds = static_cast<int>(rounds);
+  options.steps = static_cast<int>(steps);
+  ASSIGN_OR_RETURN(TempFolder work, TempFolder::Create("yoco_bench_structured"));
+  options.work_dir = work.path();
+  ASSIGN_OR_RETURN(StructuredBenchReport report, RunStructuredBench(options, log));
+  return WriteBenchReport(cl, report, out);
+}
 
 absl::Status RunBenchAttention(const std::vector<std::string>& args, std::ostream& out,
                                std::ostream& log) {

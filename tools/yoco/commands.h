@@ -29,6 +29,10 @@ absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& o
 
 // yoco bench-attention [--params P.json] [--threads T] [--json OUT.json] [--kv-dtype f32|bf16]
 //   [--shapes 1x32768,32x2048] [--rounds R]; prints the table to `out`, progress to `log`.
+// yoco bench-structured [--params P.json] [--threads T] [--json OUT.json] [--rounds R]
+// [--steps S]: constrained (JSON Schema) decode steps against plain ones (StructuredBenchReport).
+absl::Status RunBenchStructured(const std::vector<std::string>& args, std::ostream& out,
+                                std::ostream& log);
 absl::Status RunBenchAttention(const std::vector<std::string>& args, std::ostream& out,
                                std::ostream& log);
 

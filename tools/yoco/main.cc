@@ -29,6 +29,7 @@ constexpr char kUsage[] =
     "             [--decode-contexts 4096,131072] [--decode-steps N]\n"
     "  bench-cache [--params P.json] [--threads T] [--json OUT.json] [--weights bf16|f32|q8]\n"
     "             [--kv-dtype f32|bf16] [--document-lengths 2048,8192]\n"
+    "  bench-structured [--params P.json] [--threads T] [--json OUT.json] [--rounds R]\n"
     "  bench-attention [--params P.json] [--threads T] [--json OUT.json]\n"
     "             [--kv-dtype bf16|f32] [--shapes 1x32768,32x2048] [--rounds R]\n";
 
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
     status = yoco::RunBench(args, std::cout, std::cerr);
   } else if (command == "bench-cache") {
     status = yoco::RunBenchCache(args, std::cout, std::cerr);
+  } else if (command == "bench-structured") {
+    status = yoco::RunBenchStructured(args, std::cout, std::cerr);
   } else if (command == "bench-attention") {
     status = yoco::RunBenchAttention(args, std::cout, std::cerr);
   } else if (command == "help" || command == "--help" || command == "-h") {
