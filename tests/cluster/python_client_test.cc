@@ -30,10 +30,21 @@ TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppCli
   ASSERT_EQ(run.status, 0) << run.output;
 
   std::map<int, int> document_cached;
-  int answers = 0;
+  int answers = 0, extracted = 0;
   for (absl::string_view line : absl::StrSplit(run.output, '\n', absl::SkipEmpty())) {
     if (line.front() != '{') continue;
     const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("extracted")) {  // structured output: the schema's object
+      const nlohmann::json& r = j["extracted"];
+      ++extracted;
+      EXPECT_EQ(j["finish_reason"], "eos") << line;
+      ASSERT_TRUE(r.is_object()) << line;
+      EXPECT_EQ(r.size(), 2u) << line;
+      EXPECT_TRUE(r["year"].is_number_integer()) << line;
+      ASSERT_TRUE(r["place"].is_string()) << line;
+      EXPECT_LE(r["place"].get<std::string>().size(), 80u) << line;  // 20 code points
+      continue;
+    }
     if (!j.contains("answer")) {
       EXPECT_GE(j["cached_tokens"].get<int>(), 128) << line;  // a snapshot of the document
       document_cached[j["document"].get<int>()] = j["cached_tokens"].get<int>();
@@ -79,6 +90,7 @@ TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppCli
   }
   EXPECT_EQ(document_cached.size(), 3u) << run.output;
   EXPECT_EQ(answers, 6) << run.output;
+  EXPECT_EQ(extracted, 3) << run.output;
 }
 
 }  // namespace

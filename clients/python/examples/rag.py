@@ -28,6 +28,9 @@ DOCUMENTS = [
     "snow. Its oldest locomotive, number 7, is kept at Lisk station.",
 ]
 
+RECORD = {"type": "object", "additionalProperties": False, "required": ["year", "place"],
+          "properties": {"year": {"type": "integer"}, "place": {"type": "string", "maxLength": 20}}}
+
 QUESTIONS = ["\nQuestion: When did this start?\nAnswer:", "\nQuestion: What is unusual?\nAnswer:"]
 
 
@@ -47,6 +50,12 @@ def main() -> None:
             cached = client.precache(document)
             print(json.dumps({"document": d, "handle": cached.handle, "tokens": cached.tokens,
                               "cached_tokens": cached.cached_tokens}), flush=True)
+        for d, document in enumerate(DOCUMENTS):
+            # Fields extracted as JSON: the answer is constrained to the schema, so it parses.
+            record = client.ask(document + "\nAs JSON:", json_schema=RECORD, max_new_tokens=160,
+                                temperature=0.7, seed=d)
+            print(json.dumps({"document": d, "extracted": json.loads(record.text),
+                              "finish_reason": record.finish_reason}), flush=True)
         for d, document in enumerate(DOCUMENTS):
             for q, question in enumerate(QUESTIONS):
                 # The answer's log-probability: a confidence to rank or filter answers by.

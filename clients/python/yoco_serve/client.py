@@ -12,6 +12,7 @@ after that the router itself moves the stream to another worker pair.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -211,7 +212,8 @@ class YocoClient:
         max_new_tokens (64), temperature (0: greedy), top_k, top_p, seed, stop (strings),
         stop_at_eos (True), logprobs (None; N in [0, 20]: each token's logprob and the N most
         likely tokens'), presence_penalty, frequency_penalty, repetition_penalty, min_p,
-        min_tokens, logit_bias ({token id: bias}), request_id."""
+        min_tokens, logit_bias ({token id: bias}), json_schema (a JSON Schema, dict or text: the
+        answer is one JSON value it accepts) or json_object (any JSON object), request_id."""
         return self._answers(prompt, 1, on_token, sampling)[0]
 
     def ask_n(
@@ -289,6 +291,8 @@ class YocoClient:
         min_p: float = 0.0,
         min_tokens: int = 0,
         logit_bias: Optional[Dict[int, float]] = None,
+        json_schema: Optional[Union[dict, str]] = None,
+        json_object: bool = False,
         request_id: str = "",
     ) -> yoco_pb2.GenerateRequest:
         request = yoco_pb2.GenerateRequest(request_id=request_id)
@@ -313,6 +317,11 @@ class YocoClient:
         s.min_tokens = min_tokens
         for token, bias in (logit_bias or {}).items():
             s.logit_bias[token] = bias
+        if json_schema is not None:
+            s.response_format.json_schema = (
+                json_schema if isinstance(json_schema, str) else json.dumps(json_schema))
+        elif json_object:
+            s.response_format.json_object = True
         return request
 
     def _events(self, request: yoco_pb2.GenerateRequest):
