@@ -52,32 +52,17 @@ enum State : uint8_t {
   kLiteral,  // literal a, at byte b
 };
 
-const SchemaNode* Static(Kind kind, bool open = false) {
-  auto* n = new SchemaNode();
-  n->kind = kind;
-  n->open = open;
-  if (kind == Kind::kArray) n->items = JsonSchema::AnyValue();
-  return n;
-}
-const SchemaNode* AnyObjectNode() {
-  static const SchemaNode* n = Static(Kind::kObject, true);
-  return n;
-}
-const SchemaNode* AnyArrayNode() {
-  static const SchemaNode* n = Static(Kind::kArray);
-  return n;
-}
-const SchemaNode* AnyNumberNode() {
-  static const SchemaNode* n = Static(Kind::kNumber);
-  return n;
-}
-const SchemaNode* BooleanNode() {
-  static const SchemaNode* n = Static(Kind::kBoolean);
-  return n;
-}
-const SchemaNode* NullNode() {
-  static const SchemaNode* n = Static(Kind::kNull);
-  return n;
+// The nodes an any-JSON value becomes at its first byte: an open object, an array of anything,
+// a number, a boolean, null (strings are JsonSchema::AnyString).
+const SchemaNode* AnyNode(Kind kind) {
+  static const auto* nodes = [] {
+    auto* made = new std::vector<SchemaNode>(static_cast<size_t>(Kind::kAnyOf) + 1);
+    for (size_t k = 0; k < made->size(); ++k) (*made)[k].kind = static_cast<Kind>(k);
+    (*made)[static_cast<size_t>(Kind::kObject)].open = true;
+    (*made)[static_cast<size_t>(Kind::kArray)].items = JsonSchema::AnyValue();
+    return made;
+  }();
+  return &(*nodes)[static_cast<size_t>(kind)];
 }
 
 const std::vector<std::string>& LiteralsOf(const SchemaNode* node) {
@@ -282,12 +267,12 @@ class Stepper {
     switch (node->kind) {
       case Kind::kAny: {
         const SchemaNode* as = nullptr;
-        if (c == '{') as = AnyObjectNode();
-        if (c == '[') as = AnyArrayNode();
+        if (c == '{') as = AnyNode(Kind::kObject);
+        if (c == '[') as = AnyNode(Kind::kArray);
         if (c == '"') as = JsonSchema::AnyString();
-        if (c == '-' || IsDigit(c)) as = AnyNumberNode();
-        if (c == 't' || c == 'f') as = BooleanNode();
-        if (c == 'n') as = NullNode();
+        if (c == '-' || IsDigit(c)) as = AnyNode(Kind::kNumber);
+        if (c == 't' || c == 'f') as = AnyNode(Kind::kBoolean);
+        if (c == 'n') as = AnyNode(Kind::kNull);
         if (as == nullptr) return;
         f.node = as;
         return Start(std::move(r), c);

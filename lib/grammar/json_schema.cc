@@ -70,6 +70,24 @@ class SchemaCompiler {
     return v.get<int64_t>();
   }
 
+  // A pair of count keywords (minLength/maxLength, minItems/maxItems) into *min and *max (left
+  // as they are when absent); max below min is refused.
+  static absl::Status Bounds(const json& s, const char* min_key, const char* max_key,
+                             const std::string& where, int64_t* min, int64_t* max) {
+    if (s.contains(min_key)) {
+      absl::StatusOr<int64_t> n = Count(s, min_key, where);
+      if (!n.ok()) return n.status();
+      *min = *n;
+    }
+    if (s.contains(max_key)) {
+      absl::StatusOr<int64_t> n = Count(s, max_key, where);
+      if (!n.ok()) return n.status();
+      *max = *n;
+      if (*max < *min) return Refuse(At(where, max_key), absl::StrCat("is below ", min_key));
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<const SchemaNode*> Node(const json& s, const std::string& where) {
     if (schema_.nodes_.size() >= kMaxNodes) {
       return Refuse(where, absl::StrCat("the schema has more than ", kMaxNodes, " parts"));
@@ -115,19 +133,9 @@ class SchemaCompiler {
     if (type == "array") return Array(s, where);
     if (type == "string") {
       SchemaNode* node = Make(Kind::kString);
-      if (s.contains("minLength")) {
-        absl::StatusOr<int64_t> n = Count(s, "minLength", where);
-        if (!n.ok()) return n.status();
-        node->min_length = *n;
-      }
-      if (s.contains("maxLength")) {
-        absl::StatusOr<int64_t> n = Count(s, "maxLength", where);
-        if (!n.ok()) return n.status();
-        node->max_length = *n;
-        if (node->max_length < node->min_length) {
-          return Refuse(At(where, "maxLength"), "is below minLength");
-        }
-      }
+      absl::Status bounds =
+          Bounds(s, "minLength", "maxLength", where, &node->min_length, &node->max_length);
+      if (!bounds.ok()) return bounds;
       return node;
     }
     if (type == "integer") return Make(Kind::kInteger);
@@ -193,19 +201,9 @@ class SchemaCompiler {
       if (!items.ok()) return items.status();
       node->items = *items;
     }
-    if (s.contains("minItems")) {
-      absl::StatusOr<int64_t> n = Count(s, "minItems", where);
-      if (!n.ok()) return n.status();
-      node->min_items = *n;
-    }
-    if (s.contains("maxItems")) {
-      absl::StatusOr<int64_t> n = Count(s, "maxItems", where);
-      if (!n.ok()) return n.status();
-      node->max_items = *n;
-      if (node->max_items < node->min_items) {
-        return Refuse(At(where, "maxItems"), "is below minItems");
-      }
-    }
+    absl::Status bounds =
+        Bounds(s, "minItems", "maxItems", where, &node->min_items, &node->max_items);
+    if (!bounds.ok()) return bounds;
     return node;
   }
 

@@ -35,4 +35,17 @@ absl::StatusOr<std::unique_ptr<LogitConstraint>> StructuredOutput::ConstraintFor
   return std::make_unique<JsonConstraint>(std::move(schema), vocabulary_, kEosId);
 }
 
+absl::StatusOr<std::unique_ptr<LogitConstraint>> MakeConstraint(const StructuredOutput* source,
+                                                                const SamplingParams& sampling,
+                                                                absl::Span<const int32_t> so_far) {
+  if (!sampling.Constrained()) return nullptr;
+  if (source == nullptr) {
+    return absl::FailedPreconditionError("this worker has no structured output");
+  }
+  absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint = source->ConstraintFor(sampling);
+  if (!constraint.ok()) return constraint.status();
+  for (int32_t token : so_far) (*constraint)->Accept(token);
+  return constraint;
+}
+
 }  // namespace yoco

@@ -39,6 +39,13 @@ class StructuredOutput {
       ABSL_GUARDED_BY(mu_);
 };
 
+// What a worker calls: the rule `sampling` asks for, having accepted `so_far` (the tokens the
+// sequence generated already); null when it asks for none. FAILED_PRECONDITION when `source`
+// is null (a worker without structured output), INVALID_ARGUMENT for a bad schema.
+absl::StatusOr<std::unique_ptr<LogitConstraint>> MakeConstraint(
+    const StructuredOutput* source, const SamplingParams& sampling,
+    absl::Span<const int32_t> so_far = {});
+
 }  // namespace yoco
 
 #endif  // YOCO_LIB_GRAMMAR_STRUCTURED_OUTPUT_H_

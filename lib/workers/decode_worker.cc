@@ -226,7 +226,7 @@ absl::StatusOr<uint64_t> DecodeWorker::AdmitBundle(
     gen->set_sampling(*call.sampling);
     gen->set_history(TokenHistory(call.prompt_ids, call.generated));
     absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint =
-        ConstraintFor(*call.sampling, call.generated);
+        MakeConstraint(structured_output_.get(), *call.sampling, call.generated);
     if (!constraint.ok()) return constraint.status();
     if (*constraint != nullptr) gen->set_constraint(*std::move(constraint));
   }
@@ -258,7 +258,7 @@ absl::StatusOr<uint64_t> DecodeWorker::AdmitChoices(
     gen->set_sampling(std::move(choice_sampling));
     gen->set_history(TokenHistory(prompt_ids, {c.sent.data(), 1}));
     absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint =
-        ConstraintFor(sampling, {c.sent.data(), 1});
+        MakeConstraint(structured_output_.get(), sampling, {c.sent.data(), 1});
     if (!constraint.ok()) return constraint.status();
     if (*constraint != nullptr) gen->set_constraint(*std::move(constraint));
     gen->set_replay({c.sent.begin() + 1, c.sent.end()});
@@ -381,19 +381,6 @@ absl::StatusOr<uint64_t> DecodeWorker::Decode(const ShippedDecodeCall& call,
   return answer->Wait(cancelled, [&] { CancelWaiting(ticket); });
 }
 
-absl::StatusOr<std::unique_ptr<LogitConstraint>> DecodeWorker::ConstraintFor(
-    const SamplingParams& sampling, absl::Span<const int32_t> so_far) const {
-  if (!sampling.Constrained()) return nullptr;
-  if (structured_output_ == nullptr) {
-    return absl::FailedPreconditionError("this decode worker has no structured output");
-  }
-  absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint =
-      structured_output_->ConstraintFor(sampling);
-  if (!constraint.ok()) return constraint.status();
-  for (int32_t token : so_far) (*constraint)->Accept(token);
-  return constraint;
-}
-
 absl::Status DecodeWorker::CheckLocalPrefill(const LocalPrefillCall& call) const {
   if (call.choices.empty() && call.max_new_tokens < 1) {
     return absl::InvalidArgumentError("max_new_tokens must be >= 1");
@@ -428,7 +415,8 @@ absl::StatusOr<uint64_t> DecodeWorker::RunLocalPrefill(
   request.sampling = call.sampling;
   request.cancelled = cancelled;
   request.generated_tail = call.generated_tail;
-  absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint = ConstraintFor(call.sampling, {});
+  absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint =
+      MakeConstraint(structured_output_.get(), call.sampling);
   if (!constraint.ok()) return constraint.status();
   request.constraint = constraint->get();
   absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*prefill_backend_, nullptr, request);

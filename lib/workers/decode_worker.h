@@ -182,9 +182,6 @@ class DecodeWorker {
   // Drops bundles older than the TTL; mu_ held.
   void DropUnclaimedLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepLoop();
-  // The structured-output rule `sampling` asks for, having accepted `so_far`; null for none.
-  absl::StatusOr<std::unique_ptr<LogitConstraint>> ConstraintFor(
-      const SamplingParams& sampling, absl::Span<const int32_t> so_far) const;
   // What PrefillAndDecode refuses before any work (the prefill backend exists).
   absl::Status CheckLocalPrefill(const LocalPrefillCall& call) const;
   // One local prefill and its admission to the batch, on the prefill thread.

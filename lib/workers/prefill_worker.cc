@@ -111,7 +111,8 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
                         static_cast<int64_t>(bundle.chunk_names.size()));
   std::unique_ptr<PartSender> parts = MakePartSender(call, bundle.resident_chunks);
   {
-    absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint = ConstraintFor(call.sampling);
+    absl::StatusOr<std::unique_ptr<LogitConstraint>> constraint =
+        MakeConstraint(options_.structured_output.get(), call.sampling);
     if (!constraint.ok()) return constraint.status();
     TurnQueue::Turn turn = engine_.Acquire(call.cancelled, call.scheduling);
     if (!turn.ok()) return turn.status();
@@ -160,15 +161,6 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
   shipped_.Record(call.decode_address, bundle.chunk_names);
   result.shipped = true;
   return result;
-}
-
-absl::StatusOr<std::unique_ptr<LogitConstraint>> PrefillWorker::ConstraintFor(
-    const SamplingParams& sampling) const {
-  if (!sampling.Constrained()) return nullptr;
-  if (options_.structured_output == nullptr) {
-    return absl::FailedPreconditionError("this prefill worker has no structured output");
-  }
-  return options_.structured_output->ConstraintFor(sampling);
 }
 
 std::unique_ptr<PartSender> PrefillWorker::MakePartSender(const PrefillCall& call,

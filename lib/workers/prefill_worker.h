@@ -186,11 +186,8 @@ class PrefillWorker {
   // sent some during the prefill), then the bundle; fills the result's transfer fields.
   absl::Status ShipBundle(const PrefillCall& call, PartSender* parts, StateBundle& bundle,
                           PrefillResult* result);
-  int64_t KvRowBytes() const;  // of one position's K and V
-  int64_t RowsPerPart() const;
-  // The structured-output rule `sampling` asks for; null for none.
-  absl::StatusOr<std::unique_ptr<LogitConstraint>> ConstraintFor(
-      const SamplingParams& sampling) const;  // whole chunks, about options_.bundle_part_bytes
+  int64_t KvRowBytes() const;   // of one position's K and V
+  int64_t RowsPerPart() const;  // whole chunks, about options_.bundle_part_bytes
 
   const PrefillWorkerOptions options_;
   TurnQueue engine_;  // one prefill at a time on the backend, the others in arrival order

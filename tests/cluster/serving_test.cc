@@ -60,6 +60,30 @@ class ClusterServingTest : public ::testing::Test {
         absl::Seconds(10));
   }
 
+  // A request refused with INVALID_ARGUMENT, its message naming `what`.
+  void ExpectRefused(const v1::GenerateRequest& request, const std::string& what) {
+    const Generated refused = cluster_->Generate(request);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << what;
+    EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr(what));
+  }
+
+  // The decode worker carrying a stream's `sequences` (the other one idle), once it has them.
+  Service* Carrier(double sequences) {
+    Service* carrier = nullptr;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          const double first = cluster_->decode(0).Metric("yoco_decode_active_sequences");
+          const double second = cluster_->decode(1).Metric("yoco_decode_active_sequences");
+          if (first + second == sequences && first >= 0 && second >= 0 &&
+              (first == 0 || second == 0)) {
+            carrier = first == sequences ? &cluster_->decode(0) : &cluster_->decode(1);
+          }
+          return carrier != nullptr;
+        },
+        absl::Seconds(5)));
+    return carrier;
+  }
+
   std::unique_ptr<ServingCluster> cluster_;
 };
 
@@ -177,9 +201,7 @@ TEST_F(ClusterServingTest, LogprobsAreTheLogSoftmaxOfYocoLogits) {
 
   v1::GenerateRequest too_many = Request(RandomPrompt(9, 10), 4);
   too_many.mutable_sampling()->set_logprobs(kMaxTopLogprobs + 1);
-  const Generated refused = cluster_->Generate(too_many);
-  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("logprobs"));
+  ExpectRefused(too_many, "logprobs");
 }
 
 // Score gives every prompt token's logprob given those before it: the log-softmax of `yoco
@@ -463,17 +485,8 @@ TEST_F(ClusterServingTest, ChoicesAreTheEnginesTokensOfTheirSeedsThroughADecodeD
     ASSERT_TRUE(stream->Read(&event));
     got.messages.push_back(event.token());
   }
-  Service* carrier = nullptr;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const double first = cluster_->decode(0).Metric("yoco_decode_active_sequences");
-        const double second = cluster_->decode(1).Metric("yoco_decode_active_sequences");
-        if (first + second == 3 && (first == 0 || second == 0)) {
-          carrier = first == 3 ? &cluster_->decode(0) : &cluster_->decode(1);
-        }
-        return carrier != nullptr;
-      },
-      absl::Seconds(5)));
+  Service* carrier = Carrier(3);
+  ASSERT_NE(carrier, nullptr);
   carrier->process().Pause();
   const double retries = cluster_->router().Metric("yoco_router_retries_total");
   carrier->process().Kill();
@@ -489,9 +502,7 @@ TEST_F(ClusterServingTest, ChoicesAreTheEnginesTokensOfTheirSeedsThroughADecodeD
 
   v1::GenerateRequest too_many = Request(RandomPrompt(9, 10), 4);
   too_many.mutable_sampling()->set_n(kMaxChoices + 1);
-  const Generated refused = cluster_->Generate(too_many);
-  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("n must be"));
+  ExpectRefused(too_many, "n must be");
 }
 
 // Structured output wherever the prompt is prefilled (on the decode worker, or shipped from a
@@ -530,9 +541,7 @@ TEST_F(ClusterServingTest, StructuredAnswersFollowTheirSchemaWhereverPrefilled) 
   v1::GenerateRequest unsupported = Request(RandomPrompt(9, 10), 4);
   unsupported.mutable_sampling()->mutable_response_format()->set_json_schema(
       R"({"type": "string", "format": "date"})");
-  const Generated refused = cluster_->Generate(unsupported);
-  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("format"));
+  ExpectRefused(unsupported, "format");
 }
 
 TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
@@ -557,17 +566,8 @@ TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
     tokens.push_back(event.token().id());
     // The worker carrying the stream (once it has admitted it: the first token comes from the
     // prefill worker), frozen at once so that it is certainly cut midway.
-    Service* carrier = nullptr;
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          const double first = cluster_->decode(0).Metric("yoco_decode_active_sequences");
-          const double second = cluster_->decode(1).Metric("yoco_decode_active_sequences");
-          if (first + second == 1 && first >= 0 && second >= 0) {
-            carrier = first == 1 ? &cluster_->decode(0) : &cluster_->decode(1);
-          }
-          return carrier != nullptr;
-        },
-        absl::Seconds(5)));
+    Service* carrier = Carrier(1);
+    ASSERT_NE(carrier, nullptr);
     carrier->process().Pause();
     const double retries = cluster_->router().Metric("yoco_router_retries_total");
     carrier->process().Kill();
