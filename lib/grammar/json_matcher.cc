@@ -39,6 +39,9 @@ enum State : uint8_t {
   kStrUtf8,    // b more continuation bytes, the next in [c >> 8, c & 0xff]
   kStrEscape,  // after '\'
   kStrHex,     // b hex digits of \u seen; c: the first was 'd'
+  // Strings with a pattern: a, b, c are the pattern's cursor after the decoded text so far.
+  kPatBody,
+  kPatEscape,  // after '\' (no \u: every character such a string needs is written otherwise)
   // Numbers.
   kNumMinus,
   kNumZero,
@@ -74,6 +77,43 @@ const std::vector<std::string>& LiteralsOf(const SchemaNode* node) {
 }
 
 bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+// The byte an escape in a patterned string stands for (-1: none it may use).
+int Unescaped(uint8_t c) {
+  switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+      return c;
+    case 'b':
+      return 0x08;
+    case 'f':
+      return 0x0c;
+    case 'n':
+      return 0x0a;
+    case 'r':
+      return 0x0d;
+    case 't':
+      return 0x09;
+    default:
+      return -1;
+  }
+}
+
+CharDfa::Cursor CursorOf(const Frame& f) { return {f.a, f.b, f.c}; }
+void SetCursor(Frame& f, const CharDfa::Cursor& c) {
+  f.a = c.state, f.b = c.pending, f.c = c.partial;
+}
+
+// Whether some escape continues a patterned string at `c` (else a '\' would strand it).
+bool EscapeContinues(const CharDfa& dfa, const CharDfa::Cursor& c) {
+  for (uint8_t e : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) {
+    CharDfa::Cursor next = c;
+    if (dfa.Step(&next, static_cast<uint8_t>(Unescaped(e)))) return true;
+  }
+  return false;
+}
+
 bool IsHex(uint8_t c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 // The property candidates a key may start at: from `next` up to the first required one.
@@ -184,6 +224,30 @@ class Stepper {
         if (f.b == 1 && f.c == 1 && (c >= '8' || !IsDigit(c))) return;  // 8-9, a-f, A-F
         if (++f.b == 4) f.state = kStrBody;
         return Keep(std::move(r));
+      case kPatBody: {
+        const CharDfa& dfa = *node->pattern;
+        CharDfa::Cursor cursor = CursorOf(f);
+        if (c == '"') {
+          if (dfa.Accepting(cursor)) Pop(std::move(r));
+          return;
+        }
+        if (c == '\\') {
+          if (cursor.pending != 0 || !EscapeContinues(dfa, cursor)) return;
+          f.state = kPatEscape;
+          return Keep(std::move(r));
+        }
+        if (c < 0x20 || !dfa.Step(&cursor, c)) return;
+        SetCursor(f, cursor);
+        return Keep(std::move(r));
+      }
+      case kPatEscape: {
+        const int byte = Unescaped(c);
+        CharDfa::Cursor cursor = CursorOf(f);
+        if (byte < 0 || !node->pattern->Step(&cursor, static_cast<uint8_t>(byte))) return;
+        SetCursor(f, cursor);
+        f.state = kPatBody;
+        return Keep(std::move(r));
+      }
       case kNumMinus:
         if (c == '0') return Number(std::move(r), kNumZero);
         if (IsDigit(c)) return Number(std::move(r), kNumInt);
@@ -294,7 +358,8 @@ class Stepper {
         return Keep(std::move(r));
       case Kind::kString:
         if (c != '"') return;
-        f.state = kStrBody;
+        f.state = node->pattern ? kPatBody : kStrBody;
+        if (node->pattern) SetCursor(f, node->pattern->Start());
         return Keep(std::move(r));
       case Kind::kInteger:
       case Kind::kNumber:
@@ -386,9 +451,7 @@ bool Accepting(const Reading& r) {
 
 }  // namespace
 
-JsonMatcher::JsonMatcher(const JsonSchema& schema) {
-  readings_.push_back({Frame{schema.root(), kStart}});
-}
+JsonMatcher::JsonMatcher(const SchemaNode* node) { readings_.push_back({Frame{node, kStart}}); }
 
 bool JsonMatcher::Advance(absl::string_view bytes) {
   std::vector<Reading> current = readings_, next;

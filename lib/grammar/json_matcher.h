@@ -19,7 +19,9 @@ namespace yoco {
 class JsonMatcher {
  public:
   // `schema` outlives the matcher (and its copies).
-  explicit JsonMatcher(const JsonSchema& schema);
+  explicit JsonMatcher(const JsonSchema& schema) : JsonMatcher(schema.root()) {}
+  // Values of one node of a schema (which outlives the matcher).
+  explicit JsonMatcher(const SchemaNode* node);
 
   // Feeds `bytes`: false, leaving the matcher as it was, when they cannot continue valid text.
   bool Advance(absl::string_view bytes);
@@ -32,7 +34,8 @@ class JsonMatcher {
   struct Frame {
     const SchemaNode* node = nullptr;
     uint8_t state = 0;
-    int32_t a = 0;  // property index, item count, string length, literal index, number length
+    // Property index, item count, string length or pattern state, literal index, number length.
+    int32_t a = 0;
     int32_t b = 0;  // position in a key or literal; a string's pending UTF-8 or escape bytes
     int32_t c = 0;  // a string's bounds for the next UTF-8 byte
     bool operator==(const Frame&) const = default;

@@ -2,11 +2,14 @@
 #include "lib/grammar/json_schema.h"
 
 #include <algorithm>
+#include <bitset>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/grammar/json_matcher.h"
+#include "lib/grammar/regex.h"
 #include "lib/model/strict_json.h"
 #include "nlohmann/json.hpp"
 
@@ -28,8 +31,8 @@ const std::set<std::string>& Understood() {
   static const auto* names =
       new std::set<std::string>{"type",     "properties", "required",  "additionalProperties",
                                 "enum",     "const",      "items",     "minItems",
-                                "maxItems", "minLength",  "maxLength", "anyOf",
-                                "$ref"};
+                                "maxItems", "minLength",  "maxLength", "pattern",
+                                "anyOf",    "$ref"};
   return *names;
 }
 
@@ -42,6 +45,25 @@ std::string At(const std::string& where, absl::string_view key) {
   return where.empty() ? std::string(key) : absl::StrCat(where, ".", key);
 }
 
+// The first keyword of `s` that asserts something besides those named (annotations do not).
+std::string OtherAssertion(const json& s, std::initializer_list<const char*> besides) {
+  for (const auto& [key, value] : s.items()) {
+    if (Annotations().count(key) > 0) continue;
+    if (std::none_of(besides.begin(), besides.end(), [&](const char* b) { return key == b; })) {
+      return key;
+    }
+  }
+  return "";
+}
+
+// The ASCII a JSON string can hold once decoded, as constrained output writes it: all but the
+// control characters without a short escape (\b \f \n \r \t).
+std::bitset<128> StringAscii() {
+  std::bitset<128> ascii;
+  for (int c = 0x20; c < 128; ++c) ascii.set(c);
+  for (int c : {0x08, 0x09, 0x0a, 0x0c, 0x0d}) ascii.set(c);
+  return ascii;
+}
 }  // namespace
 
 class SchemaCompiler {
@@ -99,16 +121,32 @@ class SchemaCompiler {
         return Refuse(At(where, key),
                       "is not supported (constrained decoding honours type, "
                       "properties, required, additionalProperties, enum, const, "
-                      "items, minItems, maxItems, minLength, maxLength, anyOf "
-                      "and local $ref)");
+                      "items, minItems, maxItems, minLength, maxLength, pattern, "
+                      "anyOf and local $ref)");
+      }
+    }
+    // Keywords beside $ref or anyOf would have to hold as well: refused rather than ignored.
+    for (const char* alone : {"$ref", "anyOf"}) {
+      if (!s.contains(alone)) continue;
+      if (std::string other = OtherAssertion(s, {alone}); !other.empty()) {
+        return Refuse(At(where, other), absl::StrCat("beside ", alone, " is not supported"));
       }
     }
     if (s.contains("$ref")) return Ref(s, where);
     if (s.contains("enum") || s.contains("const")) return Literals(s, where);
     if (s.contains("anyOf")) return AnyOf(s, where);
     if (!s.contains("type")) {
-      if (s.contains("properties")) return Typed(s, "object", where);
-      if (s.contains("items")) return Typed(s, "array", where);
+      // Keywords of one type without a type: values of that type satisfy them (and the others
+      // would too, but one type is enough to write valid output).
+      for (const char* key : {"properties", "required", "additionalProperties"}) {
+        if (s.contains(key)) return Typed(s, "object", where);
+      }
+      for (const char* key : {"items", "minItems", "maxItems"}) {
+        if (s.contains(key)) return Typed(s, "array", where);
+      }
+      for (const char* key : {"minLength", "maxLength", "pattern"}) {
+        if (s.contains(key)) return Typed(s, "string", where);
+      }
       return JsonSchema::AnyValue();
     }
     const json& type = s["type"];
@@ -136,6 +174,17 @@ class SchemaCompiler {
       absl::Status bounds =
           Bounds(s, "minLength", "maxLength", where, &node->min_length, &node->max_length);
       if (!bounds.ok()) return bounds;
+      if (s.contains("pattern")) {
+        if (!s["pattern"].is_string()) return Refuse(At(where, "pattern"), "must be a string");
+        RegexOptions options;
+        options.search = true;  // JSON Schema's pattern matches anywhere unless anchored
+        options.min_chars = node->min_length;
+        options.max_chars = node->max_length;
+        options.ascii = StringAscii();
+        absl::StatusOr<CharDfa> dfa = CompileRegex(s["pattern"].get<std::string>(), options);
+        if (!dfa.ok()) return Refuse(At(where, "pattern"), dfa.status().message());
+        node->pattern = std::make_shared<const CharDfa>(*std::move(dfa));
+      }
       return node;
     }
     if (type == "integer") return Make(Kind::kInteger);
@@ -247,17 +296,34 @@ class SchemaCompiler {
       }
       values.assign(list.begin(), list.end());
     }
+    // Other keywords beside them (minLength, pattern, properties, ...) keep the values they
+    // accept as written: a value our matcher takes, the validator takes.
+    const SchemaNode* rest = nullptr;
+    if (!OtherAssertion(s, {"enum", "const", "type"}).empty()) {
+      json others = s;
+      others.erase("enum");
+      others.erase("const");
+      absl::StatusOr<const SchemaNode*> made = Node(others, where);
+      if (!made.ok()) return made.status();
+      rest = *made;
+    }
     SchemaNode* node = Make(SchemaNode::Kind::kLiterals);
     for (const json& v : values) {
       const bool typed = types.empty() || std::any_of(types.begin(), types.end(),
                                                       [&](auto& t) { return OfType(v, t); });
-      if (typed) node->literals.push_back(v.dump());
+      const std::string text = v.dump();
+      if (typed && (rest == nullptr || Accepts(rest, text))) node->literals.push_back(text);
     }
     if (node->literals.empty()) {
       return Refuse(At(where, s.contains("const") ? "const" : "enum"),
-                    "no value is of the schema's type");
+                    "no value satisfies the schema's other keywords");
     }
     return node;
+  }
+
+  static bool Accepts(const SchemaNode* node, const std::string& text) {
+    JsonMatcher matcher(node);
+    return matcher.Advance(text) && matcher.Complete();
   }
 
   absl::StatusOr<const SchemaNode*> AnyOf(const json& s, const std::string& where) {

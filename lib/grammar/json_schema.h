@@ -1,10 +1,10 @@
 // JsonSchema: the subset of JSON Schema that constrained decoding honours, compiled into a tree
 // of SchemaNodes that JsonMatcher walks byte by byte. The subset (docs/serving.md lists it):
 // type (one, or a list), properties, required, additionalProperties (false, or absent under
-// json_object semantics), enum, const, items, minItems, maxItems, minLength, maxLength, anyOf,
-// $defs/definitions with local $ref, and the annotations title, description, default,
-// examples, $schema, $id, $comment. Any other keyword is refused by name: a schema we cannot
-// enforce must not be half-enforced.
+// json_object semantics), enum, const, items, minItems, maxItems, minLength, maxLength, pattern
+// (lib/grammar/regex.h), anyOf, $defs/definitions with local $ref, and the annotations title,
+// description, default, examples, $schema, $id, $comment. Any other keyword is refused by name: a
+// schema we cannot enforce must not be half-enforced.
 #ifndef YOCO_LIB_GRAMMAR_JSON_SCHEMA_H_
 #define YOCO_LIB_GRAMMAR_JSON_SCHEMA_H_
 
@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "lib/grammar/char_dfa.h"
 
 namespace yoco {
 
@@ -46,9 +47,10 @@ struct SchemaNode {
   const SchemaNode* items = nullptr;
   int64_t min_items = 0;
   int64_t max_items = -1;  // -1: unbounded
-  // kString, in Unicode code points.
+  // kString, in Unicode code points. With a pattern, the bounds are part of it.
   int64_t min_length = 0;
   int64_t max_length = -1;
+  std::shared_ptr<const CharDfa> pattern;  // over the string's decoded text
   // kLiterals: compact JSON texts.
   std::vector<std::string> literals;
   // kAnyOf.

@@ -29,7 +29,13 @@ using testing::Valid;
 json Generate(const json& root, const json& schema, std::mt19937& rng, int depth = 0) {
   const json& s = *Resolve(root, schema);
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
-  if (s.contains("enum")) return s["enum"][pick(s["enum"].size())];
+  if (s.contains("enum")) {  // the values its other keywords keep
+    json kept = json::array();
+    for (const json& v : s["enum"]) {
+      if (Valid(root, s, v)) kept.push_back(v);
+    }
+    return kept[pick(kept.size())];
+  }
   if (s.contains("const")) return s["const"];
   if (s.contains("anyOf")) return Generate(root, s["anyOf"][pick(s["anyOf"].size())], rng, depth);
   std::string type = "object";
@@ -59,6 +65,7 @@ json Generate(const json& root, const json& schema, std::mt19937& rng, int depth
     return out;
   }
   if (type == "string") {
+    if (s.contains("pattern")) return s["examples"][pick(s["examples"].size())];
     const size_t lo = s.value("minLength", 0), hi = s.value("maxLength", 6);
     std::string out;
     const char* pieces[] = {"a", "Z", "\xc3\xa9", "\xe2\x82\xac", " ", "\"", "\\", "\n"};
@@ -161,7 +168,12 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreRefusedByName) {
     const char* schema;
     const char* named;
   } cases[] = {
-      {R"({"type": "string", "pattern": "a+"})", "pattern"},
+      {R"({"type": "string", "pattern": "(?=a)b"})", "pattern: at offset 2: lookahead"},
+      {R"({"type": "string", "pattern": "^a$", "minLength": 2})", "no text matches the pattern"},
+      {R"({"type": "string", "pattern": "^\\x01$"})", "no text matches"},  // not writable
+      {R"({"anyOf": [{"type": "string"}], "minLength": 2})", "minLength: beside anyOf"},
+      {R"({"$defs": {"x": {}}, "$ref": "#/$defs/x", "enum": [1]})", "enum: beside $ref"},
+      {R"({"enum": ["abc"], "maxLength": 2})", "enum: no value satisfies"},
       {R"({"type": "integer", "minimum": 3})", "minimum"},
       {R"({"oneOf": [{"type": "string"}]})", "oneOf"},
       {R"({"type": "object", "properties": {"a": {"type": "string", "format": "email"}}})",

@@ -4,6 +4,7 @@
 #define YOCO_TESTS_GRAMMAR_SCHEMA_REFERENCE_H_
 
 #include <cstdint>
+#include <regex>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -85,6 +86,12 @@ inline bool Valid(const json& root, const json& schema, const json& v) {
     const int64_t n = CodePoints(v.get<std::string>());
     if (s.contains("minLength") && n < s["minLength"].get<int64_t>()) return false;
     if (s.contains("maxLength") && n > s["maxLength"].get<int64_t>()) return false;
+    // std::regex reads bytes: the same as code points for the ASCII patterns used here.
+    if (s.contains("pattern") &&
+        !std::regex_search(v.get<std::string>(),
+                           std::regex(s["pattern"].get<std::string>(), std::regex::ECMAScript))) {
+      return false;
+    }
   }
   return true;
 }
@@ -104,6 +111,16 @@ inline const char* kSchemas[] = {
         "integer"], "maxLength": 2}, "c": {"const": "fixed"}}, "required": ["c"]})",
     R"({"type": "object"})",
     R"({"type": "integer"})",
+    // Patterns (the generator writes their examples), a quote the pattern needs written escaped,
+    // and an enum whose maxLength keeps two of its three values.
+    R"({"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "^[a-z]{2}[0-9]+$", "maxLength": 6,
+               "examples": ["ab1", "zz9999"]},
+        "tag": {"type": "string", "pattern": "x|y\"z", "maxLength": 5,
+                "examples": ["x", "ay\"z", "\\x"]},
+        "e": {"enum": ["a", "bb", "ccc"], "maxLength": 2},
+        "n": {"type": ["string", "null"], "pattern": "^\\d{1,2}$", "examples": ["7", "42"]}},
+        "required": ["id", "tag", "e"], "additionalProperties": false})",
 };
 
 }  // namespace yoco::testing
