@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "lib/grammar/json_constraint.h"
+#include "lib/grammar/regex.h"
 
 namespace yoco {
 
@@ -11,28 +13,50 @@ StructuredOutput::StructuredOutput(const std::vector<std::string>& token_bytes)
     : vocabulary_(std::make_shared<TokenVocabulary>(token_bytes)),
       any_object_(std::make_shared<JsonSchema>(JsonSchema::AnyObject())) {}
 
+absl::StatusOr<StructuredOutput::Compiled> StructuredOutput::Find(bool regex,
+                                                                  const std::string& text) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = std::find_if(compiled_.begin(), compiled_.end(),
+                           [&](const Compiled& c) { return c.regex == regex && c.text == text; });
+    if (it != compiled_.end()) {
+      Compiled found = *it;
+      compiled_.erase(it);
+      compiled_.push_back(found);
+      return found;
+    }
+  }
+  // Compiled outside the lock: other requests need not wait for it.
+  Compiled made{regex, text, nullptr, nullptr};
+  if (regex) {
+    absl::StatusOr<CharDfa> dfa = CompileRegex(text);
+    if (!dfa.ok())
+      return absl::InvalidArgumentError(absl::StrCat("regex: ", dfa.status().message()));
+    made.masks = std::make_shared<RegexMasks>(*std::move(dfa), vocabulary_);
+  } else {
+    absl::StatusOr<JsonSchema> schema = JsonSchema::Compile(text);
+    if (!schema.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("json_schema: ", schema.status().message()));
+    }
+    made.schema = std::make_shared<JsonSchema>(*std::move(schema));
+  }
+  absl::MutexLock lock(&mu_);
+  if (compiled_.size() >= kCached) compiled_.pop_front();
+  compiled_.push_back(made);
+  return made;
+}
+
 absl::StatusOr<std::unique_ptr<LogitConstraint>> StructuredOutput::ConstraintFor(
     const SamplingParams& sampling) const {
   if (!sampling.Constrained()) return nullptr;
-  std::shared_ptr<const JsonSchema> schema = any_object_;
-  if (!sampling.json_schema.empty()) {
-    absl::MutexLock lock(&mu_);
-    auto it = std::find_if(compiled_.begin(), compiled_.end(),
-                           [&](const auto& e) { return e.first == sampling.json_schema; });
-    if (it != compiled_.end()) {
-      schema = it->second;
-      compiled_.erase(it);
-    } else {
-      absl::StatusOr<JsonSchema> made = JsonSchema::Compile(sampling.json_schema);
-      if (!made.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("json_schema: ", made.status().message()));
-      }
-      schema = std::make_shared<JsonSchema>(*std::move(made));
-      if (compiled_.size() >= kCachedSchemas) compiled_.pop_front();
-    }
-    compiled_.emplace_back(sampling.json_schema, schema);
+  if (sampling.json_object) {
+    return std::make_unique<JsonConstraint>(any_object_, vocabulary_, kEosId);
   }
-  return std::make_unique<JsonConstraint>(std::move(schema), vocabulary_, kEosId);
+  const bool regex = !sampling.regex.empty();
+  absl::StatusOr<Compiled> compiled = Find(regex, regex ? sampling.regex : sampling.json_schema);
+  if (!compiled.ok()) return compiled.status();
+  if (regex) return std::make_unique<RegexConstraint>(compiled->masks, kEosId);
+  return std::make_unique<JsonConstraint>(compiled->schema, vocabulary_, kEosId);
 }
 
 absl::StatusOr<std::unique_ptr<LogitConstraint>> MakeConstraint(const StructuredOutput* source,

@@ -1,6 +1,6 @@
 // StructuredOutput: a worker's maker of structured-output constraints — its vocabulary's token
-// bytes (from the tokenizer the router uses too) and the schemas compiled lately, since a RAG
-// client sends the same schema with every question.
+// bytes (from the tokenizer the router uses too) and the schemas and patterns compiled lately
+// (with a pattern's masks), since a RAG client sends the same one with every question.
 #ifndef YOCO_LIB_GRAMMAR_STRUCTURED_OUTPUT_H_
 #define YOCO_LIB_GRAMMAR_STRUCTURED_OUTPUT_H_
 
@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/grammar/json_schema.h"
+#include "lib/grammar/regex_constraint.h"
 #include "lib/grammar/token_mask.h"
 #include "lib/model/logit_constraint.h"
 #include "lib/model/sampling_params.h"
@@ -24,19 +25,27 @@ class StructuredOutput {
   // token_bytes[id] for every id of the model's vocabulary (empty: a special id).
   explicit StructuredOutput(const std::vector<std::string>& token_bytes);
 
-  // The constraint `sampling` asks for (its json_object or json_schema), at the start of the
-  // answer; null when it asks for none. INVALID_ARGUMENT for a schema that does not compile.
+  // The constraint `sampling` asks for (its json_object, json_schema or regex), at the start of
+  // the answer; null when it asks for none. INVALID_ARGUMENT for a schema or pattern that does
+  // not compile.
   absl::StatusOr<std::unique_ptr<LogitConstraint>> ConstraintFor(
       const SamplingParams& sampling) const;
 
  private:
-  static constexpr size_t kCachedSchemas = 64;
+  // One compiled schema or pattern, by its text.
+  struct Compiled {
+    bool regex = false;
+    std::string text;
+    std::shared_ptr<const JsonSchema> schema;
+    std::shared_ptr<const RegexMasks> masks;
+  };
+  absl::StatusOr<Compiled> Find(bool regex, const std::string& text) const;
+
+  static constexpr size_t kCached = 64;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   std::shared_ptr<const JsonSchema> any_object_;
   mutable absl::Mutex mu_;
-  // Most recent last.
-  mutable std::deque<std::pair<std::string, std::shared_ptr<const JsonSchema>>> compiled_
-      ABSL_GUARDED_BY(mu_);
+  mutable std::deque<Compiled> compiled_ ABSL_GUARDED_BY(mu_);  // most recent last
 };
 
 // What a worker calls: the rule `sampling` asks for, having accepted `so_far` (the tokens the

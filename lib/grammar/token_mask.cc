@@ -1,4 +1,4 @@
-// The trie walk: each child's byte is fed to a copy of its parent's matcher.
+// The trie walk: each child's byte is fed to a copy of its parent's matcher (or cursor).
 #include "lib/grammar/token_mask.h"
 
 #include <algorithm>
@@ -41,6 +41,21 @@ void TokenVocabulary::Walk(int32_t node, const JsonMatcher& matcher,
     JsonMatcher next = matcher;
     const char ch = static_cast<char>(byte);
     if (next.Advance({&ch, 1})) Walk(child, next, allowed);
+  }
+}
+
+void TokenVocabulary::Allowed(const CharDfa& dfa, const CharDfa::Cursor& at,
+                              std::vector<uint8_t>* allowed) const {
+  allowed->assign(size_, 0);
+  Walk(0, dfa, at, allowed);
+}
+
+void TokenVocabulary::Walk(int32_t node, const CharDfa& dfa, const CharDfa::Cursor& at,
+                           std::vector<uint8_t>* allowed) const {
+  for (int32_t id : trie_[node].ends) (*allowed)[id] = 1;
+  for (const auto& [byte, child] : trie_[node].children) {
+    CharDfa::Cursor next = at;
+    if (dfa.Step(&next, byte)) Walk(child, dfa, next, allowed);
   }
 }
 

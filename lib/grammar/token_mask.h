@@ -1,5 +1,5 @@
-// TokenVocabulary and AllowedTokens: which tokens may come next under a JsonMatcher — a token is
-// allowed when all its bytes continue valid text. The vocabulary is a trie of the tokens'
+// TokenVocabulary: which tokens may come next under a JsonMatcher or a regex's CharDfa — a token
+// is allowed when all its bytes continue valid text. The vocabulary is a trie of the tokens'
 // bytes, so a prefix the matcher refuses rules out every token that starts with it at once, and
 // the bytes tokens share are stepped once.
 #ifndef YOCO_LIB_GRAMMAR_TOKEN_MASK_H_
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/grammar/char_dfa.h"
 #include "lib/grammar/json_matcher.h"
 
 namespace yoco {
@@ -23,6 +24,7 @@ class TokenVocabulary {
 
   // allowed[id] = 1 when token id's bytes continue `matcher`'s text (0 for specials).
   void Allowed(const JsonMatcher& matcher, std::vector<uint8_t>* allowed) const;
+  void Allowed(const CharDfa& dfa, const CharDfa::Cursor& at, std::vector<uint8_t>* allowed) const;
 
  private:
   struct Node {
@@ -30,6 +32,8 @@ class TokenVocabulary {
     std::vector<int32_t> ends;                          // tokens whose bytes end here
   };
   void Walk(int32_t node, const JsonMatcher& matcher, std::vector<uint8_t>* allowed) const;
+  void Walk(int32_t node, const CharDfa& dfa, const CharDfa::Cursor& at,
+            std::vector<uint8_t>* allowed) const;
 
   int32_t size_ = 0;
   std::vector<std::string> bytes_;

@@ -51,8 +51,13 @@ absl::Status SamplingParams::Validate(int vocab_size) const {
   if (!(min_p >= 0.0f && min_p <= 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat("min_p must be in [0, 1], got ", min_p));
   }
-  if (json_object && !json_schema.empty()) {
-    return absl::InvalidArgumentError("response_format is json_object or json_schema, not both");
+  if (int{json_object} + int{!json_schema.empty()} + int{!regex.empty()} > 1) {
+    return absl::InvalidArgumentError(
+        "response_format is one of json_object, json_schema and regex");
+  }
+  if (regex.size() > kMaxRegexBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex has ", regex.size(), " bytes; at most ", kMaxRegexBytes));
   }
   if (json_schema.size() > kMaxJsonSchemaBytes) {
     return absl::InvalidArgumentError(absl::StrCat("json_schema has ", json_schema.size(),

@@ -45,11 +45,13 @@ struct SamplingParams {
   // N in [1, kMaxTopLogprobs] also those of the N most likely tokens. The draw ignores it, and
   // state bundles do not carry it (a decode call says it again).
   int32_t logprobs = -1;
-  // Structured output (LogitConstraint): any JSON object, or a JSON Schema's text. The draw
-  // honours it only where a constraint is built from it (the workers do).
+  // Structured output (LogitConstraint): any JSON object, a JSON Schema's text, or a regular
+  // expression the whole answer matches. The draw honours it only where a constraint is built
+  // from it (the workers do).
   bool json_object = false;
   std::string json_schema;
-  bool Constrained() const { return json_object || !json_schema.empty(); }
+  std::string regex;
+  bool Constrained() const { return json_object || !json_schema.empty() || !regex.empty(); }
 
   // Whether any adjustment of the logits is asked for (then the sampler needs a TokenHistory).
   bool AdjustsLogits() const {
@@ -65,8 +67,9 @@ struct SamplingParams {
   bool operator==(const SamplingParams&) const = default;
 };
 
-// The longest JSON Schema text a request may constrain its answer with.
+// The longest JSON Schema text and regular expression a request may constrain its answer with.
 inline constexpr size_t kMaxJsonSchemaBytes = 64 * 1024;
+inline constexpr size_t kMaxRegexBytes = 4 * 1024;
 
 // The most choices (samples of one prompt, OpenAI's `n`) a request may ask for.
 inline constexpr int32_t kMaxChoices = 16;

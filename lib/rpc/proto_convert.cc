@@ -24,6 +24,7 @@ SamplingParams FromProto(const v1::SamplingParams& p) {
   s.min_p = p.min_p();
   s.json_object = p.response_format().json_object();
   s.json_schema = p.response_format().json_schema();
+  s.regex = p.response_format().regex();
   return s;
 }
 
@@ -43,6 +44,7 @@ void ToProto(const SamplingParams& s, v1::SamplingParams* p) {
   p->set_min_p(s.min_p);
   if (s.json_object) p->mutable_response_format()->set_json_object(true);
   if (!s.json_schema.empty()) p->mutable_response_format()->set_json_schema(s.json_schema);
+  if (!s.regex.empty()) p->mutable_response_format()->set_regex(s.regex);
 }
 
 void ToProto(const TokenLogprobs& l, v1::TokenLogprob* chosen,

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "lib/auth/tenant_directory.h"
 #include "lib/grammar/json_schema.h"
+#include "lib/grammar/regex.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/status/status_macros.h"
 
@@ -62,7 +63,9 @@ std::string SamplingField(absl::string_view message) {
     if (name == field) return absl::StrCat("sampling.", field);
   }
   if (absl::StartsWith(message, "stop token id")) return "sampling.stop_token_ids";
-  if (name == "response_format" || name == "json_schema") return "sampling.response_format";
+  if (name == "response_format" || name == "json_schema" || name == "regex") {
+    return "sampling.response_format";
+  }
   return "";
 }
 
@@ -107,6 +110,12 @@ absl::StatusOr<CheckedGenerateRequest> CheckGenerateRequest(const v1::GenerateRe
         !schema.ok()) {
       return FieldError("sampling.response_format",
                         absl::StrCat("json_schema: ", schema.status().message()));
+    }
+  }
+  if (!call.sampling.regex.empty()) {
+    if (absl::StatusOr<CharDfa> dfa = CompileRegex(call.sampling.regex); !dfa.ok()) {
+      return FieldError("sampling.response_format",
+                        absl::StrCat("regex: ", dfa.status().message()));
     }
   }
   if (sampling.n() > static_cast<uint32_t>(kMaxChoices)) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <future>
 #include <numeric>
+#include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -511,7 +512,7 @@ TEST_F(ClusterServingTest, ChoicesAreTheEnginesTokensOfTheirSeedsThroughADecodeD
 TEST_F(ClusterServingTest, StructuredAnswersFollowTheirSchemaWhereverPrefilled) {
   const ByteTokenizer tokenizer;
   int local = 0;
-  for (const int schema : {0, 1, 2}) {
+  for (const int schema : {0, 1, 2, 6}) {  // 6: patterns
     const char* text = kSchemas[schema];
     const nlohmann::json root = nlohmann::json::parse(text);
     for (const int length : {12, 300}) {
@@ -536,12 +537,34 @@ TEST_F(ClusterServingTest, StructuredAnswersFollowTheirSchemaWhereverPrefilled) 
       }
     }
   }
-  EXPECT_EQ(local, 3);
+  EXPECT_EQ(local, 4);
+
+  // A regex the whole answer matches, checked by std::regex.
+  const char* pattern = "(yes|no|maybe): [A-Z][a-z]{2,8}( [0-9]{1,3})?\\.";
+  const std::regex reference(pattern, std::regex::ECMAScript);
+  for (const int length : {12, 300}) {
+    v1::GenerateRequest request =
+        Request(RandomPrompt(70 + length, length), 100, Sampled(1.0f, 0, 1.0f, 5));
+    request.mutable_sampling()->mutable_response_format()->set_regex(pattern);
+    request.mutable_sampling()->set_n(3);
+    const Generated got = cluster_->Generate(request);
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    for (const std::vector<int32_t>& tokens : ByChoice(got, 3)) {
+      ASSERT_FALSE(tokens.empty());
+      EXPECT_EQ(tokens.back(), kEosId);
+      absl::StatusOr<std::string> answer = tokenizer.Decode(tokens);
+      ASSERT_TRUE(answer.ok());
+      EXPECT_TRUE(std::regex_match(*answer, reference)) << *answer;
+    }
+  }
 
   v1::GenerateRequest unsupported = Request(RandomPrompt(9, 10), 4);
   unsupported.mutable_sampling()->mutable_response_format()->set_json_schema(
       R"({"type": "string", "format": "date"})");
   ExpectRefused(unsupported, "format");
+  v1::GenerateRequest lookahead = Request(RandomPrompt(9, 10), 4);
+  lookahead.mutable_sampling()->mutable_response_format()->set_regex("a(?=b)");
+  ExpectRefused(lookahead, "regex: at offset 3: lookahead");
 }
 
 TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
