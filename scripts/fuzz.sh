@@ -12,7 +12,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(params_json_fuzz safetensors_fuzz state_bundle_fuzz snapshot_file_fuzz
            disk_tier_scan_fuzz transport_address_fuzz text_fuzz tiktoken_fuzz
-           public_request_fuzz openai_request_fuzz json_schema_fuzz)
+           public_request_fuzz openai_request_fuzz json_schema_fuzz regex_fuzz)
 fi
 if [ -d /usr/local/cuda/bin ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOCO_FUZZ=ON \

@@ -47,7 +47,8 @@ std::string At(const std::string& where, absl::string_view key) {
 
 // The first keyword of `s` that asserts something besides those named (annotations do not).
 std::string OtherAssertion(const json& s, std::initializer_list<const char*> besides) {
-  for (const auto& [key, value] : s.items()) {
+  for (const auto& item : s.items()) {
+    const std::string& key = item.key();  // (clang cannot capture a structured binding)
     if (Annotations().count(key) > 0) continue;
     if (std::none_of(besides.begin(), besides.end(), [&](const char* b) { return key == b; })) {
       return key;

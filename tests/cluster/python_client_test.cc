@@ -30,7 +30,7 @@ TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppCli
   ASSERT_EQ(run.status, 0) << run.output;
 
   std::map<int, int> document_cached;
-  int answers = 0, extracted = 0;
+  int answers = 0, extracted = 0, verdicts = 0;
   for (absl::string_view line : absl::StrSplit(run.output, '\n', absl::SkipEmpty())) {
     if (line.front() != '{') continue;
     const nlohmann::json j = nlohmann::json::parse(line);
@@ -43,6 +43,12 @@ TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppCli
       EXPECT_TRUE(r["year"].is_number_integer()) << line;
       ASSERT_TRUE(r["place"].is_string()) << line;
       EXPECT_LE(r["place"].get<std::string>().size(), 80u) << line;  // 20 code points
+      continue;
+    }
+    if (j.contains("verdict")) {  // a regex: "yes|no"
+      ++verdicts;
+      EXPECT_EQ(j["finish_reason"], "eos") << line;
+      EXPECT_TRUE(j["verdict"] == "yes" || j["verdict"] == "no") << line;
       continue;
     }
     if (!j.contains("answer")) {
@@ -91,6 +97,7 @@ TEST(ClusterPythonClientTest, TheRagExampleReusesEachDocumentAndMatchesTheCppCli
   EXPECT_EQ(document_cached.size(), 3u) << run.output;
   EXPECT_EQ(answers, 6) << run.output;
   EXPECT_EQ(extracted, 3) << run.output;
+  EXPECT_EQ(verdicts, 3) << run.output;
 }
 
 }  // namespace

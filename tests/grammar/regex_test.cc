@@ -166,7 +166,8 @@ TEST(RegexTest, RandomPatternsAgreeWithStdRegexAndNeverStrandAText) {
       RegexOptions options;
       options.search = search;
       absl::StatusOr<CharDfa> dfa = CompileRegex(pattern, options);
-      if (!dfa.ok() && dfa.status().message().find("automaton states") != std::string::npos) {
+      if (!dfa.ok() && (dfa.status().message().find("automaton states") != std::string::npos ||
+                        dfa.status().message().find("too complex") != std::string::npos)) {
         ++too_large;  // nested repeats of '.': a real blow-up, refused by design
         continue;
       }

@@ -12,6 +12,8 @@
 #include "lib/engine/generation.h"
 #include "lib/engine/random_model.h"
 #include "lib/grammar/json_constraint.h"
+#include "lib/grammar/regex.h"
+#include "lib/grammar/regex_constraint.h"
 #include "lib/status/status_macros.h"
 #include "lib/text/byte_tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -25,6 +27,8 @@ constexpr char kRecordSchema[] = R"({"type": "object", "additionalProperties": f
     "title": {"type": "string"}, "year": {"type": "integer"},
     "kind": {"enum": ["book", "film", "paper"]},
     "tags": {"type": "array", "items": {"type": "string"}}}})";
+// Words, numbers and punctuation: a pattern whose masks are large and reached again and again.
+constexpr char kSentencePattern[] = R"((([A-Z]?[a-z]+|[0-9]{1,4})[,;]? ){1,200}[a-z]+\.)";
 
 // A BPE-sized vocabulary: every single byte, then random printable strings of 2-8 bytes (text
 // fragments, quotes and brackets among them), the specials empty.
@@ -63,6 +67,7 @@ absl::StatusOr<StructuredBenchReport> RunStructuredBench(const StructuredBenchOp
   CpuBackend backend(model);
   ASSIGN_OR_RETURN(JsonSchema compiled, JsonSchema::Compile(kRecordSchema));
   auto schema = std::make_shared<const JsonSchema>(std::move(compiled));
+  ASSIGN_OR_RETURN(CharDfa sentence, CompileRegex(kSentencePattern));
 
   std::vector<int32_t> prompt(64);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 4 + static_cast<int32_t>(i * 7 % 200);
@@ -77,45 +82,52 @@ absl::StatusOr<StructuredBenchReport> RunStructuredBench(const StructuredBenchOp
       {"synthetic-bpe", SyntheticVocabulary(o.config.vocab_size)}};
   for (const auto& [name, bytes] : vocabularies) {
     auto vocabulary = std::make_shared<const TokenVocabulary>(bytes);
-    for (int batch : o.batches) {
-      log << "decoding " << name << " at batch " << batch << "..." << std::endl;
-      std::vector<double> plain, constrained, cost;
-      for (int round = 0; round < o.rounds; ++round) {
-        double seconds[2];
-        for (int with = 0; with < 2; ++with) {
-          std::vector<Generation> gens(batch, prefilled);
-          std::vector<Generation*> ptrs;
-          for (int b = 0; b < batch; ++b) {
-            SamplingParams s = sampling;
-            s.seed = static_cast<uint64_t>(b);
-            gens[b].set_sampling(s);
-            if (with == 1) {
-              auto c = std::make_unique<JsonConstraint>(schema, vocabulary, kEosId);
-              c->Accept(first);  // a '{' or not: the steps go on either way
-              gens[b].set_constraint(std::move(c));
+    auto masks = std::make_shared<const RegexMasks>(sentence, vocabulary);
+    for (const char* kind : {"json", "regex"}) {
+      for (int batch : o.batches) {
+        log << "decoding " << name << " with " << kind << " at batch " << batch << "..."
+            << std::endl;
+        std::vector<double> plain, constrained, cost;
+        for (int round = 0; round < o.rounds; ++round) {
+          double seconds[2];
+          for (int with = 0; with < 2; ++with) {
+            std::vector<Generation> gens(batch, prefilled);
+            std::vector<Generation*> ptrs;
+            for (int b = 0; b < batch; ++b) {
+              SamplingParams s = sampling;
+              s.seed = static_cast<uint64_t>(b);
+              gens[b].set_sampling(s);
+              if (with == 1 && kind == std::string("json")) {
+                auto c = std::make_unique<JsonConstraint>(schema, vocabulary, kEosId);
+                c->Accept(first);  // a '{' or not: the steps go on either way
+                gens[b].set_constraint(std::move(c));
+              } else if (with == 1) {
+                gens[b].set_constraint(std::make_unique<RegexConstraint>(masks, kEosId));
+              }
+              ptrs.push_back(&gens[b]);
             }
-            ptrs.push_back(&gens[b]);
+            std::vector<int32_t> tokens;
+            RETURN_IF_ERROR(Generation::NextBatch(backend, ptrs, &tokens));  // warm-up
+            const auto start = std::chrono::steady_clock::now();
+            for (int step = 0; step < o.steps; ++step) {
+              RETURN_IF_ERROR(Generation::NextBatch(backend, ptrs, &tokens));
+            }
+            seconds[with] = Seconds(start);
           }
-          std::vector<int32_t> tokens;
-          RETURN_IF_ERROR(Generation::NextBatch(backend, ptrs, &tokens));  // warm-up
-          const auto start = std::chrono::steady_clock::now();
-          for (int step = 0; step < o.steps; ++step) {
-            RETURN_IF_ERROR(Generation::NextBatch(backend, ptrs, &tokens));
-          }
-          seconds[with] = Seconds(start);
+          plain.push_back(batch * o.steps / seconds[0]);
+          constrained.push_back(batch * o.steps / seconds[1]);
+          cost.push_back(seconds[1] / seconds[0]);
         }
-        plain.push_back(batch * o.steps / seconds[0]);
-        constrained.push_back(batch * o.steps / seconds[1]);
-        cost.push_back(seconds[1] / seconds[0]);
+        StructuredMeasurement m;
+        m.vocabulary = name;
+        m.constraint = kind;
+        m.vocabulary_tokens = vocabulary->size();
+        m.batch = batch;
+        m.plain_tokens_per_s = SpreadOf(plain).median;
+        m.constrained_tokens_per_s = SpreadOf(constrained).median;
+        m.cost = SpreadOf(cost);
+        report.rows.push_back(m);
       }
-      StructuredMeasurement m;
-      m.vocabulary = name;
-      m.vocabulary_tokens = vocabulary->size();
-      m.batch = batch;
-      m.plain_tokens_per_s = SpreadOf(plain).median;
-      m.constrained_tokens_per_s = SpreadOf(constrained).median;
-      m.cost = SpreadOf(cost);
-      report.rows.push_back(m);
     }
   }
   return report;
@@ -126,11 +138,11 @@ std::string StructuredBenchReport::ToTable() const {
       "structured output (%d threads): constrained decode time over "
       "plain, per round (target <= 1.5)\n",
       threads);
-  out += absl::StrFormat("%-14s %7s %6s %12s %12s %22s\n", "vocabulary", "tokens", "batch",
-                         "plain tok/s", "json tok/s", "cost median [min, max]");
+  out += absl::StrFormat("%-14s %-6s %7s %6s %12s %12s %22s\n", "vocabulary", "rule", "tokens",
+                         "batch", "plain tok/s", "ruled tok/s", "cost median [min, max]");
   for (const StructuredMeasurement& m : rows) {
-    out += absl::StrFormat("%-14s %7d %6d %12.1f %12.1f %10.2f [%.2f, %.2f]\n", m.vocabulary,
-                           m.vocabulary_tokens, m.batch, m.plain_tokens_per_s,
+    out += absl::StrFormat("%-14s %-6s %7d %6d %12.1f %12.1f %10.2f [%.2f, %.2f]\n", m.vocabulary,
+                           m.constraint, m.vocabulary_tokens, m.batch, m.plain_tokens_per_s,
                            m.constrained_tokens_per_s, m.cost.median, m.cost.min, m.cost.max);
   }
   return out;
@@ -140,6 +152,7 @@ std::string StructuredBenchReport::ToJson() const {
   nlohmann::json j = {{"threads", threads}, {"rows", nlohmann::json::array()}};
   for (const StructuredMeasurement& m : rows) {
     j["rows"].push_back({{"vocabulary", m.vocabulary},
+                         {"constraint", m.constraint},
                          {"vocabulary_tokens", m.vocabulary_tokens},
                          {"batch", m.batch},
                          {"plain_tokens_per_s", m.plain_tokens_per_s},

@@ -25,6 +25,7 @@ struct StructuredBenchOptions {
 
 struct StructuredMeasurement {
   std::string vocabulary;  // "bytes" or "synthetic-bpe"
+  std::string constraint;  // "json" (a record schema) or "regex" (a pattern of words)
   int vocabulary_tokens = 0;
   int batch = 0;
   double plain_tokens_per_s = 0, constrained_tokens_per_s = 0;  // medians over the rounds

@@ -56,6 +56,11 @@ def main() -> None:
                                 temperature=0.7, seed=d)
             print(json.dumps({"document": d, "extracted": json.loads(record.text),
                               "finish_reason": record.finish_reason}), flush=True)
+            # A verdict constrained by a regular expression: one of the words it allows.
+            verdict = client.ask(document + "\nIs it a report (yes/no)?", regex="yes|no",
+                                 max_new_tokens=4, temperature=0.7, seed=d)
+            print(json.dumps({"document": d, "verdict": verdict.text,
+                              "finish_reason": verdict.finish_reason}), flush=True)
         for d, document in enumerate(DOCUMENTS):
             for q, question in enumerate(QUESTIONS):
                 # The answer's log-probability: a confidence to rank or filter answers by.

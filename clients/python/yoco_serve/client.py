@@ -213,7 +213,8 @@ class YocoClient:
         stop_at_eos (True), logprobs (None; N in [0, 20]: each token's logprob and the N most
         likely tokens'), presence_penalty, frequency_penalty, repetition_penalty, min_p,
         min_tokens, logit_bias ({token id: bias}), json_schema (a JSON Schema, dict or text: the
-        answer is one JSON value it accepts) or json_object (any JSON object), request_id."""
+        answer is one JSON value it accepts), json_object (any JSON object) or regex (a regular
+        expression the whole answer matches), request_id."""
         return self._answers(prompt, 1, on_token, sampling)[0]
 
     def ask_n(
@@ -293,6 +294,7 @@ class YocoClient:
         logit_bias: Optional[Dict[int, float]] = None,
         json_schema: Optional[Union[dict, str]] = None,
         json_object: bool = False,
+        regex: Optional[str] = None,
         request_id: str = "",
     ) -> yoco_pb2.GenerateRequest:
         request = yoco_pb2.GenerateRequest(request_id=request_id)
@@ -322,6 +324,8 @@ class YocoClient:
                 json_schema if isinstance(json_schema, str) else json.dumps(json_schema))
         elif json_object:
             s.response_format.json_object = True
+        elif regex is not None:
+            s.response_format.regex = regex
         return request
 
     def _events(self, request: yoco_pb2.GenerateRequest):
