@@ -1,4 +1,5 @@
-// The mask: the vocabulary's walk, the end token by the matcher's completeness.
+// The mask: the vocabulary's walk (kept per state up to a byte budget), the end token by the
+// matcher's completeness.
 #include "lib/grammar/json_constraint.h"
 
 #include <cmath>
@@ -6,36 +7,61 @@
 
 namespace yoco {
 
+JsonMasks::JsonMasks(std::shared_ptr<const JsonSchema> schema,
+                     std::shared_ptr<const TokenVocabulary> vocabulary)
+    : schema_(std::move(schema)), vocabulary_(std::move(vocabulary)) {}
+
+std::shared_ptr<const JsonMasks::Bits> JsonMasks::Allowed(const JsonMatcher& matcher) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_state_.find(matcher.readings());
+    if (it != by_state_.end()) return it->second;
+  }
+  std::vector<uint8_t> allowed;
+  vocabulary_->Allowed(matcher, &allowed);
+  auto bits = std::make_shared<Bits>((allowed.size() + 63) / 64, 0);
+  for (size_t id = 0; id < allowed.size(); ++id) {
+    if (allowed[id]) (*bits)[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  absl::MutexLock lock(&mu_);
+  const size_t bytes = bits->size() * 8;
+  if (cached_bytes_ + bytes <= kMaxCachedBytes &&
+      by_state_.emplace(matcher.readings(), bits).second) {
+    cached_bytes_ += bytes;
+  }
+  return bits;
+}
+
+JsonConstraint::JsonConstraint(std::shared_ptr<const JsonMasks> masks, int32_t end_id)
+    : masks_(std::move(masks)), end_id_(end_id), matcher_(masks_->schema()) {}
+
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonSchema> schema,
                                std::shared_ptr<const TokenVocabulary> vocabulary, int32_t end_id)
-    : schema_(std::move(schema)),
-      vocabulary_(std::move(vocabulary)),
-      end_id_(end_id),
-      matcher_(*schema_) {}
+    : JsonConstraint(std::make_shared<JsonMasks>(std::move(schema), std::move(vocabulary)),
+                     end_id) {}
 
 void JsonConstraint::Mask(absl::Span<float> logits) const {
-  const bool complete = matcher_.Complete();
+  const int32_t vocabulary = masks_->vocabulary().size();
+  std::shared_ptr<const JsonMasks::Bits> bits;
   bool any = false;
   if (!matcher_.MustEnd()) {
-    vocabulary_->Allowed(matcher_, &allowed_);
-    for (int32_t id = 0; id < vocabulary_->size() && id < static_cast<int32_t>(logits.size());
-         ++id) {
-      any |= allowed_[id] != 0;
-    }
+    bits = masks_->Allowed(matcher_);
+    for (uint64_t word : *bits) any |= word != 0;
   }
+  const bool complete = matcher_.Complete();
   for (size_t id = 0; id < logits.size(); ++id) {
-    const bool allowed =
-        static_cast<int32_t>(id) == end_id_
-            ? complete || !any  // (never every token refused)
-            : any && static_cast<int32_t>(id) < vocabulary_->size() && allowed_[id] != 0;
+    const int32_t i = static_cast<int32_t>(id);
+    const bool allowed = i == end_id_
+                             ? complete || !any  // (never every token refused)
+                             : any && i < vocabulary && ((*bits)[id / 64] >> (id % 64)) & 1;
     if (!allowed) logits[id] = -INFINITY;
   }
 }
 
 void JsonConstraint::Accept(int32_t token) {
-  if (token < 0 || token >= vocabulary_->size()) return;
+  if (token < 0 || token >= masks_->vocabulary().size()) return;
   // A token the mask refused never comes (a client's replayed ones came through it).
-  matcher_.Advance(vocabulary_->bytes(token));
+  matcher_.Advance(masks_->vocabulary().bytes(token));
 }
 
 std::unique_ptr<LogitConstraint> JsonConstraint::Clone() const {

@@ -78,6 +78,12 @@ const std::vector<std::string>& LiteralsOf(const SchemaNode* node) {
 
 bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
 
+// One more of a count bounded by [min, max]: past min, an unbounded count stops counting, so
+// the states of long strings and arrays repeat (and their token masks can be reused).
+int32_t Counted(int32_t count, int64_t min, int64_t max) {
+  return max >= 0 || count < min ? count + 1 : count;
+}
+
 // The byte an escape in a patterned string stands for (-1: none it may use).
 int Unescaped(uint8_t c) {
   switch (c) {
@@ -312,7 +318,7 @@ class Stepper {
         break;
       case kArrValue:
         parent.state = kArrAfterValue;
-        parent.a += 1;
+        parent.a = Counted(parent.a, parent.node->min_items, parent.node->max_items);
         break;
       default:
         break;
@@ -412,7 +418,7 @@ class Stepper {
     }
     if (node->max_length >= 0 && f.a >= node->max_length) return;
     if (c < 0x20) return;
-    f.a += 1;  // a character starts
+    f.a = Counted(f.a, node->min_length, node->max_length);  // a character starts
     if (c == '\\') {
       f.state = kStrEscape;
     } else if (c >= 0x80) {

@@ -9,6 +9,7 @@
 #define YOCO_LIB_GRAMMAR_JSON_MATCHER_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -40,8 +41,14 @@ class JsonMatcher {
     int32_t c = 0;  // a string's bounds for the next UTF-8 byte
     bool operator==(const Frame&) const = default;
     auto operator<=>(const Frame&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Frame& f) {
+      return H::combine(std::move(h), f.node, f.state, f.a, f.b, f.c);
+    }
   };
   using Reading = std::vector<Frame>;
+  // Where the text is: equal readings allow the same bytes next.
+  const std::vector<Reading>& readings() const { return readings_; }
 
  private:
   JsonMatcher() = default;

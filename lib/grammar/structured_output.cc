@@ -11,7 +11,8 @@ namespace yoco {
 
 StructuredOutput::StructuredOutput(const std::vector<std::string>& token_bytes)
     : vocabulary_(std::make_shared<TokenVocabulary>(token_bytes)),
-      any_object_(std::make_shared<JsonSchema>(JsonSchema::AnyObject())) {}
+      any_object_(std::make_shared<JsonMasks>(std::make_shared<JsonSchema>(JsonSchema::AnyObject()),
+                                              vocabulary_)) {}
 
 absl::StatusOr<StructuredOutput::Compiled> StructuredOutput::Find(bool regex,
                                                                   const std::string& text) const {
@@ -32,13 +33,14 @@ absl::StatusOr<StructuredOutput::Compiled> StructuredOutput::Find(bool regex,
     absl::StatusOr<CharDfa> dfa = CompileRegex(text);
     if (!dfa.ok())
       return absl::InvalidArgumentError(absl::StrCat("regex: ", dfa.status().message()));
-    made.masks = std::make_shared<RegexMasks>(*std::move(dfa), vocabulary_);
+    made.regex_masks = std::make_shared<RegexMasks>(*std::move(dfa), vocabulary_);
   } else {
     absl::StatusOr<JsonSchema> schema = JsonSchema::Compile(text);
     if (!schema.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("json_schema: ", schema.status().message()));
     }
-    made.schema = std::make_shared<JsonSchema>(*std::move(schema));
+    made.json =
+        std::make_shared<JsonMasks>(std::make_shared<JsonSchema>(*std::move(schema)), vocabulary_);
   }
   absl::MutexLock lock(&mu_);
   if (compiled_.size() >= kCached) compiled_.pop_front();
@@ -50,13 +52,13 @@ absl::StatusOr<std::unique_ptr<LogitConstraint>> StructuredOutput::ConstraintFor
     const SamplingParams& sampling) const {
   if (!sampling.Constrained()) return nullptr;
   if (sampling.json_object) {
-    return std::make_unique<JsonConstraint>(any_object_, vocabulary_, kEosId);
+    return std::make_unique<JsonConstraint>(any_object_, kEosId);
   }
   const bool regex = !sampling.regex.empty();
   absl::StatusOr<Compiled> compiled = Find(regex, regex ? sampling.regex : sampling.json_schema);
   if (!compiled.ok()) return compiled.status();
-  if (regex) return std::make_unique<RegexConstraint>(compiled->masks, kEosId);
-  return std::make_unique<JsonConstraint>(compiled->schema, vocabulary_, kEosId);
+  if (regex) return std::make_unique<RegexConstraint>(compiled->regex_masks, kEosId);
+  return std::make_unique<JsonConstraint>(compiled->json, kEosId);
 }
 
 absl::StatusOr<std::unique_ptr<LogitConstraint>> MakeConstraint(const StructuredOutput* source,

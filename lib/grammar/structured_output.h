@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/grammar/json_constraint.h"
 #include "lib/grammar/json_schema.h"
 #include "lib/grammar/regex_constraint.h"
 #include "lib/grammar/token_mask.h"
@@ -36,14 +37,15 @@ class StructuredOutput {
   struct Compiled {
     bool regex = false;
     std::string text;
-    std::shared_ptr<const JsonSchema> schema;
-    std::shared_ptr<const RegexMasks> masks;
+    std::shared_ptr<const JsonMasks> json;
+    std::shared_ptr<const RegexMasks> regex_masks;
   };
   absl::StatusOr<Compiled> Find(bool regex, const std::string& text) const;
 
-  static constexpr size_t kCached = 64;
+  // Each keeps up to 4 MB of token masks (lib/grammar/json_constraint.h, regex_constraint.h).
+  static constexpr size_t kCached = 32;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
-  std::shared_ptr<const JsonSchema> any_object_;
+  std::shared_ptr<const JsonMasks> any_object_;
   mutable absl::Mutex mu_;
   mutable std::deque<Compiled> compiled_ ABSL_GUARDED_BY(mu_);  // most recent last
 };

@@ -82,7 +82,6 @@ absl::StatusOr<StructuredBenchReport> RunStructuredBench(const StructuredBenchOp
       {"synthetic-bpe", SyntheticVocabulary(o.config.vocab_size)}};
   for (const auto& [name, bytes] : vocabularies) {
     auto vocabulary = std::make_shared<const TokenVocabulary>(bytes);
-    auto masks = std::make_shared<const RegexMasks>(sentence, vocabulary);
     for (const char* kind : {"json", "regex"}) {
       for (int batch : o.batches) {
         log << "decoding " << name << " with " << kind << " at batch " << batch << "..."
@@ -92,17 +91,20 @@ absl::StatusOr<StructuredBenchReport> RunStructuredBench(const StructuredBenchOp
           double seconds[2];
           for (int with = 0; with < 2; ++with) {
             std::vector<Generation> gens(batch, prefilled);
+            // Masks shared by the batch, as a worker shares them, and cold each round.
+            auto json_masks = std::make_shared<const JsonMasks>(schema, vocabulary);
+            auto regex_masks = std::make_shared<const RegexMasks>(sentence, vocabulary);
             std::vector<Generation*> ptrs;
             for (int b = 0; b < batch; ++b) {
               SamplingParams s = sampling;
               s.seed = static_cast<uint64_t>(b);
               gens[b].set_sampling(s);
               if (with == 1 && kind == std::string("json")) {
-                auto c = std::make_unique<JsonConstraint>(schema, vocabulary, kEosId);
+                auto c = std::make_unique<JsonConstraint>(json_masks, kEosId);
                 c->Accept(first);  // a '{' or not: the steps go on either way
                 gens[b].set_constraint(std::move(c));
               } else if (with == 1) {
-                gens[b].set_constraint(std::make_unique<RegexConstraint>(masks, kEosId));
+                gens[b].set_constraint(std::make_unique<RegexConstraint>(regex_masks, kEosId));
               }
               ptrs.push_back(&gens[b]);
             }
