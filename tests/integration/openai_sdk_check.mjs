@@ -171,14 +171,17 @@ check("best-of", best.choices.length === 1 && best.choices[0].logprobs === null 
       best.choices[0].text === scored.choices[bestIndex].text,
       JSON.stringify([best.choices, sums]));
 // Structured output: 1008 sampled answers of the random-weight model under a schema, each parsed
-// and validated by ajv (an independent validator); json_object gives objects; a keyword we do
-// not support is refused by name.
+// and validated by ajv (an independent validator, its patterns JavaScript's own RegExp with the
+// u flag); json_object gives objects; a keyword we do not support is refused by name.
 const schema = {
-  type: "object", additionalProperties: false, required: ["name", "year", "kind"],
+  type: "object", additionalProperties: false, required: ["name", "year", "kind", "code"],
   properties: {
     name: { type: "string", maxLength: 12 }, year: { type: "integer" },
     tags: { type: "array", items: { type: "string", maxLength: 6 }, maxItems: 3 },
-    kind: { enum: ["book", "film", 7, null] }, score: { anyOf: [{ type: "number" }, { type: "boolean" }] },
+    kind: { enum: ["book", "film", "paper", 7, null], maxLength: 4 },
+    score: { anyOf: [{ type: "number" }, { type: "boolean" }] },
+    code: { type: "string", pattern: "^[A-Z]{2}-\\d{2,4}$" },
+    label: { type: "string", pattern: "é|ü", maxLength: 5 },
   },
 };
 const validate = new Ajv().compile(schema);
@@ -203,11 +206,11 @@ check("json-object", anyObject.choices.every((c) => {
 }), JSON.stringify(anyObject.choices.map((c) => c.message.content)));
 try {
   await client.chat.completions.create({ model, messages, response_format: { type: "json_schema",
-    json_schema: { name: "x", schema: { type: "string", pattern: "a+" } } } });
+    json_schema: { name: "x", schema: { type: "string", format: "date" } } } });
   check("json-schema-unsupported", false, "no error");
 } catch (e) {
   check("json-schema-unsupported", e instanceof OpenAI.BadRequestError &&
-        e.param === "response_format" && String(e.message).includes("pattern"), String(e));
+        e.param === "response_format" && String(e.message).includes("format: is not supported"), String(e));
 }
 try {
   await client.completions.create({ model, prompt, n: 17 });
