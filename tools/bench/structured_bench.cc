@@ -16,6 +16,7 @@
 #include "lib/grammar/regex_constraint.h"
 #include "lib/status/status_macros.h"
 #include "lib/text/byte_tokenizer.h"
+#include "lib/text/tiktoken_bpe.h"
 #include "nlohmann/json.hpp"
 
 namespace yoco {
@@ -77,9 +78,19 @@ absl::StatusOr<StructuredBenchReport> RunStructuredBench(const StructuredBenchOp
   int32_t first = -1;
   ASSIGN_OR_RETURN(Generation prefilled, Generation::Prefill(backend, prompt, sampling, &first));
 
-  const std::pair<std::string, std::vector<std::string>> vocabularies[] = {
+  std::vector<std::pair<std::string, std::vector<std::string>>> vocabularies = {
       {"bytes", TokenBytes(ByteTokenizer(), o.config.vocab_size)},
       {"synthetic-bpe", SyntheticVocabulary(o.config.vocab_size)}};
+  if (!o.tiktoken_ranks.empty()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<TiktokenBpe> bpe,
+                     TiktokenBpe::Load(o.tiktoken_ranks, kCl100kPattern, YocoSpecialTokens()));
+    if (bpe->id_limit() > o.config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("the ranks need a vocabulary of ",
+                                                     bpe->id_limit(), " ids; the shape has ",
+                                                     o.config.vocab_size));
+    }
+    vocabularies.push_back({"tiktoken", TokenBytes(*bpe, o.config.vocab_size)});
+  }
   for (const auto& [name, bytes] : vocabularies) {
     auto vocabulary = std::make_shared<const TokenVocabulary>(bytes);
     for (const char* kind : {"json", "regex"}) {

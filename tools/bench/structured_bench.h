@@ -21,10 +21,12 @@ struct StructuredBenchOptions {
   int steps = 24;        // timed decode steps per round
   int rounds = 3;        // alternating plain and constrained
   std::string work_dir;  // where the random checkpoint is written
+  // A .tiktoken ranks file (cl100k's, as workers take it): measured as a third vocabulary.
+  std::string tiktoken_ranks;
 };
 
 struct StructuredMeasurement {
-  std::string vocabulary;  // "bytes" or "synthetic-bpe"
+  std::string vocabulary;  // "bytes", "synthetic-bpe" or "tiktoken"
   std::string constraint;  // "json" (a record schema) or "regex" (a pattern of words)
   int vocabulary_tokens = 0;
   int batch = 0;

@@ -378,9 +378,10 @@ absl::StatusOr<std::vector<AttentionBenchShape>> ParseAttentionShapes(const std:
 
 absl::Status RunBenchStructured(const std::vector<std::string>& args, std::ostream& out,
                                 std::ostream& log) {
-  ASSIGN_OR_RETURN(CommandLine cl,
-                   CommandLine::Parse(args, {"params", "threads", "json", "rounds", "steps"}));
+  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "threads", "json", "rounds",
+                                                             "steps", "tiktoken-ranks"}));
   StructuredBenchOptions options;
+  if (cl.Has("tiktoken-ranks")) options.tiktoken_ranks = *cl.String("tiktoken-ranks");
   ASSIGN_OR_RETURN(options.config, ReadBenchConfig(cl));
   ASSIGN_OR_RETURN(int64_t rounds, cl.Int("rounds", 3));
   ASSIGN_OR_RETURN(int64_t steps, cl.Int("steps", 24));
