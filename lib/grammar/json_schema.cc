@@ -182,7 +182,11 @@ class SchemaCompiler {
         options.min_chars = node->min_length;
         options.max_chars = node->max_length;
         options.ascii = StringAscii();
+        options.max_work = pattern_work_left_;  // one budget for all the schema's patterns
+        int64_t used = 0;
+        options.work_used = &used;
         absl::StatusOr<CharDfa> dfa = CompileRegex(s["pattern"].get<std::string>(), options);
+        pattern_work_left_ -= used;
         if (!dfa.ok()) return Refuse(At(where, "pattern"), dfa.status().message());
         node->pattern = std::make_shared<const CharDfa>(*std::move(dfa));
       }
@@ -373,6 +377,7 @@ class SchemaCompiler {
   const json& document_;
   JsonSchema schema_;
   std::set<std::string> resolving_;  // $refs being compiled (a repeat is recursion)
+  int64_t pattern_work_left_ = RegexOptions().max_work;
 };
 
 absl::StatusOr<JsonSchema> JsonSchema::Compile(absl::string_view schema_json) {

@@ -19,9 +19,6 @@ namespace {
 
 constexpr int kMaxNfaStates = 50000;  // beyond: the pattern is too large to compile quickly
 constexpr size_t kMaxDfaMoves = size_t{1} << 20;  // states x classes: 4 MB at most
-// NFA states visited while determinising: bounds the compile time (~0.1 s) whatever the pattern,
-// since routers compile what clients send.
-constexpr int64_t kMaxWork = 30'000'000;
 
 // A Thompson NFA: each state has epsilon moves and at most one move on a code-point range.
 struct NfaState {
@@ -130,6 +127,8 @@ class RegexCompiler {
   RegexCompiler(const std::vector<NfaState>& nfa, int32_t accept, const RegexOptions& options)
       : nfa_(nfa), accept_(accept), options_(options) {}
 
+  int64_t work() const { return work_; }
+
   absl::StatusOr<CharDfa> Run(int32_t start) {
     CharDfa dfa;
     Classes(&dfa);
@@ -154,7 +153,7 @@ class RegexCompiler {
             absl::StrCat("the pattern needs more than ", states.size() - 1,
                          " automaton states (with its length bounds, if any)"));
       }
-      if (work_ > kMaxWork) {
+      if (work_ > options_.max_work) {
         return absl::InvalidArgumentError("the pattern is too complex to compile");
       }
       const int64_t count = states[s].second;
@@ -309,7 +308,10 @@ absl::StatusOr<CharDfa> CompileRegex(absl::string_view pattern, const RegexOptio
     return absl::InvalidArgumentError(
         absl::StrCat("the pattern is too large (more than ", kMaxNfaStates, " automaton states)"));
   }
-  return RegexCompiler(nfa.states, accept, options).Run(start);
+  RegexCompiler compiler(nfa.states, accept, options);
+  absl::StatusOr<CharDfa> dfa = compiler.Run(start);
+  if (options.work_used != nullptr) *options.work_used = compiler.work();
+  return dfa;
 }
 
 }  // namespace yoco

@@ -29,6 +29,11 @@ struct RegexOptions {
   std::bitset<128> ascii = std::bitset<128>().set();
   // The most automaton states it may take (compiling costs ~1-10 us a state).
   int max_states = 4096;
+  // The most NFA states it may visit while determinising (30M: ~0.1 s), which bounds the time
+  // whatever the pattern — routers compile what clients send. *work_used (when given) is set to
+  // what it took, so a caller compiling several (a schema's patterns) can share one budget.
+  int64_t max_work = 30'000'000;
+  int64_t* work_used = nullptr;
 };
 
 // INVALID_ARGUMENT naming the problem and its offset in the pattern; also when no text matches

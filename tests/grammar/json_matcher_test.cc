@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "lib/grammar/json_schema.h"
 #include "lib/grammar/token_mask.h"
 #include "nlohmann/json.hpp"
@@ -199,6 +200,16 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreRefusedByName) {
     EXPECT_THAT(std::string(schema.status().message()), ::testing::HasSubstr(c.named)) << c.schema;
   }
   EXPECT_TRUE(JsonSchema::Compile(R"({"type": "string", "enum": ["a", 1], "title": "t"})").ok());
+  // The patterns of one schema share one compile budget: many costly ones are refused.
+  std::string many = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 250; ++i) {
+    many += absl::StrCat(i ? ", " : "", "\"p", i,
+                         R"(": {"type": "string", "pattern": "[ab]*a[ab]{9}$"})");
+  }
+  many += "}}";
+  absl::StatusOr<JsonSchema> costly = JsonSchema::Compile(many);
+  ASSERT_FALSE(costly.ok());
+  EXPECT_THAT(std::string(costly.status().message()), ::testing::HasSubstr("too complex"));
 }
 
 TEST(TokenVocabularyTest, MasksEqualFeedingEachTokenAlone) {

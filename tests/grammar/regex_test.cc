@@ -298,6 +298,20 @@ TEST(RegexTest, UnsupportedSyntaxIsRefusedByName) {
   }
 }
 
+TEST(RegexTest, CompileWorkIsBoundedAndReported) {
+  RegexOptions options;
+  int64_t used = 0;
+  options.work_used = &used;
+  ASSERT_TRUE(CompileRegex("[ab]*a[ab]{9}", options).ok());
+  EXPECT_GT(used, 1000);
+  const int64_t whole = used;
+  options.max_work = whole / 2;
+  absl::StatusOr<CharDfa> cut = CompileRegex("[ab]*a[ab]{9}", options);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.status().message().find("too complex"), std::string::npos);
+  EXPECT_LE(used, whole);
+}
+
 TEST(RegexTest, AnchorsOfTopLevelAlternativesAndNamedGroups) {
   RegexOptions search;
   search.search = true;
