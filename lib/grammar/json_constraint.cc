@@ -2,7 +2,6 @@
 // matcher's completeness.
 #include "lib/grammar/json_constraint.h"
 
-#include <cmath>
 #include <utility>
 
 namespace yoco {
@@ -19,10 +18,7 @@ std::shared_ptr<const JsonMasks::Bits> JsonMasks::Allowed(const JsonMatcher& mat
   }
   std::vector<uint8_t> allowed;
   vocabulary_->Allowed(matcher, &allowed);
-  auto bits = std::make_shared<Bits>((allowed.size() + 63) / 64, 0);
-  for (size_t id = 0; id < allowed.size(); ++id) {
-    if (allowed[id]) (*bits)[id / 64] |= uint64_t{1} << (id % 64);
-  }
+  auto bits = std::make_shared<const Bits>(ToTokenBits(allowed));
   absl::MutexLock lock(&mu_);
   const size_t bytes = bits->size() * 8;
   if (cached_bytes_ + bytes <= kMaxCachedBytes &&
@@ -41,21 +37,9 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const JsonSchema> schema,
                      end_id) {}
 
 void JsonConstraint::Mask(absl::Span<float> logits) const {
-  const int32_t vocabulary = masks_->vocabulary().size();
   std::shared_ptr<const JsonMasks::Bits> bits;
-  bool any = false;
-  if (!matcher_.MustEnd()) {
-    bits = masks_->Allowed(matcher_);
-    for (uint64_t word : *bits) any |= word != 0;
-  }
-  const bool complete = matcher_.Complete();
-  for (size_t id = 0; id < logits.size(); ++id) {
-    const int32_t i = static_cast<int32_t>(id);
-    const bool allowed = i == end_id_
-                             ? complete || !any  // (never every token refused)
-                             : any && i < vocabulary && ((*bits)[id / 64] >> (id % 64)) & 1;
-    if (!allowed) logits[id] = -INFINITY;
-  }
+  if (!matcher_.MustEnd()) bits = masks_->Allowed(matcher_);
+  MaskLogits(bits.get(), masks_->vocabulary().size(), end_id_, matcher_.Complete(), logits);
 }
 
 void JsonConstraint::Accept(int32_t token) {

@@ -28,7 +28,7 @@ class JsonMasks {
   const TokenVocabulary& vocabulary() const { return *vocabulary_; }
 
   // Bit id of the result: whether token id continues the matcher's text.
-  using Bits = std::vector<uint64_t>;
+  using Bits = TokenBits;
   std::shared_ptr<const Bits> Allowed(const JsonMatcher& matcher) const;
 
  private:

@@ -1,7 +1,6 @@
 // Masks are made by the vocabulary's trie walk and kept per state up to a byte budget.
 #include "lib/grammar/regex_constraint.h"
 
-#include <cmath>
 #include <utility>
 
 namespace yoco {
@@ -18,10 +17,7 @@ std::shared_ptr<const RegexMasks::Bits> RegexMasks::Allowed(const CharDfa::Curso
   }
   std::vector<uint8_t> allowed;
   vocabulary_->Allowed(dfa_, at, &allowed);
-  auto bits = std::make_shared<Bits>((allowed.size() + 63) / 64, 0);
-  for (size_t id = 0; id < allowed.size(); ++id) {
-    if (allowed[id]) (*bits)[id / 64] |= uint64_t{1} << (id % 64);
-  }
+  auto bits = std::make_shared<const Bits>(ToTokenBits(allowed));
   if (between) {
     absl::MutexLock lock(&mu_);
     if ((by_state_.size() + 1) * bits->size() * 8 <= kMaxCachedBytes) by_state_[at.state] = bits;
@@ -34,21 +30,9 @@ RegexConstraint::RegexConstraint(std::shared_ptr<const RegexMasks> masks, int32_
 
 void RegexConstraint::Mask(absl::Span<float> logits) const {
   const CharDfa& dfa = masks_->dfa();
-  const int32_t vocabulary = masks_->vocabulary().size();
   std::shared_ptr<const RegexMasks::Bits> bits;
-  bool any = false;
-  if (dfa.Open(at_)) {
-    bits = masks_->Allowed(at_);
-    for (uint64_t word : *bits) any |= word != 0;
-  }
-  const bool complete = dfa.Accepting(at_);
-  for (size_t id = 0; id < logits.size(); ++id) {
-    const int32_t i = static_cast<int32_t>(id);
-    const bool allowed = i == end_id_
-                             ? complete || !any  // (never every token refused)
-                             : any && i < vocabulary && ((*bits)[id / 64] >> (id % 64)) & 1;
-    if (!allowed) logits[id] = -INFINITY;
-  }
+  if (dfa.Open(at_)) bits = masks_->Allowed(at_);
+  MaskLogits(bits.get(), masks_->vocabulary().size(), end_id_, dfa.Accepting(at_), logits);
 }
 
 void RegexConstraint::Accept(int32_t token) {

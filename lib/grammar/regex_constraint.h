@@ -25,7 +25,7 @@ class RegexMasks {
   const TokenVocabulary& vocabulary() const { return *vocabulary_; }
 
   // Bit id of the result: whether token id continues the text at `at`.
-  using Bits = std::vector<uint64_t>;
+  using Bits = TokenBits;
   std::shared_ptr<const Bits> Allowed(const CharDfa::Cursor& at) const;
 
  private:

@@ -2,6 +2,7 @@
 #include "lib/grammar/token_mask.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace yoco {
 
@@ -56,6 +57,29 @@ void TokenVocabulary::Walk(int32_t node, const CharDfa& dfa, const CharDfa::Curs
   for (const auto& [byte, child] : trie_[node].children) {
     CharDfa::Cursor next = at;
     if (dfa.Step(&next, byte)) Walk(child, dfa, next, allowed);
+  }
+}
+
+TokenBits ToTokenBits(const std::vector<uint8_t>& allowed) {
+  TokenBits bits((allowed.size() + 63) / 64, 0);
+  for (size_t id = 0; id < allowed.size(); ++id) {
+    if (allowed[id]) bits[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  return bits;
+}
+
+void MaskLogits(const TokenBits* bits, int32_t vocabulary_size, int32_t end_id, bool may_end,
+                absl::Span<float> logits) {
+  bool any = false;
+  if (bits != nullptr) {
+    for (uint64_t word : *bits) any |= word != 0;
+  }
+  for (size_t id = 0; id < logits.size(); ++id) {
+    const int32_t i = static_cast<int32_t>(id);
+    const bool allowed = i == end_id
+                             ? may_end || !any
+                             : any && i < vocabulary_size && ((*bits)[id / 64] >> (id % 64)) & 1;
+    if (!allowed) logits[id] = -INFINITY;
   }
 }
 

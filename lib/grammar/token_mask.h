@@ -9,10 +9,21 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "lib/grammar/char_dfa.h"
 #include "lib/grammar/json_matcher.h"
 
 namespace yoco {
+
+// Which tokens may come next, bit id per token.
+using TokenBits = std::vector<uint64_t>;
+TokenBits ToTokenBits(const std::vector<uint8_t>& allowed);
+
+// Sets logits[id] to -inf for every token `bits` refuses (all of them when bits is null) and
+// for `end_id` unless `may_end`; the end stays allowed when nothing else is, so never every
+// token is refused.
+void MaskLogits(const TokenBits* bits, int32_t vocabulary_size, int32_t end_id, bool may_end,
+                absl::Span<float> logits);
 
 class TokenVocabulary {
  public:

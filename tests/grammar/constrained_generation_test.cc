@@ -26,14 +26,7 @@ class ConstrainedGenerationTest : public ::testing::Test {
     model_ = testing::MakeModel(config, 51, "constrained");
     ASSERT_NE(model_, nullptr);
     backend_ = std::make_unique<CpuBackend>(model_);
-    const ByteTokenizer tokenizer;
-    std::vector<std::string> bytes;
-    for (int32_t id = 0; id < config.vocab_size; ++id) {
-      absl::StatusOr<std::string> b =
-          id < tokenizer.id_limit() ? tokenizer.Decode({&id, 1}) : std::string();
-      bytes.push_back(b.ok() ? *b : std::string());
-    }
-    vocabulary_ = std::make_shared<TokenVocabulary>(bytes);
+    vocabulary_ = std::make_shared<TokenVocabulary>(TokenBytes(ByteTokenizer(), config.vocab_size));
   }
 
   std::unique_ptr<JsonConstraint> Constraint(const char* schema_text) {

@@ -17,14 +17,7 @@ namespace {
 
 TEST(JsonConstraintTest, KeptMasksEqualFeedingEachTokenAlone) {
   std::mt19937 rng(21);
-  std::vector<std::string> tokens = {"", "", ""};  // specials (2: the end)
-  const std::string alphabet = "{}[]\",:0123456789-.eE truefalsnl\\ab\xc3\xa9";
-  for (int i = 0; i < 400; ++i) {
-    std::string t;
-    for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n)
-      t += alphabet[rng() % alphabet.size()];
-    tokens.push_back(t);
-  }
+  const std::vector<std::string> tokens = testing::RandomJsonTokens(rng);  // 2: the end
   auto vocabulary = std::make_shared<const TokenVocabulary>(tokens);
   for (const char* text : testing::kSchemas) {
     SCOPED_TRACE(text);

@@ -214,14 +214,7 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreRefusedByName) {
 
 TEST(TokenVocabularyTest, MasksEqualFeedingEachTokenAlone) {
   std::mt19937 rng(3);
-  std::vector<std::string> tokens = {"", "", ""};  // specials
-  const std::string alphabet = "{}[]\",:0123456789-.eE truefalsnl\\ab\xc3\xa9";
-  for (int i = 0; i < 400; ++i) {
-    std::string t;
-    for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n)
-      t += alphabet[rng() % alphabet.size()];
-    tokens.push_back(t);
-  }
+  const std::vector<std::string> tokens = testing::RandomJsonTokens(rng);
   const TokenVocabulary vocabulary(tokens);
   for (const char* text : kSchemas) {
     absl::StatusOr<JsonSchema> schema = JsonSchema::Compile(text);

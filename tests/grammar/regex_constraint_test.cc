@@ -70,13 +70,8 @@ TEST(RegexConstraintTest, SampledAnswersMatchTheirPatternWhole) {
   ASSERT_NE(model, nullptr);
   CpuBackend backend(model);
   const ByteTokenizer tokenizer;
-  std::vector<std::string> bytes;
-  for (int32_t id = 0; id < config.vocab_size; ++id) {
-    absl::StatusOr<std::string> b =
-        id < tokenizer.id_limit() ? tokenizer.Decode({&id, 1}) : std::string();
-    bytes.push_back(b.ok() ? *b : std::string());
-  }
-  auto vocabulary = std::make_shared<const TokenVocabulary>(bytes);
+  auto vocabulary =
+      std::make_shared<const TokenVocabulary>(TokenBytes(tokenizer, config.vocab_size));
   const char* patterns[] = {"(yes|no|maybe): [A-Z][a-z]{2,8}( [0-9]{1,3})?\\.",
                             "[0-9]{4}-[0-9]{2}-[0-9]{2}", "\\w{1,10}@[a-z]{2,5}\\.(com|org)",
                             "[^\\n\\r]{3,12}"};

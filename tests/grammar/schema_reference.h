@@ -4,8 +4,10 @@
 #define YOCO_TESTS_GRAMMAR_SCHEMA_REFERENCE_H_
 
 #include <cstdint>
+#include <random>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -18,6 +20,19 @@ inline int64_t CodePoints(const std::string& s) {
   int64_t n = 0;
   for (unsigned char c : s) n += (c & 0xc0) != 0x80;
   return n;
+}
+
+// 400 random tokens of JSON's bytes (and a 2-byte character), after 3 specials (empty).
+inline std::vector<std::string> RandomJsonTokens(std::mt19937& rng) {
+  std::vector<std::string> tokens = {"", "", ""};
+  const std::string alphabet = "{}[]\",:0123456789-.eE truefalsnl\\ab\xc3\xa9";
+  for (int i = 0; i < 400; ++i) {
+    std::string t;
+    for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n)
+      t += alphabet[rng() % alphabet.size()];
+    tokens.push_back(t);
+  }
+  return tokens;
 }
 
 inline const json* Resolve(const json& root, const json& s) {
