@@ -16,9 +16,7 @@ std::shared_ptr<const JsonMasks::Bits> JsonMasks::Allowed(const JsonMatcher& mat
     auto it = by_state_.find(matcher.readings());
     if (it != by_state_.end()) return it->second;
   }
-  std::vector<uint8_t> allowed;
-  vocabulary_->Allowed(matcher, &allowed);
-  auto bits = std::make_shared<const Bits>(ToTokenBits(allowed));
+  auto bits = std::make_shared<const Bits>(vocabulary_->Allowed(matcher));
   absl::MutexLock lock(&mu_);
   const size_t bytes = bits->size() * 8;
   if (cached_bytes_ + bytes <= kMaxCachedBytes &&

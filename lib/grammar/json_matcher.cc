@@ -138,6 +138,61 @@ bool RequiredFrom(const SchemaNode* node, int32_t next) {
   return false;
 }
 
+// A byte inside a string that is not its closing quote: it moves only the string's own frame,
+// so it needs no copy of the reading (most of a mask's walk is such bytes). False: refused.
+bool StringChar(Frame& f, uint8_t c) {
+  const SchemaNode* node = f.node;
+  switch (f.state) {
+    case kStrBody:
+      if (node->max_length >= 0 && f.a >= node->max_length) return false;
+      if (c < 0x20) return false;
+      f.a = Counted(f.a, node->min_length, node->max_length);  // a character starts
+      if (c == '\\') {
+        f.state = kStrEscape;
+      } else if (c >= 0x80) {
+        // UTF-8 as RFC 3629 has it: no overlong forms, no surrogates, nothing past U+10FFFF.
+        if (c >= 0xc2 && c <= 0xdf) {
+          f.b = 1, f.c = 0x80bf;
+        } else if (c == 0xe0) {
+          f.b = 2, f.c = 0xa0bf;
+        } else if (c == 0xed) {
+          f.b = 2, f.c = 0x809f;
+        } else if (c >= 0xe1 && c <= 0xef) {
+          f.b = 2, f.c = 0x80bf;
+        } else if (c == 0xf0) {
+          f.b = 3, f.c = 0x90bf;
+        } else if (c >= 0xf1 && c <= 0xf3) {
+          f.b = 3, f.c = 0x80bf;
+        } else if (c == 0xf4) {
+          f.b = 3, f.c = 0x808f;
+        } else {
+          return false;
+        }
+        f.state = kStrUtf8;
+      }
+      return true;
+    case kStrUtf8:
+      if (c < (f.c >> 8) || c > (f.c & 0xff)) return false;
+      f.c = 0x80bf;
+      if (--f.b == 0) f.state = kStrBody;
+      return true;
+    case kPatBody: {
+      const CharDfa& dfa = *node->pattern;
+      CharDfa::Cursor cursor = CursorOf(f);
+      if (c == '\\') {
+        if (cursor.pending != 0 || !EscapeContinues(dfa, cursor)) return false;
+        f.state = kPatEscape;
+        return true;
+      }
+      if (c < 0x20 || !dfa.Step(&cursor, c)) return false;
+      SetCursor(f, cursor);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 class Stepper {
  public:
   explicit Stepper(std::vector<Reading>& out) : out_(out) {}
@@ -209,10 +264,8 @@ class Stepper {
       case kStrBody:
         return StringByte(std::move(r), c);
       case kStrUtf8:
-        if (c < (f.c >> 8) || c > (f.c & 0xff)) return;
-        f.c = 0x80bf;
-        if (--f.b == 0) f.state = kStrBody;
-        return Keep(std::move(r));
+        if (StringChar(f, c)) Keep(std::move(r));
+        return;
       case kStrEscape:
         if (c == 'u') {
           f.state = kStrHex;
@@ -230,22 +283,13 @@ class Stepper {
         if (f.b == 1 && f.c == 1 && (c >= '8' || !IsDigit(c))) return;  // 8-9, a-f, A-F
         if (++f.b == 4) f.state = kStrBody;
         return Keep(std::move(r));
-      case kPatBody: {
-        const CharDfa& dfa = *node->pattern;
-        CharDfa::Cursor cursor = CursorOf(f);
+      case kPatBody:
         if (c == '"') {
-          if (dfa.Accepting(cursor)) Pop(std::move(r));
+          if (node->pattern->Accepting(CursorOf(f))) Pop(std::move(r));
           return;
         }
-        if (c == '\\') {
-          if (cursor.pending != 0 || !EscapeContinues(dfa, cursor)) return;
-          f.state = kPatEscape;
-          return Keep(std::move(r));
-        }
-        if (c < 0x20 || !dfa.Step(&cursor, c)) return;
-        SetCursor(f, cursor);
-        return Keep(std::move(r));
-      }
+        if (StringChar(f, c)) Keep(std::move(r));
+        return;
       case kPatEscape: {
         const int byte = Unescaped(c);
         CharDfa::Cursor cursor = CursorOf(f);
@@ -411,38 +455,11 @@ class Stepper {
 
   void StringByte(Reading r, uint8_t c) {
     Frame& f = r.back();
-    const SchemaNode* node = f.node;
     if (c == '"') {
-      if (f.a >= node->min_length) Pop(std::move(r));
+      if (f.a >= f.node->min_length) Pop(std::move(r));
       return;
     }
-    if (node->max_length >= 0 && f.a >= node->max_length) return;
-    if (c < 0x20) return;
-    f.a = Counted(f.a, node->min_length, node->max_length);  // a character starts
-    if (c == '\\') {
-      f.state = kStrEscape;
-    } else if (c >= 0x80) {
-      // UTF-8 as RFC 3629 has it: no overlong forms, no surrogates, nothing past U+10FFFF.
-      if (c >= 0xc2 && c <= 0xdf) {
-        f.b = 1, f.c = 0x80bf;
-      } else if (c == 0xe0) {
-        f.b = 2, f.c = 0xa0bf;
-      } else if (c == 0xed) {
-        f.b = 2, f.c = 0x809f;
-      } else if (c >= 0xe1 && c <= 0xef) {
-        f.b = 2, f.c = 0x80bf;
-      } else if (c == 0xf0) {
-        f.b = 3, f.c = 0x90bf;
-      } else if (c >= 0xf1 && c <= 0xf3) {
-        f.b = 3, f.c = 0x80bf;
-      } else if (c == 0xf4) {
-        f.b = 3, f.c = 0x808f;
-      } else {
-        return;
-      }
-      f.state = kStrUtf8;
-    }
-    Keep(std::move(r));
+    if (StringChar(f, c)) Keep(std::move(r));
   }
 
   std::vector<Reading>& out_;
@@ -460,6 +477,18 @@ bool Accepting(const Reading& r) {
 JsonMatcher::JsonMatcher(const SchemaNode* node) { readings_.push_back({Frame{node, kStart}}); }
 
 bool JsonMatcher::Advance(absl::string_view bytes) {
+  // One reading inside a string: the byte moves its top frame alone, in place.
+  if (bytes.size() == 1 && readings_.size() == 1 && !readings_[0].empty()) {
+    Frame& top = readings_[0].back();
+    const uint8_t c = static_cast<uint8_t>(bytes[0]);
+    const bool in_string = top.state == kStrBody || top.state == kPatBody || top.state == kStrUtf8;
+    if (in_string && (c != '"' || top.state == kStrUtf8)) {
+      const Frame was = top;
+      if (StringChar(top, c)) return true;
+      top = was;
+      return false;
+    }
+  }
   std::vector<Reading> current = readings_, next;
   for (char byte : bytes) {
     next.clear();

@@ -15,9 +15,7 @@ std::shared_ptr<const RegexMasks::Bits> RegexMasks::Allowed(const CharDfa::Curso
     auto it = by_state_.find(at.state);
     if (it != by_state_.end()) return it->second;
   }
-  std::vector<uint8_t> allowed;
-  vocabulary_->Allowed(dfa_, at, &allowed);
-  auto bits = std::make_shared<const Bits>(ToTokenBits(allowed));
+  auto bits = std::make_shared<const Bits>(vocabulary_->Allowed(dfa_, at));
   if (between) {
     absl::MutexLock lock(&mu_);
     if ((by_state_.size() + 1) * bits->size() * 8 <= kMaxCachedBytes) by_state_[at.state] = bits;

@@ -220,14 +220,13 @@ TEST(TokenVocabularyTest, MasksEqualFeedingEachTokenAlone) {
     absl::StatusOr<JsonSchema> schema = JsonSchema::Compile(text);
     ASSERT_TRUE(schema.ok());
     JsonMatcher m(*schema);
-    std::vector<uint8_t> allowed;
     for (int step = 0; step < 30 && !m.MustEnd(); ++step) {
-      vocabulary.Allowed(m, &allowed);
+      const TokenBits allowed = vocabulary.Allowed(m);
       std::vector<int32_t> ids;
       for (int32_t id = 0; id < vocabulary.size(); ++id) {
         JsonMatcher alone = m;
         const bool takes = !tokens[id].empty() && alone.Advance(tokens[id]);
-        ASSERT_EQ(allowed[id] == 1, takes) << "token " << id << " '" << tokens[id] << "'";
+        ASSERT_EQ(HasToken(allowed, id), takes) << "token " << id << " '" << tokens[id] << "'";
         if (takes) ids.push_back(id);
       }
       if (ids.empty()) break;
