@@ -1,5 +1,5 @@
-// Sampling. Candidates are ranked by (logit desc, id asc) so the choice is deterministic
-// even with tied logits; top_k, then top_p, then min_p narrow them.
+// Sampling. Candidates are ranked by (logit desc, id asc), so the kept set is one even with tied
+// logits; top_k, then top_p, then min_p narrow it, and the draw walks it in id order.
 #include "lib/engine/sampler.h"
 
 #include <algorithm>
@@ -37,61 +37,62 @@ int32_t Sampler::Sample(const SamplingParams& params, absl::Span<const float> lo
     return best < 0 ? 0 : best;
   }
 
-  order_.clear();
+  kept_.clear();
+  float max_logit = -INFINITY;
   for (int32_t i = 0; i < n; ++i) {
     // (An id an adjustment ruled out has a logit of -inf: never a candidate.)
-    if (!Masked(i) && logits[i] > -INFINITY) order_.push_back(i);
+    if (Masked(i) || !(logits[i] > -INFINITY)) continue;
+    kept_.push_back(i);
+    max_logit = std::max(max_logit, logits[i]);
   }
-  if (order_.empty()) return 0;
+  if (kept_.empty()) return 0;
   auto better = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  size_t keep = order_.size();
-  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < keep) {
-    keep = static_cast<size_t>(params.top_k);
-    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), better);
-    order_.resize(keep);
-  } else {
-    std::sort(order_.begin(), order_.end(), better);
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < kept_.size()) {
+    std::nth_element(kept_.begin(), kept_.begin() + (params.top_k - 1), kept_.end(), better);
+    kept_.resize(params.top_k);
+    std::sort(kept_.begin(), kept_.end());
   }
-
-  // Softmax over the kept candidates at the temperature, in double.
-  probs_.resize(keep);
-  const double max_logit = logits[order_[0]];
-  double total = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    probs_[i] = std::exp((static_cast<double>(logits[order_[i]]) - max_logit) / params.temperature);
-    total += probs_[i];
+  // Each candidate's weight at the temperature, relative to the most likely one, in double.
+  weights_.resize(logits.size());
+  for (int32_t id : kept_) {
+    weights_[id] = std::exp((static_cast<double>(logits[id]) - max_logit) / params.temperature);
   }
   if (params.top_p < 1.0f) {
+    double total = 0.0;
+    for (int32_t id : kept_) total += weights_[id];
+    // The nucleus is a prefix of the candidates by rank: rank only as deep as its mass needs,
+    // 4x deeper each time (a trained model's nucleus is tens of tokens).
     double mass = 0.0;
-    size_t cut = keep;
-    for (size_t i = 0; i < keep; ++i) {
-      mass += probs_[i] / total;
-      if (mass >= params.top_p) {
-        cut = i + 1;
-        break;
-      }
+    size_t ranked = 0;
+    while (ranked < kept_.size() && mass < params.top_p) {
+      const size_t depth = std::min(std::max<size_t>(64, ranked * 4), kept_.size());
+      std::nth_element(kept_.begin() + ranked, kept_.begin() + (depth - 1), kept_.end(), better);
+      std::sort(kept_.begin() + ranked, kept_.begin() + depth, better);
+      while (ranked < depth && mass < params.top_p) mass += weights_[kept_[ranked++]] / total;
     }
-    keep = cut;
-    total = std::accumulate(probs_.begin(), probs_.begin() + keep, 0.0);
+    kept_.resize(ranked);
+    std::sort(kept_.begin(), kept_.end());
   }
   if (params.min_p > 0.0f) {
-    // Candidates are sorted: those as likely as min_p times the first are a prefix.
-    const double floor = probs_[0] * static_cast<double>(params.min_p);
-    size_t cut = 1;
-    while (cut < keep && probs_[cut] >= floor) ++cut;
-    keep = cut;
-    total = std::accumulate(probs_.begin(), probs_.begin() + keep, 0.0);
+    // At least min_p times as likely as the most likely candidate (which weighs 1).
+    const double floor = static_cast<double>(params.min_p);
+    kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
+                               [&](int32_t id) { return weights_[id] < floor; }),
+                kept_.end());
   }
 
+  // The draw walks the kept candidates in id order: one pass, no sort of the vocabulary.
+  double total = 0.0;
+  for (int32_t id : kept_) total += weights_[id];
   const double target = UniformDraw(params.seed, position) * total;
   double cumulative = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    cumulative += probs_[i];
-    if (target < cumulative) return order_[i];
+  for (int32_t id : kept_) {
+    cumulative += weights_[id];
+    if (target < cumulative) return id;
   }
-  return order_[keep - 1];
+  return kept_.back();
 }
 
 }  // namespace yoco

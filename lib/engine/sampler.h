@@ -21,8 +21,8 @@ class Sampler {
   int32_t Sample(const SamplingParams& params, absl::Span<const float> logits, int64_t position);
 
  private:
-  std::vector<int32_t> order_;
-  std::vector<double> probs_;
+  std::vector<int32_t> kept_;    // the candidates, in id order between the steps
+  std::vector<double> weights_;  // by id; set for the candidates
 };
 
 }  // namespace yoco

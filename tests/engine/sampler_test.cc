@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
+#include <random>
 #include <set>
 
 namespace yoco {
@@ -75,6 +78,71 @@ TEST(SamplerTest, EmpiricalDistributionMatchesSoftmax) {
     EXPECT_NEAR(counts[i] / static_cast<double>(n), expected, 5 * sigma) << "id " << i;
   }
   EXPECT_EQ(counts.count(0) + counts.count(1), 0u);
+}
+
+// The rule as written: rank every candidate, keep the top_k, the smallest prefix with top_p of
+// their mass, those at least min_p times as likely as the first; draw over the kept in id order.
+int32_t ReferenceSample(const SamplingParams& p, const std::vector<float>& logits,
+                        int64_t position) {
+  std::vector<int32_t> ranked;
+  for (int32_t i = 2; i < static_cast<int32_t>(logits.size()); ++i) {
+    if (logits[i] > -INFINITY) ranked.push_back(i);
+  }
+  if (ranked.empty()) return 0;
+  std::sort(ranked.begin(), ranked.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  const double top = logits[ranked[0]];
+  auto weight = [&](int32_t id) { return std::exp((logits[id] - top) / p.temperature); };
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < ranked.size()) ranked.resize(p.top_k);
+  if (p.top_p < 1.0f) {
+    std::vector<int32_t> by_id = ranked;
+    std::sort(by_id.begin(), by_id.end());
+    double total = 0.0;
+    for (int32_t id : by_id) total += weight(id);
+    double mass = 0.0;
+    size_t cut = 0;
+    while (cut < ranked.size() && mass < p.top_p) mass += weight(ranked[cut++]) / total;
+    ranked.resize(cut);
+  }
+  std::vector<int32_t> kept;
+  for (int32_t id : ranked) {
+    if (weight(id) >= p.min_p) kept.push_back(id);
+  }
+  std::sort(kept.begin(), kept.end());
+  double total = 0.0;
+  for (int32_t id : kept) total += weight(id);
+  const double target = UniformDraw(p.seed, position) * total;
+  double cumulative = 0.0;
+  for (int32_t id : kept) {
+    cumulative += weight(id);
+    if (target < cumulative) return id;
+  }
+  return kept.back();
+}
+
+TEST(SamplerTest, DrawsEqualTheRuleAsWrittenOnRandomLogits) {
+  std::mt19937 rng(21);
+  Sampler s;
+  std::map<int32_t, int> per_vocabulary;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int32_t vocabulary = 3 + static_cast<int32_t>(rng() % (trial % 10 == 0 ? 5000 : 300));
+    std::vector<float> logits(vocabulary);
+    const int spread = 1 + static_cast<int>(rng() % 30);
+    for (float& l : logits) {
+      l = rng() % 8 == 0 ? -INFINITY : static_cast<float>(rng() % (spread * 10)) / 10.0f;
+    }
+    SamplingParams p;
+    p.temperature = 0.2f + static_cast<float>(rng() % 20) / 10.0f;
+    p.seed = rng();
+    if (rng() % 3 == 0) p.top_k = 1 + static_cast<int32_t>(rng() % 400);
+    if (rng() % 2 == 0) p.top_p = 0.05f + static_cast<float>(rng() % 95) / 100.0f;
+    if (rng() % 3 == 0) p.min_p = static_cast<float>(rng() % 50) / 100.0f;
+    for (int64_t position = 0; position < 20; ++position) {
+      ASSERT_EQ(s.Sample(p, logits, position), ReferenceSample(p, logits, position))
+          << "trial " << trial << " position " << position;
+    }
+  }
 }
 
 TEST(SamplerTest, ValidateRejectsAbsurdValues) {

@@ -72,9 +72,11 @@ absl::StatusOr<StructuredBenchReport> RunStructuredBench(const StructuredBenchOp
 
   std::vector<int32_t> prompt(64);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 4 + static_cast<int32_t>(i * 7 % 200);
-  // Greedy: the cheapest draw (an argmax), so the ratio is the mask's own cost. A sampled draw
-  // costs more without the constraint than with it (it skips the refused tokens).
+  // Greedy by default: the cheapest draw (an argmax), so the ratio is the mask's own cost. A
+  // sampled draw costs more without the constraint than with it (it skips the refused tokens).
   SamplingParams sampling;
+  sampling.temperature = o.temperature;
+  report.temperature = o.temperature;
   int32_t first = -1;
   ASSIGN_OR_RETURN(Generation prefilled, Generation::Prefill(backend, prompt, sampling, &first));
 
@@ -148,9 +150,9 @@ absl::StatusOr<StructuredBenchReport> RunStructuredBench(const StructuredBenchOp
 
 std::string StructuredBenchReport::ToTable() const {
   std::string out = absl::StrFormat(
-      "structured output (%d threads): constrained decode time over "
+      "structured output (%d threads, temperature %.2f): constrained decode time over "
       "plain, per round (target <= 1.5)\n",
-      threads);
+      threads, temperature);
   out += absl::StrFormat("%-14s %-6s %7s %6s %12s %12s %22s\n", "vocabulary", "rule", "tokens",
                          "batch", "plain tok/s", "ruled tok/s", "cost median [min, max]");
   for (const StructuredMeasurement& m : rows) {
@@ -162,7 +164,8 @@ std::string StructuredBenchReport::ToTable() const {
 }
 
 std::string StructuredBenchReport::ToJson() const {
-  nlohmann::json j = {{"threads", threads}, {"rows", nlohmann::json::array()}};
+  nlohmann::json j = {
+      {"threads", threads}, {"temperature", temperature}, {"rows", nlohmann::json::array()}};
   for (const StructuredMeasurement& m : rows) {
     j["rows"].push_back({{"vocabulary", m.vocabulary},
                          {"constraint", m.constraint},

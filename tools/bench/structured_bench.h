@@ -23,6 +23,9 @@ struct StructuredBenchOptions {
   std::string work_dir;  // where the random checkpoint is written
   // A .tiktoken ranks file (cl100k's, as workers take it): measured as a third vocabulary.
   std::string tiktoken_ranks;
+  // 0: greedy (the ratio is the mask's own); above: sampled, so the sequences of a batch part
+  // and each meets its own new states (and the plain column shows the sampler's cost).
+  float temperature = 0.0f;
 };
 
 struct StructuredMeasurement {
@@ -36,6 +39,7 @@ struct StructuredMeasurement {
 
 struct StructuredBenchReport {
   int threads = 0;
+  float temperature = 0.0f;
   std::vector<StructuredMeasurement> rows;
   std::string ToJson() const;
   std::string ToTable() const;

@@ -378,8 +378,9 @@ absl::StatusOr<std::vector<AttentionBenchShape>> ParseAttentionShapes(const std:
 
 absl::Status RunBenchStructured(const std::vector<std::string>& args, std::ostream& out,
                                 std::ostream& log) {
-  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "threads", "json", "rounds",
-                                                             "steps", "tiktoken-ranks"}));
+  ASSIGN_OR_RETURN(CommandLine cl,
+                   CommandLine::Parse(args, {"params", "threads", "json", "rounds", "steps",
+                                             "tiktoken-ranks", "temperature"}));
   StructuredBenchOptions options;
   if (cl.Has("tiktoken-ranks")) options.tiktoken_ranks = *cl.String("tiktoken-ranks");
   ASSIGN_OR_RETURN(options.config, ReadBenchConfig(cl));
@@ -390,6 +391,11 @@ absl::Status RunBenchStructured(const std::vector<std::string>& args, std::ostre
     return absl::InvalidArgumentError("--steps must be in [1, 10000]");
   options.rounds = static_cast<int>(rounds);
   options.steps = static_cast<int>(steps);
+  ASSIGN_OR_RETURN(double temperature, cl.Double("temperature", 0.0));
+  if (!(temperature >= 0.0 && temperature <= 10.0)) {
+    return absl::InvalidArgumentError("--temperature must be in [0, 10]");
+  }
+  options.temperature = static_cast<float>(temperature);
   ASSIGN_OR_RETURN(TempFolder work, TempFolder::Create("yoco_bench_structured"));
   options.work_dir = work.path();
   ASSIGN_OR_RETURN(StructuredBenchReport report, RunStructuredBench(options, log));

@@ -30,7 +30,7 @@ constexpr char kUsage[] =
     "  bench-cache [--params P.json] [--threads T] [--json OUT.json] [--weights bf16|f32|q8]\n"
     "             [--kv-dtype f32|bf16] [--document-lengths 2048,8192]\n"
     "  bench-structured [--params P.json] [--threads T] [--json OUT.json] [--rounds R]\n"
-    "             [--steps S] [--tiktoken-ranks cl100k_base.tiktoken]\n"
+    "             [--steps S] [--tiktoken-ranks cl100k_base.tiktoken] [--temperature T]\n"
     "  bench-attention [--params P.json] [--threads T] [--json OUT.json]\n"
     "             [--kv-dtype bf16|f32] [--shapes 1x32768,32x2048] [--rounds R]\n";
 
