@@ -6,11 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "lib/grammar/json_constraint.h"
 #include "lib/grammar/regex.h"
+#include "lib/text/tokenizer.h"
 
 namespace yoco {
 
 StructuredOutput::StructuredOutput(const std::vector<std::string>& token_bytes)
-    : vocabulary_(std::make_shared<TokenVocabulary>(token_bytes)),
+    : vocabulary_fingerprint_(VocabularyFingerprint(token_bytes)),
+      vocabulary_(std::make_shared<TokenVocabulary>(token_bytes)),
       any_object_(std::make_shared<JsonMasks>(std::make_shared<JsonSchema>(JsonSchema::AnyObject()),
                                               vocabulary_)) {}
 

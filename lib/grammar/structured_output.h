@@ -26,6 +26,9 @@ class StructuredOutput {
   // token_bytes[id] for every id of the model's vocabulary (empty: a special id).
   explicit StructuredOutput(const std::vector<std::string>& token_bytes);
 
+  // VocabularyFingerprint(token_bytes): workers report it, the router checks it is its own.
+  uint64_t vocabulary_fingerprint() const { return vocabulary_fingerprint_; }
+
   // The constraint `sampling` asks for (its json_object, json_schema or regex), at the start of
   // the answer; null when it asks for none. INVALID_ARGUMENT for a schema or pattern that does
   // not compile.
@@ -44,6 +47,7 @@ class StructuredOutput {
 
   // Each keeps up to 4 MB of token masks (lib/grammar/json_constraint.h, regex_constraint.h).
   static constexpr size_t kCached = 32;
+  const uint64_t vocabulary_fingerprint_;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   std::shared_ptr<const JsonMasks> any_object_;
   mutable absl::Mutex mu_;

@@ -87,12 +87,17 @@ void WorkerRegistry::Probe(size_t index) {
   absl::StatusOr<v1::WorkerInfo> info = probes_.info(index);
   if (!info.ok()) {
     absl::MutexLock lock(&mu_);
-    if (workers_[index].healthy) {
-      LogInfo("worker failed its health probe")
-          .With("worker", workers_[index].address)
+    Worker& w = workers_[index];
+    // Anything but UNAVAILABLE: the worker answered with what this router cannot use (another
+    // vocabulary): said once, even if it never was healthy, as it will not heal by itself.
+    const bool unusable = info.status().code() != absl::StatusCode::kUnavailable;
+    if (w.healthy || (unusable && w.unusable_because != info.status().message())) {
+      (unusable ? LogWarning("worker unusable") : LogInfo("worker failed its health probe"))
+          .With("worker", w.address)
           .With("error", info.status().message());
     }
-    MarkFailedLocked(workers_[index]);
+    w.unusable_because = unusable ? std::string(info.status().message()) : "";
+    MarkFailedLocked(w);
     return;
   }
   std::optional<std::vector<IndexedSnapshot>> listed;

@@ -152,8 +152,9 @@ class WorkerRegistry {
     bool listed = false;  // `snapshots` reflects `listed_generation`
     uint64_t listed_generation = 0;
     std::map<BlockKey, IndexedSnapshot> snapshots;
-    std::deque<BlockKey> noted;  // NoteHeld's keys in `snapshots`, oldest first
-    bool removed = false;        // by discovery: no new requests
+    std::deque<BlockKey> noted;    // NoteHeld's keys in `snapshots`, oldest first
+    bool removed = false;          // by discovery: no new requests
+    std::string unusable_because;  // the last probe's refusal (not UNAVAILABLE), logged once
   };
   // Snapshots that vanished from a relisting, oldest first, at most kMaxForgotten.
   static constexpr size_t kMaxForgotten = 4096;

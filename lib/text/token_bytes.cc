@@ -1,4 +1,4 @@
-// TokenBytes: one Decode per id.
+// TokenBytes: one Decode per id; VocabularyFingerprint: FNV-1a, the same on every machine.
 #include "lib/text/tokenizer.h"
 
 namespace yoco {
@@ -10,6 +10,16 @@ std::vector<std::string> TokenBytes(const Tokenizer& tokenizer, int32_t vocab_si
     if (b.ok()) bytes[id] = *std::move(b);
   }
   return bytes;
+}
+
+uint64_t VocabularyFingerprint(const std::vector<std::string>& token_bytes) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  auto mix = [&hash](uint8_t byte) { hash = (hash ^ byte) * 0x100000001b3ull; };
+  for (const std::string& bytes : token_bytes) {
+    for (int shift = 0; shift < 64; shift += 8) mix(static_cast<uint8_t>(bytes.size() >> shift));
+    for (char c : bytes) mix(static_cast<uint8_t>(c));
+  }
+  return hash == 0 ? 1 : hash;
 }
 
 }  // namespace yoco

@@ -33,6 +33,11 @@ class Tokenizer {
 // ids the tokenizer cannot spell (beyond id_limit) are empty: they never stand for text.
 std::vector<std::string> TokenBytes(const Tokenizer& tokenizer, int32_t vocab_size);
 
+// A stable 64-bit identity of token_bytes (FNV-1a over each id's length and bytes; never 0):
+// the router and its workers compare theirs, since masks made over another vocabulary would
+// let through tokens that spell invalid text.
+uint64_t VocabularyFingerprint(const std::vector<std::string>& token_bytes);
+
 }  // namespace yoco
 
 #endif  // YOCO_LIB_TEXT_TOKENIZER_H_

@@ -160,6 +160,10 @@ class DecodeWorker {
 
   DecodeBatcherStats stats() const { return batcher_->stats(); }
   uint64_t fingerprint() const { return backend_->model().fingerprint(); }
+  // VocabularyFingerprint of the structured-output vocabulary; 0 without one.
+  uint64_t vocabulary_fingerprint() const {
+    return structured_output_ ? structured_output_->vocabulary_fingerprint() : 0;
+  }
   size_t waiting_bundles() const;
   // Bytes of the bundles waiting for their Decode call (part of the state-memory budget).
   int64_t waiting_bundle_bytes() const;

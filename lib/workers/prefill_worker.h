@@ -157,6 +157,10 @@ class PrefillWorker {
                                                   absl::Duration timeout);
 
   const Model& model() const { return backend_->model(); }
+  // VocabularyFingerprint of the structured-output vocabulary; 0 without one.
+  uint64_t vocabulary_fingerprint() const {
+    return options_.structured_output ? options_.structured_output->vocabulary_fingerprint() : 0;
+  }
   UcxTransport& transport() { return *transport_; }
   SnapshotStore* cache() { return cache_.get(); }  // null without a cache
   // Whether a prefill or pre-cache is running on the backend now (others wait for it).

@@ -38,6 +38,7 @@ grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext* context,
   response->set_local_prefill(worker_.local_prefill());
   response->set_ucx_address(worker_.address());
   response->set_model_fingerprint(worker_.fingerprint());
+  response->set_vocabulary_fingerprint(worker_.vocabulary_fingerprint());
   response->set_active_requests(stats.active);
   response->set_queued_requests(stats.queued);
   response->set_used_memory_bytes(stats.memory_in_use_bytes);

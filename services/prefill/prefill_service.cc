@@ -184,6 +184,7 @@ grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext* context,
   response->set_backend(backend_);
   response->set_ucx_address(worker_.transport().address());
   response->set_model_fingerprint(worker_.model().fingerprint());
+  response->set_vocabulary_fingerprint(worker_.vocabulary_fingerprint());
   response->set_active_requests(static_cast<uint32_t>(active_requests()));
   if (SnapshotStore* cache = worker_.cache()) {
     const SnapshotStoreStats stats = cache->stats();

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/auth/caller_tenant.h"
 #include "lib/log/log.h"
@@ -39,14 +40,22 @@ std::vector<uint64_t> CommonVersions(const std::vector<uint64_t>& decode,
 // How long a probe may take before the worker counts as unhealthy.
 constexpr auto kProbeTimeout = std::chrono::seconds(2);
 
-// GetWorkerInfo on a prefill or decode worker's stub.
+// GetWorkerInfo on a prefill or decode worker's stub. A worker that masks structured output
+// over another vocabulary is not used (0: it has none).
 template <typename Stub>
-absl::StatusOr<v1::WorkerInfo> ProbeWorkerInfo(Stub& stub) {
+absl::StatusOr<v1::WorkerInfo> ProbeWorkerInfo(Stub& stub, uint64_t vocabulary_fingerprint) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kProbeTimeout);
   v1::WorkerInfo info;
   const grpc::Status st = stub.GetWorkerInfo(&ctx, {}, &info);
   if (!st.ok()) return absl::UnavailableError(st.error_message());
+  if (info.vocabulary_fingerprint() != 0 &&
+      info.vocabulary_fingerprint() != vocabulary_fingerprint) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the worker's vocabulary (%016x) is not the router's (%016x): give both the same "
+        "--tiktoken-ranks",
+        info.vocabulary_fingerprint(), vocabulary_fingerprint));
+  }
   return info;
 }
 
@@ -58,6 +67,7 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
     : config_(std::move(config)),
       tokenizer_(std::move(tokenizer)),
       tokenizer_name_(std::move(tokenizer_name)),
+      vocabulary_fingerprint_(VocabularyFingerprint(TokenBytes(*tokenizer_, config_.vocab_size))),
       options_(std::move(options)),
       own_registry_(metrics ? nullptr : std::make_unique<prometheus::Registry>()),
       own_metrics_(metrics ? nullptr : std::make_unique<RouterMetrics>(*own_registry_)),
@@ -79,7 +89,9 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
   prefill_stubs_.reserve(kMaxWorkers);
   decode_stubs_.reserve(kMaxWorkers);
   WorkerProbes prefill_probes;
-  prefill_probes.info = [this](size_t i) { return ProbeWorkerInfo(*prefill_stubs_[i]); };
+  prefill_probes.info = [this](size_t i) {
+    return ProbeWorkerInfo(*prefill_stubs_[i], vocabulary_fingerprint_);
+  };
   prefill_probes.snapshots = [this](size_t i) -> absl::StatusOr<std::vector<IndexedSnapshot>> {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + kProbeTimeout);
@@ -97,7 +109,9 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
     return snapshots;
   };
   WorkerProbes decode_probes;
-  decode_probes.info = [this](size_t i) { return ProbeWorkerInfo(*decode_stubs_[i]); };
+  decode_probes.info = [this](size_t i) {
+    return ProbeWorkerInfo(*decode_stubs_[i], vocabulary_fingerprint_);
+  };
   prefill_workers_ = std::make_unique<WorkerRegistry>(std::vector<std::string>{}, prefill_probes,
                                                       options_.probe_interval);
   decode_workers_ = std::make_unique<WorkerRegistry>(std::vector<std::string>{}, decode_probes,

@@ -134,6 +134,7 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   const ModelConfig config_;
   const std::unique_ptr<Tokenizer> tokenizer_;
   const std::string tokenizer_name_;
+  const uint64_t vocabulary_fingerprint_;  // of tokenizer_'s bytes: the workers' must equal it
   const RouterOptions options_;
   std::unique_ptr<prometheus::Registry> own_registry_;  // without metrics from main
   std::unique_ptr<RouterMetrics> own_metrics_;

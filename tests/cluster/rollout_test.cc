@@ -1,13 +1,17 @@
 // Rolling updates: workers of two model versions (the same shape, other weights) serve side by
 // side, and the router pairs only workers of one version, so every answer is exactly one
 // version's; replacing every worker one by one under load (SIGTERM, drain, start with the new
-// model, as a StatefulSet's rollout does) fails no request.
+// model, as a StatefulSet's rollout does) fails no request. A worker given another vocabulary
+// (--tiktoken-ranks) than the router's is never used, and the router says why.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -143,6 +147,44 @@ TEST_F(ClusterRolloutTest, ReplacingEveryWorkerUnderLoadFailsNothing) {
   const Generated last = cluster.Generate(Request(prompts_[0], kNewTokens));
   ASSERT_TRUE(last.status.ok());
   EXPECT_EQ(VersionOf(0, last.tokens), 1);
+}
+
+TEST(ClusterVocabularyTest, AWorkerOfAnotherVocabularyIsNotUsed) {
+  const std::string dir = MakeTestDir();
+  // Every byte and two merges: a vocabulary of the tiny model's size, not the router's bytes.
+  std::string ranks;
+  std::vector<std::string> tokens;
+  for (int b = 255; b >= 0; --b) tokens.push_back(std::string(1, static_cast<char>(b)));
+  tokens.push_back("ab");
+  tokens.push_back("the");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    absl::StrAppend(&ranks, absl::Base64Escape(tokens[i]), " ", i, "\n");
+  }
+  std::ofstream(dir + "/small.tiktoken") << ranks;
+  ClusterOptions options;
+  options.decode_workers = 2;
+  options.decode_flags_each = {{}, {"--tiktoken-ranks", dir + "/small.tiktoken"}};
+  auto cluster = ServingCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::vector<v1::GenerateRequest> requests;
+  std::vector<std::vector<int32_t>> expected;
+  for (int i = 0; i < 8; ++i) {
+    const std::vector<int32_t> prompt = RandomPrompt(200 + i, i % 2 == 0 ? 200 : 24);
+    requests.push_back(Request(prompt, kNewTokens));
+    expected.push_back(InProcessTokens(prompt, kNewTokens));
+  }
+  const std::vector<Generated> got = GenerateAtOnce((*cluster)->stub(), requests);
+  for (size_t r = 0; r < got.size(); ++r) {
+    ASSERT_TRUE(got[r].status.ok()) << got[r].status.error_message();
+    EXPECT_EQ(got[r].tokens, expected[r]) << "request " << r;
+  }
+  EXPECT_GT((*cluster)->decode(0).Metric("yoco_decode_steps_total"), 0);
+  EXPECT_EQ((*cluster)->decode(1).Metric("yoco_decode_steps_total"), 0);
+  std::stringstream router_log;
+  router_log << std::ifstream((*cluster)->dir() + "/router").rdbuf();
+  EXPECT_TRUE(absl::StrContains(router_log.str(), "worker unusable"));
+  EXPECT_TRUE(absl::StrContains(router_log.str(), "give both the same --tiktoken-ranks"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
