@@ -14,6 +14,7 @@
 #include <numeric>
 #include <regex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -557,6 +558,35 @@ TEST_F(ClusterServingTest, StructuredAnswersFollowTheirSchemaWhereverPrefilled) 
       EXPECT_TRUE(std::regex_match(*answer, reference)) << *answer;
     }
   }
+
+  // yoco-cli asks for the same: a pattern, a schema from a file; a bad pattern is refused.
+  const std::string schema_file = cluster_->dir() + "/schema.json";
+  std::ofstream(schema_file) << kSchemas[6];
+  const nlohmann::json patterned = nlohmann::json::parse(kSchemas[6]);
+  for (const std::vector<std::string>& rule :
+       {std::vector<std::string>{"--regex", pattern}, {"--json-schema", schema_file}}) {
+    std::vector<std::string> args = cluster_->CliFlags();
+    args.insert(args.end(), {"generate", "--prompt", "Is it so?", "--max-new-tokens", "400",
+                             "--temperature", "1", "--seed", "8"});
+    args.insert(args.end(), rule.begin(), rule.end());
+    const ToolRun cli = RunToCompletion(BinaryPath("yoco-cli"), args, cluster_->dir() + "/cli");
+    ASSERT_EQ(cli.status, 0) << cli.output;
+    ASSERT_TRUE(absl::EndsWith(cli.output, "\n")) << cli.output;
+    const std::string answer = cli.output.substr(0, cli.output.size() - 1);
+    if (rule[0] == "--regex") {
+      EXPECT_TRUE(std::regex_match(answer, reference)) << answer;
+    } else {
+      const nlohmann::json doc = nlohmann::json::parse(answer, nullptr, false);
+      ASSERT_FALSE(doc.is_discarded()) << answer;
+      EXPECT_TRUE(Valid(patterned, patterned, doc)) << answer;
+    }
+  }
+  std::vector<std::string> bad = cluster_->CliFlags();
+  bad.insert(bad.end(),
+             {"generate", "--prompt", "Q", "--max-new-tokens", "4", "--regex", "a(?=b)"});
+  const ToolRun refused = RunToCompletion(BinaryPath("yoco-cli"), bad, cluster_->dir() + "/cli");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_THAT(refused.output, ::testing::HasSubstr("lookahead"));
 
   v1::GenerateRequest unsupported = Request(RandomPrompt(9, 10), 4);
   unsupported.mutable_sampling()->mutable_response_format()->set_json_schema(

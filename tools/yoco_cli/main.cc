@@ -5,7 +5,9 @@
 //            --max-new-tokens N
 //            [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop-at-eos] [--stats]
 //            [--timeout-ms MS]  (the call's deadline, default 10 minutes) [--stop-string S]
-//            [--cache-salt S]
+//            [--cache-salt S] [--json-object | --json-schema FILE | --regex PATTERN]
+//            (structured output: any JSON object, one valid under the schema in FILE, or text
+//            the pattern matches whole)
 //   yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | --tokens 0,17,...)
 //            [--pin] [--ttl-seconds N] [--cache-salt S] [--progress]
 //            (--progress, or stderr a terminal: how far the prefill has come, on stderr)
@@ -262,8 +264,8 @@ int Generate(const std::string& router, const std::vector<std::string>& args) {
   auto cl = yoco::CommandLine::Parse(
       args,
       {"prompt", "prompt-file", "tokens", "max-new-tokens", "temperature", "top-k", "top-p", "seed",
-       "timeout-ms", "stop-string", "cache-salt"},
-      {"stats", "stop-at-eos"});
+       "timeout-ms", "stop-string", "cache-salt", "json-schema", "regex"},
+      {"stats", "stop-at-eos", "json-object"});
   if (!cl.ok()) return Fail(std::string(cl.status().message()));
   yoco::v1::GenerateRequest request;
   if (cl->Has("cache-salt")) request.set_cache_salt(*cl->String("cache-salt"));
@@ -301,6 +303,16 @@ int Generate(const std::string& router, const std::vector<std::string>& args) {
   s->set_seed(*seed);
   s->set_stop_at_eos(cl->Has("stop-at-eos"));
   if (cl->Has("stop-string")) s->add_stop_strings(*cl->String("stop-string"));
+  if (cl->Has("json-object") + cl->Has("json-schema") + cl->Has("regex") > 1) {
+    return Fail("give at most one of --json-object, --json-schema and --regex");
+  }
+  if (cl->Has("json-object")) s->mutable_response_format()->set_json_object(true);
+  if (cl->Has("json-schema")) {
+    absl::StatusOr<std::string> schema = ReadTextFile(*cl->String("json-schema"), "--json-schema");
+    if (!schema.ok()) return Fail(std::string(schema.status().message()));
+    s->mutable_response_format()->set_json_schema(*std::move(schema));
+  }
+  if (cl->Has("regex")) s->mutable_response_format()->set_regex(*cl->String("regex"));
 
   auto stub = Connect(router);
   grpc::ClientContext context;
@@ -387,7 +399,8 @@ int main(int argc, char** argv) {
   out << "usage: yoco-cli --router HOST:PORT generate (--prompt TEXT | --prompt-file FILE | "
          "--tokens 0,17,...) "
          "--max-new-tokens N [--temperature T] [--top-k K] [--top-p P] [--seed S] "
-         "[--stop-at-eos] [--stop-string S] [--cache-salt S] [--stats] [--timeout-ms MS]\n"
+         "[--stop-at-eos] [--stop-string S] [--cache-salt S] [--stats] [--timeout-ms MS] "
+         "[--json-object | --json-schema FILE | --regex PATTERN]\n"
          "       yoco-cli --router HOST:PORT precache (--file DOC.txt | --text TEXT | "
          "--tokens 0,17,...) [--pin] [--ttl-seconds N] [--cache-salt S] [--progress]\n"
          "       yoco-cli --router HOST:PORT list-cache [--cache-salt S]\n"
