@@ -124,12 +124,34 @@ void WorkerRegistry::Probe(size_t index) {
   w.info = *info;
   w.in_flight_at_probe = w.in_flight;
   if (listed.has_value()) {
+    if (probes_.events != nullptr) probes_.events->Append(ChangesLocked(w, *listed, absl::Now()));
     RememberGoneLocked(w, *listed, absl::Now());
     w.snapshots.clear();
     for (const IndexedSnapshot& s : *listed) w.snapshots[s.key] = s;
     w.listed = true;
     w.listed_generation = info->cache_generation();
   }
+}
+
+std::vector<CacheEvent> WorkerRegistry::ChangesLocked(const Worker& w,
+                                                      const std::vector<IndexedSnapshot>& listed,
+                                                      absl::Time now) const {
+  std::vector<CacheEvent> events;
+  std::set<BlockKey> kept;
+  for (const IndexedSnapshot& s : listed) {
+    kept.insert(s.key);
+    auto it = w.snapshots.find(s.key);
+    // Moved to the disk tier (or back): stored again, where it now is.
+    if (it == w.snapshots.end() || it->second.disk_only != s.disk_only) {
+      events.push_back({CacheEvent::Kind::kStored, s.key, w.address, s.disk_only, now});
+    }
+  }
+  for (const auto& [key, old] : w.snapshots) {
+    if (kept.count(key) > 0) continue;
+    const auto kind = old.expires <= now ? CacheEvent::Kind::kExpired : CacheEvent::Kind::kEvicted;
+    events.push_back({kind, key, w.address, old.disk_only, now});
+  }
+  return events;
 }
 
 void WorkerRegistry::RememberGoneLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
@@ -159,6 +181,19 @@ std::optional<ForgottenReason> WorkerRegistry::WhyForgotten(absl::Span<const Blo
     if (auto it = forgotten_.find(keys[j - 1]); it != forgotten_.end()) return it->second;
   }
   return std::nullopt;
+}
+
+std::vector<CacheEvent> WorkerRegistry::Placement() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<CacheEvent> events;
+  const absl::Time now = absl::Now();
+  for (const Worker& w : workers_) {
+    if (!w.healthy || w.removed) continue;
+    for (const auto& [key, s] : w.snapshots) {
+      events.push_back({CacheEvent::Kind::kStored, key, w.address, s.disk_only, now});
+    }
+  }
+  return events;
 }
 
 void WorkerRegistry::MarkFailed(size_t index) {

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "lib/cache/block_key.h"
+#include "lib/routing/cache_event_log.h"
 #include "lib/threading/periodic_task.h"
 #include "yoco/v1/worker.pb.h"
 
@@ -47,6 +48,8 @@ struct WorkerProbes {
   std::function<absl::StatusOr<v1::WorkerInfo>(size_t worker)> info;
   // The snapshots a worker holds; null for workers without a prefix cache.
   std::function<absl::StatusOr<std::vector<IndexedSnapshot>>(size_t worker)> snapshots;
+  // Where relistings record what appeared and vanished (null: nowhere). Outlives the registry.
+  CacheEventLog* events = nullptr;
 };
 
 struct WorkerChoice {
@@ -129,6 +132,8 @@ class WorkerRegistry {
   // miss on a worker that never held it can still say why ("none" would hide an expiry); none
   // when a healthy worker holds a longer one or the index never saw them go.
   std::optional<ForgottenReason> WhyForgotten(absl::Span<const BlockKey> keys) const;
+  // The snapshots the index has on healthy workers now, as stored events (a watcher's start).
+  std::vector<CacheEvent> Placement() const;
 
   size_t size() const;
   std::string address(size_t index) const;
@@ -158,6 +163,9 @@ class WorkerRegistry {
   };
   // Snapshots that vanished from a relisting, oldest first, at most kMaxForgotten.
   static constexpr size_t kMaxForgotten = 4096;
+  // What a relisting of `w` shows happened since the last one.
+  std::vector<CacheEvent> ChangesLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
+                                        absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RememberGoneLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
                           absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkFailedLocked(Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,6 +1,6 @@
-// RouterService's prefix-cache side: the public Precache / ListCache / EvictCache RPCs and the
-// background work that keeps snapshots where requests will want them (copies of hot snapshots
-// to less loaded workers, conversation snapshots after a request).
+// RouterService's prefix-cache side: the public Precache / ListCache / EvictCache / WatchCache RPCs
+// and the background work that keeps snapshots where requests will want them (copies of hot
+// snapshots to less loaded workers, conversation snapshots after a request).
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/log/log.h"
+#include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_status.h"
 #include "services/router/request_checks.h"
 #include "services/router/router_service.h"
@@ -279,6 +280,53 @@ void RouterService::SnapshotConversation(size_t prefill_index, size_t prompt_tok
     }
   };
   if (!background_.Post(std::move(job))) metrics_->conversation_snapshots_dropped.Increment();
+}
+
+grpc::Status RouterService::WatchCache(grpc::ServerContext* context, const v1::WatchCacheRequest*,
+                                       grpc::ServerWriter<v1::CacheEvent>* writer) {
+  if (options_.tenants != nullptr) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "WatchCache shows every tenant's snapshots: not served under --tenants");
+  }
+  // The placement now, then what changes from here (an event may come in both: harmless).
+  uint64_t next = cache_events_.end();
+  auto write = [writer](const CacheEvent& e) {
+    v1::CacheEvent out;
+    switch (e.kind) {
+      case CacheEvent::Kind::kStored:
+        out.set_kind(v1::CacheEvent::STORED);
+        out.set_tier(e.disk_only ? "disk" : "memory");
+        break;
+      case CacheEvent::Kind::kEvicted:
+        out.set_kind(v1::CacheEvent::EVICTED);
+        break;
+      case CacheEvent::Kind::kExpired:
+        out.set_kind(v1::CacheEvent::EXPIRED);
+        break;
+    }
+    out.set_handle(e.key.Hex());
+    out.set_worker(e.worker);
+    out.set_unix_ms(absl::ToUnixMillis(e.time));
+    return writer->Write(out);
+  };
+  for (const CacheEvent& e : prefill_workers_->Placement()) {
+    if (!write(e)) return grpc::Status::OK;  // the caller went away
+  }
+  // Wakes at least every half second to notice a cancelled call or a drain.
+  while (!context->IsCancelled() && !Draining()) {
+    CacheEventLog::Batch batch = cache_events_.Read(next, 256, absl::Milliseconds(500));
+    next = batch.next;
+    if (batch.missed) {
+      v1::CacheEvent resync;
+      resync.set_kind(v1::CacheEvent::RESYNC);
+      resync.set_unix_ms(absl::ToUnixMillis(absl::Now()));
+      if (!writer->Write(resync)) break;
+    }
+    for (const CacheEvent& e : batch.events) {
+      if (!write(e)) return grpc::Status::OK;
+    }
+  }
+  return grpc::Status::OK;
 }
 
 }  // namespace yoco

@@ -108,6 +108,7 @@ RouterService::RouterService(ModelConfig config, std::unique_ptr<Tokenizer> toke
     }
     return snapshots;
   };
+  prefill_probes.events = &cache_events_;
   WorkerProbes decode_probes;
   decode_probes.info = [this](size_t i) {
     return ProbeWorkerInfo(*decode_stubs_[i], vocabulary_fingerprint_);

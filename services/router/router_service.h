@@ -63,6 +63,8 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
                          v1::ListCacheResponse* response) override;
   grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
                           v1::EvictCacheResponse* response) override;
+  grpc::Status WatchCache(grpc::ServerContext* context, const v1::WatchCacheRequest* request,
+                          grpc::ServerWriter<v1::CacheEvent>* writer) override;
   grpc::Status Score(grpc::ServerContext* context, const v1::ScoreRequest* request,
                      v1::ScoreResponse* response) override;
 
@@ -159,6 +161,7 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   absl::Mutex join_mu_;  // JoinPrefill / JoinDecode
   std::vector<std::unique_ptr<v1::PrefillWorker::Stub>> prefill_stubs_;
   std::vector<std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
+  CacheEventLog cache_events_;                       // before the registry that appends to it
   std::unique_ptr<WorkerRegistry> prefill_workers_;  // after the stubs: it probes through them
   std::unique_ptr<WorkerRegistry> decode_workers_;
   // Decode streams watched for a worker that stops sending; its sweeper reads decode_workers_.

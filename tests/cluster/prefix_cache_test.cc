@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "tests/cluster/serving_cluster.h"
 
 namespace yoco::testing {
@@ -119,6 +121,70 @@ TEST_F(ClusterPrefixCacheTest, HitsEqualMissesThroughEvictionAndARouterRestart) 
   ExpectCached(doc, 384, "");
   EXPECT_EQ(cluster_->router().Metric("yoco_router_cache_hits_total"), 1);
   EXPECT_EQ(cluster_->router().Metric("yoco_router_cached_prompt_tokens_total"), 384);
+}
+
+// WatchCache: an external router's view of placement follows a pre-cache (stored, in memory, on
+// the worker that holds it) and an eviction; a watcher that starts later gets the placement.
+TEST_F(ClusterPrefixCacheTest, WatchCacheFollowsStoresAndEvictions) {
+  Start();
+  struct Watcher {
+    grpc::ClientContext context;
+    absl::Mutex mu;
+    std::vector<v1::CacheEvent> events;
+    std::thread reader;
+    void Start(v1::Yoco::Stub& stub) {
+      reader = std::thread([this, &stub] {
+        auto stream = stub.WatchCache(&context, v1::WatchCacheRequest());
+        v1::CacheEvent e;
+        while (stream->Read(&e)) {
+          absl::MutexLock lock(&mu);
+          events.push_back(e);
+        }
+        stream->Finish();
+      });
+    }
+    bool Saw(v1::CacheEvent::Kind kind, const std::string& handle) {
+      return WaitFor(
+          [&] {
+            absl::MutexLock lock(&mu);
+            for (const v1::CacheEvent& e : events) {
+              if (e.kind() == kind && e.handle() == handle && !e.worker().empty()) return true;
+            }
+            return false;
+          },
+          absl::Seconds(10));
+    }
+    ~Watcher() {
+      context.TryCancel();
+      reader.join();
+    }
+  };
+  Watcher early;
+  early.Start(cluster_->stub());
+  Precache(RandomPrompt(24, 300));
+  const std::vector<v1::CacheEntry> entries = ListCache();
+  ASSERT_EQ(entries.size(), 1u);
+  const std::string handle = entries[0].handle();
+  EXPECT_TRUE(early.Saw(v1::CacheEvent::STORED, handle));
+  {
+    absl::MutexLock lock(&early.mu);
+    for (const v1::CacheEvent& e : early.events) {
+      if (e.handle() != handle) continue;
+      EXPECT_EQ(e.tier(), "memory");
+      EXPECT_EQ(e.worker(), entries[0].worker());
+    }
+  }
+  Watcher late;
+  late.Start(cluster_->stub());
+  EXPECT_TRUE(late.Saw(v1::CacheEvent::STORED, handle));
+
+  v1::EvictCacheRequest evict;
+  evict.set_handle(handle);
+  v1::EvictCacheResponse evicted;
+  grpc::ClientContext context;
+  ASSERT_TRUE(cluster_->stub().EvictCache(&context, evict, &evicted).ok());
+  EXPECT_TRUE(early.Saw(v1::CacheEvent::EVICTED, handle));
+  EXPECT_TRUE(late.Saw(v1::CacheEvent::EVICTED, handle));
 }
 
 // A hot snapshot on a busy worker: the router serves the question on the idle worker and copies

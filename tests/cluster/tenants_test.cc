@@ -130,6 +130,14 @@ TEST_F(ClusterTenantsTest, TenantsSeeOnlyTheirOwnCache) {
   ASSERT_TRUE(Evict(*b, all, &evicted).ok());
   EXPECT_GE(evicted.evicted(), 1);  // B's own miss saved a snapshot
   EXPECT_THAT(Handles(*a), ::testing::ElementsAre(held.handle()));
+  // Placement events would show every tenant's snapshots: not for tenants.
+  {
+    grpc::ClientContext watch;
+    auto stream = a->WatchCache(&watch, v1::WatchCacheRequest());
+    v1::CacheEvent event;
+    EXPECT_FALSE(stream->Read(&event));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
 
   // The workers' API is the router's alone: a tenant's certificate, which the router takes, is
   // PERMISSION_DENIED at every method of both workers, and A's document is still cached.
