@@ -3,7 +3,7 @@
 
 namespace yoco {
 
-absl::Status LoadQueuePlace::Wait(const std::string& tenant) {
+absl::Status LoadQueuePlace::Wait(const SchedulingClass& c) {
   uint64_t first;
   {
     absl::MutexLock lock(&mu_);
@@ -11,7 +11,7 @@ absl::Status LoadQueuePlace::Wait(const std::string& tenant) {
     first = first_;
   }
   absl::StatusOr<uint64_t> place = queue_.Push(
-      tenant, [this](bool turn) { Answer(turn); }, first);
+      c, [this](bool turn) { Answer(turn); }, first);
   if (!place.ok()) return place.status();
   // Cancelled before the place was known here, Cancel could not take it out: this does.
   bool cancelled = false;

@@ -7,11 +7,11 @@
 #define YOCO_LIB_ROUTING_LOAD_QUEUE_PLACE_H_
 
 #include <cstdint>
-#include <string>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/routing/load_wait_queue.h"
+#include "lib/scheduling/scheduling_class.h"
 
 namespace yoco {
 
@@ -23,9 +23,9 @@ class LoadQueuePlace {
   LoadQueuePlace(LoadWaitQueue& queue, LoadWaitQueue::Wake on_room)
       : queue_(queue), on_room_(std::move(on_room)) {}
 
-  // Queues the request for `tenant`. On an error (the queue is full) it is not queued and
+  // Queues the request of class `c`. On an error (the queue is full) it is not queued and
   // `on_room` does not run. `on_room` may run before Wait returns.
-  absl::Status Wait(const std::string& tenant);
+  absl::Status Wait(const SchedulingClass& c);
 
   // The client went away: from now on the request leaves the queue as soon as it is in it, and
   // then `on_room(true)` runs on the thread that took it out (this one, or Wait's).

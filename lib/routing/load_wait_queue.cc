@@ -1,7 +1,7 @@
-// The wait queue's bookkeeping: waiters by place, and each tenant's places in order.
+// The wait queue's bookkeeping: waiters by place, each tenant's places (for who gives way when
+// full), and the order they are woken in.
 #include "lib/routing/load_wait_queue.h"
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -10,7 +10,7 @@
 
 namespace yoco {
 
-absl::StatusOr<uint64_t> LoadWaitQueue::Push(const std::string& tenant, Wake wake, uint64_t place) {
+absl::StatusOr<uint64_t> LoadWaitQueue::Push(const SchedulingClass& c, Wake wake, uint64_t place) {
   Wake displaced;
   {
     absl::MutexLock lock(&mu_);
@@ -20,7 +20,7 @@ absl::StatusOr<uint64_t> LoadWaitQueue::Push(const std::string& tenant, Wake wak
       for (auto it = by_tenant_.begin(); it != by_tenant_.end(); ++it) {
         if (busiest == by_tenant_.end() || it->second.size() > busiest->second.size()) busiest = it;
       }
-      auto mine = by_tenant_.find(tenant);
+      auto mine = by_tenant_.find(c.tenant);
       const size_t my_count = mine == by_tenant_.end() ? 0 : mine->second.size();
       if (busiest == by_tenant_.end() || busiest->second.size() <= my_count + 1) {
         return absl::ResourceExhaustedError(
@@ -28,16 +28,14 @@ absl::StatusOr<uint64_t> LoadWaitQueue::Push(const std::string& tenant, Wake wak
                          " requests already wait at the router (--max-waiting-requests ",
                          max_waiting_, "); retry later"));
       }
-      const uint64_t newest = busiest->second.back();
-      busiest->second.pop_back();
+      const uint64_t newest = *busiest->second.rbegin();
       displaced = std::move(waiters_[newest].wake);
-      waiters_.erase(newest);
-      if (busiest->second.empty()) by_tenant_.erase(busiest);
+      ForgetLocked(newest);
     }
     if (place == 0) place = next_place_++;
-    waiters_[place] = Waiter{tenant, std::move(wake)};
-    std::deque<uint64_t>& places = by_tenant_[tenant];
-    places.insert(std::upper_bound(places.begin(), places.end(), place), place);
+    waiters_[place] = Waiter{c.tenant, std::move(wake)};
+    by_tenant_[c.tenant].insert(place);
+    order_.Add(place, c);
   }
   if (displaced) displaced(false);
   return place;
@@ -45,30 +43,29 @@ absl::StatusOr<uint64_t> LoadWaitQueue::Push(const std::string& tenant, Wake wak
 
 bool LoadWaitQueue::Remove(uint64_t place) {
   absl::MutexLock lock(&mu_);
-  auto it = waiters_.find(place);
-  if (it == waiters_.end()) return false;
-  auto tenant = by_tenant_.find(it->second.tenant);
-  std::deque<uint64_t>& places = tenant->second;
-  places.erase(std::find(places.begin(), places.end(), place));
-  if (places.empty()) by_tenant_.erase(tenant);
-  waiters_.erase(it);
+  if (!waiters_.contains(place)) return false;
+  ForgetLocked(place);
   return true;
+}
+
+void LoadWaitQueue::ForgetLocked(uint64_t place) {
+  auto it = waiters_.find(place);
+  auto tenant = by_tenant_.find(it->second.tenant);
+  tenant->second.erase(place);
+  if (tenant->second.empty()) by_tenant_.erase(tenant);
+  order_.Remove(place);
+  waiters_.erase(it);
 }
 
 void LoadWaitQueue::WakeNext(size_t n) {
   std::vector<Wake> woken;
   {
     absl::MutexLock lock(&mu_);
-    while (woken.size() < n && !by_tenant_.empty()) {
-      // The first tenant after the last one woken, in name order, wrapping around.
-      auto tenant = by_tenant_.upper_bound(last_tenant_);
-      if (tenant == by_tenant_.end()) tenant = by_tenant_.begin();
-      last_tenant_ = tenant->first;
-      const uint64_t place = tenant->second.front();
-      tenant->second.pop_front();
-      if (tenant->second.empty()) by_tenant_.erase(tenant);
+    while (woken.size() < n && !order_.empty()) {
+      const uint64_t place = *order_.Peek();
+      order_.Pop();  // charges the tenant its turn; ForgetLocked's Remove then finds nothing
       woken.push_back(std::move(waiters_[place].wake));
-      waiters_.erase(place);
+      ForgetLocked(place);
     }
   }
   for (Wake& wake : woken) wake(true);

@@ -1,11 +1,11 @@
 // LoadWaitQueue: requests that every worker refused for load (RESOURCE_EXHAUSTED: their queues
 // are at their bound), waiting at the router for room instead of failing at once. Bounded, and
-// fair across tenants: tenants take turns (round robin), each in arrival order, and when the
-// queue is full a newcomer whose tenant waits with fewer requests than the busiest tenant takes
-// the place of that tenant's newest waiter, so one tenant's burst can neither starve another's
-// requests nor keep them out. Room is signalled by whoever sees it free (a prefill ending at
-// this router) and by a periodic tick (room freed by other routers' requests, or workers
-// coming back); a woken waiter that finds no room again waits again with its first place.
+// woken in the order the workers' queues use (FairOrder: priority, then tenants by weight, then
+// arrival); when the queue is full a newcomer whose tenant waits with fewer requests than the
+// busiest tenant takes the place of that tenant's newest waiter, so one tenant's burst can
+// neither starve another's requests nor keep them out. Room is signalled by whoever sees it free (a
+// prefill ending at this router) and by a periodic tick (room freed by other routers' requests, or
+// workers coming back); a woken waiter that finds no room again waits again with its first place.
 //
 // Thread-safe. Wake callbacks run on the thread that calls WakeNext or Push (for the waiter a
 // newcomer displaces), never under the queue's lock, each exactly once unless Remove took the
@@ -14,13 +14,15 @@
 #define YOCO_LIB_ROUTING_LOAD_WAIT_QUEUE_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "lib/scheduling/fair_order.h"
+#include "lib/scheduling/scheduling_class.h"
 
 namespace yoco {
 
@@ -33,17 +35,17 @@ class LoadWaitQueue {
   // `max_waiting`: waiters across all tenants (0: nobody waits, every refusal is final).
   explicit LoadWaitQueue(size_t max_waiting) : max_waiting_(max_waiting) {}
 
-  // Queues a waiter of `tenant` ("" without tenants). `place`: 0 for a new waiter, or the place
-  // Push returned before, for a waiter woken that found no room (it keeps its turn within its
+  // Queues a waiter of class `c` (tenant "" without tenants). `place`: 0 for a new waiter, or the
+  // place Push returned before, for a waiter woken that found no room (it keeps its turn within its
   // tenant). Returns its place; RESOURCE_EXHAUSTED, naming the bound, when the queue is full and
   // the tenant already waits with as many requests as any other.
-  absl::StatusOr<uint64_t> Push(const std::string& tenant, Wake wake, uint64_t place = 0);
+  absl::StatusOr<uint64_t> Push(const SchedulingClass& c, Wake wake, uint64_t place = 0);
 
   // Takes out a waiter that gave up (cancelled, deadline): true when it was still waiting, and
   // then its Wake never runs.
   bool Remove(uint64_t place);
 
-  // Wakes up to `n` waiters, the next tenant's first waiter each.
+  // Wakes up to `n` waiters, each the next in FairOrder.
   void WakeNext(size_t n = 1);
 
   size_t waiting() const;
@@ -55,12 +57,15 @@ class LoadWaitQueue {
     Wake wake;
   };
 
+  // Takes a queued place out of every index.
+  void ForgetLocked(uint64_t place) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const size_t max_waiting_;
   mutable absl::Mutex mu_;
   uint64_t next_place_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // by place (arrival order)
-  std::map<std::string, std::deque<uint64_t>> by_tenant_ ABSL_GUARDED_BY(mu_);  // places, sorted
-  std::string last_tenant_ ABSL_GUARDED_BY(mu_);  // the last one woken
+  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);                   // by place
+  std::map<std::string, std::set<uint64_t>> by_tenant_ ABSL_GUARDED_BY(mu_);  // places
+  FairOrder order_ ABSL_GUARDED_BY(mu_);                                      // of places
 };
 
 }  // namespace yoco

@@ -11,7 +11,7 @@ void FairOrder::Add(uint64_t id, const SchedulingClass& c) {
   Tenant& tenant = it->second;
   if (joined) tenant.pass = level.pass;  // no credit for having been idle
   tenant.weight = std::max<uint32_t>(c.weight, 1);
-  tenant.ids.push_back(id);
+  tenant.ids.insert(id);
   where_[id] = {c.priority, c.tenant};
 }
 
@@ -20,8 +20,8 @@ bool FairOrder::Remove(uint64_t id) {
   if (found == where_.end()) return false;
   auto level = levels_.find(found->second.first);
   auto tenant = level->second.tenants.find(found->second.second);
-  std::deque<uint64_t>& ids = tenant->second.ids;
-  ids.erase(std::find(ids.begin(), ids.end(), id));
+  std::set<uint64_t>& ids = tenant->second.ids;
+  ids.erase(id);
   if (ids.empty()) level->second.tenants.erase(tenant);
   if (level->second.tenants.empty()) levels_.erase(level);
   where_.erase(found);
@@ -34,7 +34,7 @@ std::map<std::string, FairOrder::Tenant>::const_iterator FairOrder::Next(const L
     // Equal passes: the one whose first request came earlier.
     if (it->second.pass < best->second.pass ||
         (it->second.pass == best->second.pass &&
-         it->second.ids.front() < best->second.ids.front())) {
+         *it->second.ids.begin() < *best->second.ids.begin())) {
       best = it;
     }
   }
@@ -43,7 +43,7 @@ std::map<std::string, FairOrder::Tenant>::const_iterator FairOrder::Next(const L
 
 std::optional<uint64_t> FairOrder::Peek() const {
   if (levels_.empty()) return std::nullopt;
-  return Next(levels_.begin()->second)->second.ids.front();
+  return *Next(levels_.begin()->second)->second.ids.begin();
 }
 
 void FairOrder::Pop() {
@@ -53,8 +53,8 @@ void FairOrder::Pop() {
   Tenant& tenant = level->second.tenants[name];
   level->second.pass = tenant.pass;
   tenant.pass += 1.0 / tenant.weight;
-  where_.erase(tenant.ids.front());
-  tenant.ids.pop_front();
+  where_.erase(*tenant.ids.begin());
+  tenant.ids.erase(tenant.ids.begin());
   if (tenant.ids.empty()) level->second.tenants.erase(name);
   if (level->second.tenants.empty()) levels_.erase(level);
 }

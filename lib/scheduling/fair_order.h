@@ -6,14 +6,17 @@
 // and a tenant flooding the queue cannot push a newcomer behind its backlog: the newcomer is
 // next or nearly so.
 //
+// Ids order a tenant's own requests: give them in arrival order, and a request that leaves and
+// comes back with its old id (a router waiter woken that found no room) keeps its turn.
+//
 // Not thread-safe: the queue that owns it locks.
 #ifndef YOCO_LIB_SCHEDULING_FAIR_ORDER_H_
 #define YOCO_LIB_SCHEDULING_FAIR_ORDER_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "lib/scheduling/scheduling_class.h"
@@ -35,7 +38,7 @@ class FairOrder {
 
  private:
   struct Tenant {
-    std::deque<uint64_t> ids;  // arrival order
+    std::set<uint64_t> ids;  // lowest (earliest) first
     double pass = 0;
     uint32_t weight = 1;
   };

@@ -508,11 +508,12 @@ void DecodeWorker::PrefillAndDecodeAsync(
   // Shared by the job and the refusal below: exactly one of them calls it.
   auto admitted =
       std::make_shared<std::function<void(absl::StatusOr<uint64_t>)>>(std::move(on_admitted));
-  const bool posted =
-      prefill_jobs_->Post([this, call = std::move(call), on_event = std::move(on_event),
-                           cancelled = std::move(cancelled), admitted]() mutable {
-        (*admitted)(RunLocalPrefill(call, std::move(on_event), cancelled));
-      });
+  const SchedulingClass scheduling = call.scheduling;
+  const bool posted = prefill_jobs_->Post(
+      [this, call = std::move(call), on_event = std::move(on_event),
+       cancelled = std::move(cancelled),
+       admitted]() mutable { (*admitted)(RunLocalPrefill(call, std::move(on_event), cancelled)); },
+      scheduling);
   if (!posted) (*admitted)(absl::ResourceExhaustedError("too many local prefills are waiting"));
 }
 

@@ -98,7 +98,7 @@ struct LocalPrefillCall {
   SamplingParams sampling;
   int max_new_tokens = 0;  // the first token included
   bool stop_at_eos = false;
-  SchedulingClass scheduling;  // its place in the batch's queue (local prefills go in order)
+  SchedulingClass scheduling;  // its place in the local-prefill queue, then in the batch's
   int64_t generated_tail = 0;  // PrefillOptions::generated_tail (a retry's tokens already sent)
   std::vector<DecodeChoiceCall> choices;  // as ShippedDecodeCall's (max_new_tokens unused then)
 };

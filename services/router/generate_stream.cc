@@ -10,6 +10,7 @@
 #include "lib/log/log.h"
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
+#include "lib/rpc/proto_convert.h"
 #include "lib/rpc/request_id.h"
 #include "lib/rpc/retry_after.h"
 
@@ -228,7 +229,7 @@ void GenerateStream::WaitForRoom() {
   const bool first_wait = !room_.waited();
   ops_.Begin();  // the queue's: OnRoom ends it
   ops_.Begin();  // this function's: OnRoom may run on another thread before Wait returns
-  if (absl::Status queued = room_.Wait(scope_.tenant); !queued.ok()) {  // no OnRoom then
+  if (absl::Status queued = room_.Wait(FromProto(scheduling_)); !queued.ok()) {  // no OnRoom then
     FinishWith(ToGrpcStatus(queued));
     EndOp();
   } else if (first_wait) {

@@ -17,13 +17,13 @@ TEST(LoadQueuePlaceTest, AWaitAgainKeepsTheFirstTurn) {
   std::vector<std::string> events;
   LoadQueuePlace place(queue, [&](bool turn) { events.push_back(turn ? "place" : "place:shed"); });
   EXPECT_FALSE(place.waited());
-  ASSERT_TRUE(place.Wait("a").ok());
+  ASSERT_TRUE(place.Wait({.tenant = "a"}).ok());
   EXPECT_TRUE(place.waited());
-  ASSERT_TRUE(queue.Push("a", [&](bool) { events.push_back("later"); }).ok());
+  ASSERT_TRUE(queue.Push({.tenant = "a"}, [&](bool) { events.push_back("later"); }).ok());
   queue.WakeNext();
   ASSERT_EQ(events, std::vector<std::string>({"place"}));
   // Woken, it found no room: it waits again, still ahead of the later request.
-  ASSERT_TRUE(place.Wait("a").ok());
+  ASSERT_TRUE(place.Wait({.tenant = "a"}).ok());
   queue.WakeNext(2);
   EXPECT_EQ(events, std::vector<std::string>({"place", "place", "later"}));
 }
@@ -35,7 +35,7 @@ TEST(LoadQueuePlaceTest, CancelLeavesTheQueueAtOnce) {
     EXPECT_TRUE(turn);
     ++answers;
   });
-  ASSERT_TRUE(place.Wait("a").ok());
+  ASSERT_TRUE(place.Wait({.tenant = "a"}).ok());
   ASSERT_EQ(queue.waiting(), 1u);
   place.Cancel();
   EXPECT_EQ(answers, 1);
@@ -49,17 +49,17 @@ TEST(LoadQueuePlaceTest, CancelledBeforeWaitingIsAnsweredByWait) {
   int answers = 0;
   LoadQueuePlace place(queue, [&](bool) { ++answers; });
   place.Cancel();
-  ASSERT_TRUE(place.Wait("a").ok());
+  ASSERT_TRUE(place.Wait({.tenant = "a"}).ok());
   EXPECT_EQ(answers, 1);
   EXPECT_EQ(queue.waiting(), 0u);
 }
 
 TEST(LoadQueuePlaceTest, AFullQueueIsAnErrorAndNoAnswer) {
   LoadWaitQueue queue(1);
-  ASSERT_TRUE(queue.Push("a", [](bool) {}).ok());
+  ASSERT_TRUE(queue.Push({.tenant = "a"}, [](bool) {}).ok());
   int answers = 0;
   LoadQueuePlace place(queue, [&](bool) { ++answers; });
-  const absl::Status status = place.Wait("a");
+  const absl::Status status = place.Wait({.tenant = "a"});
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
   EXPECT_FALSE(place.waited());
   EXPECT_EQ(answers, 0);
@@ -70,9 +70,10 @@ TEST(LoadQueuePlaceTest, ShedByAnotherTenantIsAnsweredFalse) {
   std::vector<bool> answers;
   LoadQueuePlace first(queue, [&](bool turn) { answers.push_back(turn); });
   LoadQueuePlace second(queue, [&](bool turn) { answers.push_back(turn); });
-  ASSERT_TRUE(first.Wait("a").ok());
-  ASSERT_TRUE(second.Wait("a").ok());
-  ASSERT_TRUE(queue.Push("b", [](bool) {}).ok());  // b waits with fewer: a's newest is shed
+  ASSERT_TRUE(first.Wait({.tenant = "a"}).ok());
+  ASSERT_TRUE(second.Wait({.tenant = "a"}).ok());
+  ASSERT_TRUE(
+      queue.Push({.tenant = "b"}, [](bool) {}).ok());  // b waits with fewer: a's newest is shed
   EXPECT_EQ(answers, std::vector<bool>({false}));
 }
 
@@ -84,12 +85,12 @@ TEST(LoadQueuePlaceTest, WakeAndCancelRacingAnswerOnce) {
     LoadQueuePlace place(queue, [&](bool) { ++answers; });
     std::thread waker;
     if (i % 2 == 0) {
-      ASSERT_TRUE(place.Wait("a").ok());
+      ASSERT_TRUE(place.Wait({.tenant = "a"}).ok());
       waker = std::thread([&] { queue.WakeNext(); });
       place.Cancel();
     } else {
       waker = std::thread([&] { place.Cancel(); });
-      ASSERT_TRUE(place.Wait("a").ok());
+      ASSERT_TRUE(place.Wait({.tenant = "a"}).ok());
       queue.WakeNext();
     }
     waker.join();

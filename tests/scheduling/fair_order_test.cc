@@ -19,12 +19,25 @@ std::vector<uint64_t> PopAll(FairOrder& order) {
   return out;
 }
 
-TEST(FairOrderTest, OneClassIsArrivalOrder) {
+// Callers give ids in arrival order, so one class is served lowest id first.
+TEST(FairOrderTest, OneClassIsIdOrder) {
   FairOrder order;
   for (uint64_t id : {5, 3, 9, 1}) order.Add(id, {});
-  EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{5, 3, 9, 1}));
+  EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{1, 3, 5, 9}));
   EXPECT_TRUE(order.empty());
   EXPECT_FALSE(order.Peek().has_value());
+}
+
+// A request that left and comes back with its old id is ahead of its tenant's later ones, and
+// still takes turns with other tenants.
+TEST(FairOrderTest, AnOldIdComingBackKeepsItsTurnWithinItsTenant) {
+  FairOrder order;
+  for (uint64_t id = 1; id <= 4; ++id) order.Add(id, {.tenant = "a"});
+  order.Add(10, {.tenant = "b"});
+  EXPECT_EQ(*order.Peek(), 1u);
+  order.Pop();  // a's turn: 1 leaves, finds no room and comes back
+  order.Add(1, {.tenant = "a"});
+  EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{10, 1, 2, 3, 4}));
 }
 
 TEST(FairOrderTest, LowerPriorityValuesGoFirst) {
