@@ -498,6 +498,12 @@ size_t SnapshotStore::EvictAll(const std::optional<BlockKey>& root) {
   return keys.size();
 }
 
+CacheMiss SnapshotStore::WhyGone(const BlockKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = removed_.find(key);
+  return it == removed_.end() ? CacheMiss::kNoSnapshot : it->second.reason;
+}
+
 uint64_t SnapshotStore::generation() const {
   absl::MutexLock lock(&mu_);
   return generation_;

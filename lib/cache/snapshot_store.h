@@ -137,6 +137,10 @@ class SnapshotStore {
              const std::optional<BlockKey>& root = std::nullopt);  // also a pinned one
   size_t EvictAll(const std::optional<BlockKey>& root = std::nullopt);
 
+  // Why a snapshot no longer held went (kEvicted, kExpired, a refused file's reason), as far as
+  // the last `remembered_removals` removals tell; kNoSnapshot when they do not.
+  CacheMiss WhyGone(const BlockKey& key) const;
+
   uint64_t generation() const;
   SnapshotStoreStats stats() const;
 

@@ -8,23 +8,13 @@
 
 #include <cstdint>
 #include <deque>
-#include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "lib/cache/block_key.h"
+#include "lib/cache/cache_event.h"
 
 namespace yoco {
-
-struct CacheEvent {
-  enum class Kind { kStored, kEvicted, kExpired };
-  Kind kind = Kind::kStored;
-  BlockKey key;
-  std::string worker;      // the prefill worker's address
-  bool disk_only = false;  // stored: on the worker's disk tier only
-  absl::Time time;         // when the router saw it (a probe's relisting)
-};
 
 class CacheEventLog {
  public:

@@ -59,6 +59,26 @@ void ToProto(const TokenLogprobs& l, v1::TokenLogprob* chosen,
   }
 }
 
+v1::CacheEvent ToProto(const CacheEvent& e) {
+  v1::CacheEvent out;
+  switch (e.kind) {
+    case CacheEvent::Kind::kStored:
+      out.set_kind(v1::CacheEvent::STORED);
+      out.set_tier(e.disk_only ? "disk" : "memory");
+      break;
+    case CacheEvent::Kind::kEvicted:
+      out.set_kind(v1::CacheEvent::EVICTED);
+      break;
+    case CacheEvent::Kind::kExpired:
+      out.set_kind(v1::CacheEvent::EXPIRED);
+      break;
+  }
+  out.set_handle(e.key.Hex());
+  out.set_worker(e.worker);
+  out.set_unix_ms(absl::ToUnixMillis(e.time));
+  return out;
+}
+
 SchedulingClass FromProto(const v1::Scheduling& p) {
   SchedulingClass c;
   c.tenant = p.tenant();

@@ -2,6 +2,7 @@
 #ifndef YOCO_LIB_RPC_PROTO_CONVERT_H_
 #define YOCO_LIB_RPC_PROTO_CONVERT_H_
 
+#include "lib/cache/cache_event.h"
 #include "lib/model/sampling_params.h"
 #include "lib/model/token_logprobs.h"
 #include "lib/scheduling/scheduling_class.h"
@@ -18,6 +19,7 @@ SamplingParams FromProto(const v1::SamplingParams& p);
 // worker never trusts a number to be sane).
 SchedulingClass FromProto(const v1::Scheduling& p);
 void ToProto(const SamplingParams& s, v1::SamplingParams* p);
+v1::CacheEvent ToProto(const CacheEvent& e);
 // Into a GeneratedToken's logprob and top_logprobs (or a PrefillResponse's first-token pair).
 void ToProto(const TokenLogprobs& l, v1::TokenLogprob* chosen,
              google::protobuf::RepeatedPtrField<v1::TokenLogprob>* top);

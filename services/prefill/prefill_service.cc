@@ -4,7 +4,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "lib/cache/snapshot_changes.h"
 #include "lib/rpc/failed_peer.h"
+#include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
 #include "lib/rpc/trace_metadata.h"
@@ -279,6 +282,26 @@ grpc::Status PrefillService::EvictCache(grpc::ServerContext* context,
   auto key = BlockKey::FromHex(request->handle());
   if (!key.ok()) return ToGrpcStatus(key.status());
   response->set_evicted(cache->Evict(*key, root) ? 1 : 0);
+  return grpc::Status::OK;
+}
+
+grpc::Status PrefillService::WatchCache(grpc::ServerContext* context, const v1::WatchCacheRequest*,
+                                        grpc::ServerWriter<v1::CacheEvent>* writer) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.WatchCache"); !st.ok()) return st;
+  SnapshotStore* cache = worker_.cache();
+  if (cache == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this prefill worker keeps no prefix cache (--cache-mb 0)");
+  }
+  // Polled: an idle store costs a lock per look, and the stream ends within a look of the
+  // caller going away or the worker draining.
+  SnapshotChanges changes(*cache);
+  while (!context->IsCancelled() && !Draining()) {
+    for (const CacheEvent& e : changes.Next()) {
+      if (!writer->Write(ToProto(e))) return grpc::Status::OK;  // the caller went away
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
   return grpc::Status::OK;
 }
 

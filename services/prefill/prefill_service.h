@@ -38,6 +38,8 @@ class PrefillService final : public v1::PrefillWorker::Service {
                          v1::ListCacheResponse* response) override;
   grpc::Status EvictCache(grpc::ServerContext* context, const v1::EvictCacheRequest* request,
                           v1::EvictCacheResponse* response) override;
+  grpc::Status WatchCache(grpc::ServerContext* context, const v1::WatchCacheRequest* request,
+                          grpc::ServerWriter<v1::CacheEvent>* writer) override;
   grpc::Status CopySnapshot(grpc::ServerContext* context, const v1::CopySnapshotRequest* request,
                             v1::CopySnapshotResponse* response) override;
   grpc::Status Score(grpc::ServerContext* context, const v1::WorkerScoreRequest* request,

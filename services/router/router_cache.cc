@@ -12,6 +12,7 @@
 #include "lib/log/log.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_status.h"
+#include "lib/rpc/proto_convert.h"
 #include "services/router/request_checks.h"
 #include "services/router/router_service.h"
 
@@ -290,25 +291,7 @@ grpc::Status RouterService::WatchCache(grpc::ServerContext* context, const v1::W
   }
   // The placement now, then what changes from here (an event may come in both: harmless).
   uint64_t next = cache_events_.end();
-  auto write = [writer](const CacheEvent& e) {
-    v1::CacheEvent out;
-    switch (e.kind) {
-      case CacheEvent::Kind::kStored:
-        out.set_kind(v1::CacheEvent::STORED);
-        out.set_tier(e.disk_only ? "disk" : "memory");
-        break;
-      case CacheEvent::Kind::kEvicted:
-        out.set_kind(v1::CacheEvent::EVICTED);
-        break;
-      case CacheEvent::Kind::kExpired:
-        out.set_kind(v1::CacheEvent::EXPIRED);
-        break;
-    }
-    out.set_handle(e.key.Hex());
-    out.set_worker(e.worker);
-    out.set_unix_ms(absl::ToUnixMillis(e.time));
-    return writer->Write(out);
-  };
+  auto write = [writer](const CacheEvent& e) { return writer->Write(ToProto(e)); };
   for (const CacheEvent& e : prefill_workers_->Placement()) {
     if (!write(e)) return grpc::Status::OK;  // the caller went away
   }

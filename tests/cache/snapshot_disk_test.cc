@@ -1,20 +1,24 @@
 // The disk tier: the file format's checks, spilling under the memory budget, surviving a
 // restart, refusing corrupt files and other models' files (and saying so on the next miss),
-// its own byte budget, eviction and TTL.
+// its own byte budget, eviction and TTL; and SnapshotChanges following all of it as events.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <string>
 
 #include "lib/cache/kv_block_file.h"
+#include "lib/cache/snapshot_changes.h"
 #include "lib/cache/snapshot_disk_tier.h"
 #include "lib/cache/snapshot_file.h"
 #include "lib/cache/snapshot_store.h"
@@ -307,6 +311,58 @@ TEST_F(SnapshotDiskTest, MemoryBudgetSpillsToDiskAndHitsComeBackExactly) {
   hit = store->Lookup(kb, b);
   EXPECT_EQ(hit.tier, CacheTier::kDisk);
   EXPECT_TRUE(hit.state == sb);
+}
+
+// Events as "kind key tier" strings, sorted (one call's events come in no promised order).
+std::vector<std::string> Described(const std::vector<CacheEvent>& events,
+                                   const std::map<BlockKey, std::string>& names) {
+  std::vector<std::string> out;
+  for (const CacheEvent& e : events) {
+    EXPECT_TRUE(e.worker.empty());
+    switch (e.kind) {
+      case CacheEvent::Kind::kStored:
+        out.push_back("stored " + names.at(e.key) + (e.disk_only ? " disk" : " memory"));
+        break;
+      case CacheEvent::Kind::kEvicted:
+        out.push_back("evicted " + names.at(e.key));
+        break;
+      case CacheEvent::Kind::kExpired:
+        out.push_back("expired " + names.at(e.key));
+        break;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(SnapshotDiskTest, ChangesFollowStoresSpillsEvictionsAndExpiries) {
+  using Events = std::vector<std::string>;
+  auto store = OpenStore(OneSnapshotBytes(), int64_t{1} << 30);
+  const auto a = testing::RandomTokens(128, 96, 2), b = testing::RandomTokens(128, 96, 3);
+  const auto ka = PrefixBlockKeys(kFingerprint, "", a), kb = PrefixBlockKeys(kFingerprint, "", b);
+  const std::map<BlockKey, std::string> names = {{ka[0], "a"}, {kb[0], "b"}};
+  SnapshotChanges changes(*store, [this] { return now_; });
+  EXPECT_TRUE(changes.Next().empty());
+
+  SnapshotRetention ttl;
+  ttl.ttl = absl::Seconds(10);
+  ASSERT_TRUE(store->Insert(ka, a, State(128, 2), ttl).ok());
+  EXPECT_EQ(Described(changes.Next(), names), Events({"stored a memory"}));
+  EXPECT_TRUE(changes.Next().empty());                        // nothing changed
+  ASSERT_TRUE(store->Insert(kb, b, State(128, 3), {}).ok());  // a goes to disk
+  EXPECT_EQ(Described(changes.Next(), names), Events({"stored a disk", "stored b memory"}));
+
+  // A watcher that comes late starts from the placement as it is.
+  SnapshotChanges late(*store, [this] { return now_; });
+  EXPECT_EQ(Described(late.Next(), names), Events({"stored a disk", "stored b memory"}));
+
+  ASSERT_TRUE(store->Evict(kb[0]));
+  EXPECT_EQ(Described(changes.Next(), names), Events({"evicted b"}));
+  // Nothing touches the store when a's TTL passes: the watcher still sees it go, and why.
+  now_ += absl::Seconds(11);
+  EXPECT_EQ(Described(changes.Next(), names), Events({"expired a"}));
+  EXPECT_EQ(Described(late.Next(), names), Events({"evicted b", "expired a"}));
+  EXPECT_TRUE(changes.Next().empty());
 }
 
 TEST_F(SnapshotDiskTest, WhatMemoryCannotTakeGoesToDiskOnly) {

@@ -3,19 +3,23 @@
 // snapshot on a busy worker is copied to an idle one; a follow-up turn hits the conversation's
 // snapshot; the disk tier brings snapshots back after a worker restart and refuses corrupt and
 // poisoned files (a poisoned file: state changed, every CRC recomputed, tagged without the
-// cluster's cache key), serving those requests by recomputing with the same tokens.
+// cluster's cache key), serving those requests by recomputing with the same tokens; WatchCache,
+// at the router and at a worker, follows where snapshots are.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "tests/cluster/serving_cluster.h"
+#include "yoco/v1/worker.grpc.pb.h"
 
 namespace yoco::testing {
 namespace {
@@ -132,9 +136,12 @@ TEST_F(ClusterPrefixCacheTest, WatchCacheFollowsStoresAndEvictions) {
     absl::Mutex mu;
     std::vector<v1::CacheEvent> events;
     std::thread reader;
-    void Start(v1::Yoco::Stub& stub) {
-      reader = std::thread([this, &stub] {
-        auto stream = stub.WatchCache(&context, v1::WatchCacheRequest());
+    // `open` starts the stream: the router's WatchCache or a prefill worker's.
+    using Open =
+        std::function<std::unique_ptr<grpc::ClientReader<v1::CacheEvent>>(grpc::ClientContext*)>;
+    void Start(Open open) {
+      reader = std::thread([this, open] {
+        auto stream = open(&context);
         v1::CacheEvent e;
         while (stream->Read(&e)) {
           absl::MutexLock lock(&mu);
@@ -148,7 +155,7 @@ TEST_F(ClusterPrefixCacheTest, WatchCacheFollowsStoresAndEvictions) {
           [&] {
             absl::MutexLock lock(&mu);
             for (const v1::CacheEvent& e : events) {
-              if (e.kind() == kind && e.handle() == handle && !e.worker().empty()) return true;
+              if (e.kind() == kind && e.handle() == handle) return true;
             }
             return false;
           },
@@ -159,8 +166,20 @@ TEST_F(ClusterPrefixCacheTest, WatchCacheFollowsStoresAndEvictions) {
       reader.join();
     }
   };
-  Watcher early;
-  early.Start(cluster_->stub());
+  auto at_router = [this](grpc::ClientContext* c) {
+    return cluster_->stub().WatchCache(c, v1::WatchCacheRequest());
+  };
+  std::vector<std::unique_ptr<v1::PrefillWorker::Stub>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(v1::PrefillWorker::NewStub(cluster_->prefill(i).Channel()));
+  }
+  Watcher early, at_worker[2];
+  early.Start(at_router);
+  for (int i = 0; i < 2; ++i) {
+    at_worker[i].Start([stub = workers[i].get()](grpc::ClientContext* c) {
+      return stub->WatchCache(c, v1::WatchCacheRequest());
+    });
+  }
   Precache(RandomPrompt(24, 300));
   const std::vector<v1::CacheEntry> entries = ListCache();
   ASSERT_EQ(entries.size(), 1u);
@@ -175,8 +194,11 @@ TEST_F(ClusterPrefixCacheTest, WatchCacheFollowsStoresAndEvictions) {
     }
   }
   Watcher late;
-  late.Start(cluster_->stub());
+  late.Start(at_router);
   EXPECT_TRUE(late.Saw(v1::CacheEvent::STORED, handle));
+  // The worker's own stream: the holder tells it, seen there at once, the other says nothing.
+  const int holder = cluster_->prefill(0).address() == entries[0].worker() ? 0 : 1;
+  EXPECT_TRUE(at_worker[holder].Saw(v1::CacheEvent::STORED, handle));
 
   v1::EvictCacheRequest evict;
   evict.set_handle(handle);
@@ -185,6 +207,16 @@ TEST_F(ClusterPrefixCacheTest, WatchCacheFollowsStoresAndEvictions) {
   ASSERT_TRUE(cluster_->stub().EvictCache(&context, evict, &evicted).ok());
   EXPECT_TRUE(early.Saw(v1::CacheEvent::EVICTED, handle));
   EXPECT_TRUE(late.Saw(v1::CacheEvent::EVICTED, handle));
+  EXPECT_TRUE(at_worker[holder].Saw(v1::CacheEvent::EVICTED, handle));
+  {
+    absl::MutexLock lock(&at_worker[holder].mu);
+    for (const v1::CacheEvent& e : at_worker[holder].events) {
+      EXPECT_EQ(e.worker(), "");  // the worker watched
+      if (e.kind() == v1::CacheEvent::STORED) EXPECT_EQ(e.tier(), "memory");
+    }
+  }
+  absl::MutexLock lock(&at_worker[1 - holder].mu);
+  EXPECT_TRUE(at_worker[1 - holder].events.empty());
 }
 
 // A hot snapshot on a busy worker: the router serves the question on the idle worker and copies

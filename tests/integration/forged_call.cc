@@ -159,6 +159,13 @@ int Outsider(const std::string& prefill_address, const std::string& decode_addre
     yoco::v1::EvictCacheResponse response;
     return prefill->EvictCache(c, request, &response);
   });
+  int cache_events = 0;
+  call("PrefillWorker.WatchCache", [&](grpc::ClientContext* c) {
+    auto stream = prefill->WatchCache(c, {});
+    yoco::v1::CacheEvent event;
+    while (stream->Read(&event)) ++cache_events;
+    return stream->Finish();
+  });
   call("PrefillWorker.CopySnapshot", [&](grpc::ClientContext* c) {
     yoco::v1::CopySnapshotRequest request;
     request.set_handle(std::string(64, '0'));
@@ -193,6 +200,10 @@ int Outsider(const std::string& prefill_address, const std::string& decode_addre
   }
   if (events != 0) {
     std::cout << "STREAMED " << events << " decode events\n";
+    ++failures;
+  }
+  if (cache_events != 0) {
+    std::cout << "STREAMED " << cache_events << " cache events\n";
     ++failures;
   }
   return failures == 0 ? 0 : 1;
