@@ -24,7 +24,7 @@
 namespace yoco {
 
 // OTLP's Span.SpanKind values.
-enum class SpanKind { kInternal = 1, kServer = 2, kClient = 3 };
+enum class SpanKind { kInternal = 1, kServer = 2, kClient = 3, kConsumer = 5 };
 
 using AttributeValue = std::variant<std::string, int64_t, double, bool>;
 

@@ -142,7 +142,7 @@ class UcxTransport::Impl {
   size_t peers_held() const { return peers_held_.load(); }
 
   uint64_t Send(const std::string& peer, SendBuffer buffer, absl::Duration timeout,
-                std::function<void(absl::Status)> done) {
+                std::function<void(absl::Status)> done, std::optional<TraceContext> trace) {
     const uint64_t id = next_id_.fetch_add(1) + 1;
     auto t = std::make_shared<Outgoing>();
     t->impl = this;
@@ -154,6 +154,7 @@ class UcxTransport::Impl {
     t->timeout_ms =
         static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(timeout), UINT32_MAX));
     t->done = std::move(done);
+    t->trace = std::move(trace);
     Post([this, t] { StartSend(t); });
     return id;
   }
@@ -196,9 +197,10 @@ class UcxTransport::Impl {
     absl::Time start, deadline;
     uint32_t timeout_ms = 0;
     std::function<void(absl::Status)> done;
-    void* request = nullptr;  // the DATA send, while UCX holds it
-    bool finished = false;    // `done` was called; waiting for UCX to release the request
-    bool abandoned = false;   // the peer is gone and its endpoint closed: buffer released early
+    std::optional<TraceContext> trace;  // sent in the DATA header
+    void* request = nullptr;            // the DATA send, while UCX holds it
+    bool finished = false;              // `done` was called; waiting for UCX to release the request
+    bool abandoned = false;  // the peer is gone and its endpoint closed: buffer released early
   };
 
   struct Incoming {
@@ -455,9 +457,21 @@ class UcxTransport::Impl {
       return;
     }
     const uint32_t crc = options_.checksum ? Crc32c(t->buffer.data, t->buffer.size) : 0;
-    t->header = Encode(DataHeader{id_, t->id, t->buffer.size, crc, t->timeout_ms, HostId(),
-                                  static_cast<uint32_t>(getpid()),
-                                  options_.checksum ? DataHeader::kHasChecksum : 0});
+    DataHeader h{id_,
+                 t->id,
+                 t->buffer.size,
+                 crc,
+                 t->timeout_ms,
+                 HostId(),
+                 static_cast<uint32_t>(getpid()),
+                 options_.checksum ? DataHeader::kHasChecksum : 0};
+    if (t->trace.has_value()) {
+      h.flags |= DataHeader::kHasTrace;
+      h.trace_id = t->trace->trace_id;
+      h.span_id = t->trace->span_id;
+      h.trace_flags = t->trace->sampled ? 1 : 0;
+    }
+    t->header = Encode(h);
     ucp_request_param_t param{};
     param.op_attr_mask =
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -579,7 +593,12 @@ class UcxTransport::Impl {
     const std::optional<DataHeader> decoded = DecodeDataHeader(header, header_length);
     if (!decoded.has_value()) return;  // not ours; no transfer to answer
     const DataHeader& h = *decoded;
-    const IncomingTransfer info{h.sender, h.id, h.size};
+    IncomingTransfer info{h.sender, h.id, h.size};
+    info.started = absl::Now();
+    if (h.flags & DataHeader::kHasTrace) {
+      info.trace = TraceContext{
+          .trace_id = h.trace_id, .span_id = h.span_id, .sampled = (h.trace_flags & 1) != 0};
+    }
     if (h.size != length) return refuse(info, absl::InvalidArgumentError("transfer size mismatch"));
     if (h.size > options_.max_receive_bytes) {
       return refuse(info, absl::ResourceExhaustedError(
@@ -829,8 +848,9 @@ size_t UcxTransport::peers_held() const { return impl_->peers_held(); }
 size_t UcxTransport::open_transfers() const { return impl_->open_transfers(); }
 
 uint64_t UcxTransport::Send(const std::string& peer_address, SendBuffer buffer,
-                            absl::Duration timeout, std::function<void(absl::Status)> done) {
-  return impl_->Send(peer_address, std::move(buffer), timeout, std::move(done));
+                            absl::Duration timeout, std::function<void(absl::Status)> done,
+                            std::optional<TraceContext> trace) {
+  return impl_->Send(peer_address, std::move(buffer), timeout, std::move(done), std::move(trace));
 }
 
 void UcxTransport::CancelSend(uint64_t id) { impl_->CancelSend(id); }

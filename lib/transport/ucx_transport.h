@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "lib/trace/trace_context.h"
 #include "lib/transport/transfer_metrics.h"
 
 namespace yoco {
@@ -61,6 +63,8 @@ struct IncomingTransfer {
   uint64_t sender = 0;
   uint64_t id = 0;
   uint64_t size = 0;
+  std::optional<TraceContext> trace;  // the sender's span, when it sent one (no tracestate)
+  absl::Time started;                 // when its header arrived
 };
 
 struct ReceiveCallbacks {
@@ -115,8 +119,11 @@ class UcxTransport {
   // and took the data; otherwise DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE (peer unreachable or
   // died), or the receiver's refusal (DATA_LOSS, FAILED_PRECONDITION, INVALID_ARGUMENT,
   // RESOURCE_EXHAUSTED). The endpoint to a peer is created on first use and reused.
+  // With `trace`, the receiver gets it as IncomingTransfer::trace: only for a receiver that
+  // reads it (WorkerInfo.reads_traced_transfers); older ones refuse such a transfer.
   uint64_t Send(const std::string& peer_address, SendBuffer buffer, absl::Duration timeout,
-                std::function<void(absl::Status)> done);
+                std::function<void(absl::Status)> done,
+                std::optional<TraceContext> trace = std::nullopt);
 
   // Cancels a send (this side) or a receive (the other side's transfer); the peer is told.
   // Unknown or finished transfers are ignored.

@@ -9,6 +9,12 @@ class Writer {
   explicit Writer(size_t bytes) { out_.reserve(bytes); }
   Writer& U32(uint32_t v) { return Put(v, 4); }
   Writer& U64(uint64_t v) { return Put(v, 8); }
+  template <size_t N>
+  Writer& Bytes(const std::array<uint8_t, N>& b) {
+    out_.insert(out_.end(), b.begin(), b.end());
+    return *this;
+  }
+  Writer& U8(uint8_t v) { return Put(v, 1); }
   std::vector<uint8_t> Take() { return std::move(out_); }
 
  private:
@@ -24,6 +30,11 @@ class Reader {
   explicit Reader(const void* bytes) : at_(static_cast<const uint8_t*>(bytes)) {}
   uint32_t U32() { return static_cast<uint32_t>(Get(4)); }
   uint64_t U64() { return Get(8); }
+  uint8_t U8() { return static_cast<uint8_t>(Get(1)); }
+  template <size_t N>
+  void Bytes(std::array<uint8_t, N>& b) {
+    for (uint8_t& x : b) x = *at_++;
+  }
 
  private:
   uint64_t Get(int bytes) {
@@ -38,16 +49,17 @@ class Reader {
 }  // namespace
 
 std::vector<uint8_t> Encode(const DataHeader& h) {
-  return Writer(DataHeader::kBytes)
-      .U64(h.sender)
+  Writer w(DataHeader::kBytes + DataHeader::kTraceBytes);
+  w.U64(h.sender)
       .U64(h.id)
       .U64(h.size)
       .U32(h.crc)
       .U32(h.timeout_ms)
       .U64(h.host)
       .U32(h.sender_pid)
-      .U32(h.flags)
-      .Take();
+      .U32(h.flags);
+  if (h.flags & DataHeader::kHasTrace) w.Bytes(h.trace_id).Bytes(h.span_id).U8(h.trace_flags);
+  return w.Take();
 }
 
 std::vector<uint8_t> Encode(const ReplyHeader& h) {
@@ -63,7 +75,7 @@ std::vector<uint8_t> Encode(const CancelHeader& h) {
 }
 
 std::optional<DataHeader> DecodeDataHeader(const void* bytes, size_t length) {
-  if (length != DataHeader::kBytes) return std::nullopt;
+  if (length < DataHeader::kBytes) return std::nullopt;
   Reader r(bytes);
   DataHeader h;
   h.sender = r.U64();
@@ -74,6 +86,13 @@ std::optional<DataHeader> DecodeDataHeader(const void* bytes, size_t length) {
   h.host = r.U64();
   h.sender_pid = r.U32();
   h.flags = r.U32();
+  const bool traced = h.flags & DataHeader::kHasTrace;
+  if (length != DataHeader::kBytes + (traced ? DataHeader::kTraceBytes : 0)) return std::nullopt;
+  if (traced) {
+    r.Bytes(h.trace_id);
+    r.Bytes(h.span_id);
+    h.trace_flags = r.U8();
+  }
   return h;
 }
 

@@ -15,9 +15,25 @@
 #include "lib/engine/bundle_part.h"
 #include "lib/engine/kv_chunk_arena.h"
 #include "lib/engine/state_bundle.h"
+#include "lib/trace/tracer.h"
 
 namespace yoco {
+
 namespace {
+
+// A traced transfer's receipt (a bundle whose prefill sent its trace context): from its header's
+// arrival to the verdict, under the prefill worker's span, so the trace shows the decode side
+// of the transfer (wire time, parsing, joining its parts) and why a refused bundle was refused.
+void RecordReceipt(const IncomingTransfer& t, const absl::Status& status) {
+  if (!t.trace.has_value() || !t.trace->valid()) return;
+  Span span =
+      GlobalTracer()->StartSpan("yoco.bundle.receive", SpanKind::kConsumer, &*t.trace, t.started);
+  span.SetAttribute("yoco.bundle.bytes", t.size).SetAttribute("yoco.transfer_id", t.id);
+  if (!status.ok()) {
+    span.SetAttribute("error.type", absl::StatusCodeToString(status.code()));
+    span.SetError(status.message());
+  }
+}
 
 // The answer of an asynchronous admission, for the blocking entry points.
 class AdmissionAnswer : public std::enable_shared_from_this<AdmissionAnswer> {
@@ -131,8 +147,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     return ByteBuffer(buffer->data(), size, [buffer](uint8_t*) { delete buffer; });
   };
   callbacks.on_received = [self](const IncomingTransfer& t, ByteBuffer data) {
+    RecordReceipt(t, absl::OkStatus());
     if (IsBundlePart(data.view())) return;  // kept by verify
     self->OnBundle(t, std::move(data));
+  };
+  callbacks.on_failed = [](const IncomingTransfer& t, const absl::Status& st) {
+    RecordReceipt(t, st);
   };
   auto transport = UcxTransport::Create(options.transport, callbacks);
   if (!transport.ok()) return transport.status();

@@ -212,7 +212,7 @@ absl::Status PrefillWorker::ShipBundle(const PrefillCall& call, PartSender* part
     SerializeStateBundleTo(bundle, bytes->data());
     bytes_sent += bytes->size();
     return SendAndWait(call.decode_address, {bytes->data(), bytes->size(), bytes},
-                       call.transfer_timeout, &result->transfer_id);
+                       call.transfer_timeout, &result->transfer_id, call.transfer_trace);
   };
   absl::Status st = send();
   if (st.code() == absl::StatusCode::kNotFound &&
@@ -244,11 +244,13 @@ int64_t PrefillWorker::RowsPerPart() const {
 }
 
 absl::Status PrefillWorker::SendAndWait(const std::string& address, SendBuffer buffer,
-                                        absl::Duration timeout, uint64_t* transfer_id) {
+                                        absl::Duration timeout, uint64_t* transfer_id,
+                                        std::optional<TraceContext> trace) {
   auto done = std::make_shared<std::promise<absl::Status>>();
   auto verdict = done->get_future();
-  *transfer_id = transport_->Send(address, std::move(buffer), timeout,
-                                  [done](absl::Status st) { done->set_value(st); });
+  *transfer_id = transport_->Send(
+      address, std::move(buffer), timeout, [done](absl::Status st) { done->set_value(st); },
+      std::move(trace));
   return verdict.get();
 }
 

@@ -31,6 +31,7 @@
 #include "lib/scheduling/scheduling_class.h"
 #include "lib/threading/bounded_job_queue.h"
 #include "lib/threading/turn_queue.h"
+#include "lib/trace/trace_context.h"
 #include "lib/transport/ucx_transport.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/part_sender.h"
@@ -83,6 +84,9 @@ struct PrefillCall {
   // Choices (SamplingParams' n > 1) whose first token to draw (Generation::DrawChoices) into
   // PrefillResult::choice_first; the bundle is shipped unless every one ends there. Empty: one.
   std::vector<uint32_t> choices;
+  // Sent in the bundle transfer's UCX header, for the decode worker's span of its receipt: only
+  // when that worker reads it (WorkerInfo.reads_traced_transfers).
+  std::optional<TraceContext> transfer_trace;
 };
 
 // The payload of a Prefill error whose cause is the decode worker: the state bundle could not
@@ -180,9 +184,10 @@ class PrefillWorker {
         bundle_buffers_(
             static_cast<size_t>(std::max<int64_t>(options.transfer_buffer_keep_bytes, 0))) {}
   SnapshotPolicy Policy() const;
-  // Sends bytes over the transport and waits for the receiver's verdict.
+  // Sends bytes over the transport (with `trace` in its header) and waits for the receiver's
+  // verdict.
   absl::Status SendAndWait(const std::string& address, SendBuffer buffer, absl::Duration timeout,
-                           uint64_t* transfer_id);
+                           uint64_t* transfer_id, std::optional<TraceContext> trace = std::nullopt);
   // Parts for the call's rows past the resident chunks when they are long enough (and the
   // decode worker takes parts); null otherwise.
   std::unique_ptr<PartSender> MakePartSender(const PrefillCall& call, int64_t resident_chunks);

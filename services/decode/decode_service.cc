@@ -37,6 +37,7 @@ grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext* context,
   response->set_backend(backend_);
   response->set_local_prefill(worker_.local_prefill());
   response->set_ucx_address(worker_.address());
+  response->set_reads_traced_transfers(true);  // DecodeWorker records yoco.bundle.receive
   response->set_model_fingerprint(worker_.fingerprint());
   response->set_vocabulary_fingerprint(worker_.vocabulary_fingerprint());
   response->set_active_requests(stats.active);

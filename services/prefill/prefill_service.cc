@@ -51,7 +51,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   Span span = GlobalTracer()->StartSpan("yoco.prefill.run", SpanKind::kServer,
                                         parent.has_value() ? &*parent : nullptr);
   span.SetAttribute("gen_ai.usage.input_tokens", request->prompt_size());
-  const grpc::Status status = RunPrefill(context, request, response);
+  const grpc::Status status = RunPrefill(context, request, span.context(), response);
   if (status.ok() && span.recording()) {
     span.SetAttribute("yoco.cached_tokens", response->cached_tokens())
         .SetAttribute("yoco.cache.tier", response->cache_tier())
@@ -77,7 +77,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
 }
 
 grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
-                                        const v1::PrefillRequest* request,
+                                        const v1::PrefillRequest* request, const TraceContext& span,
                                         v1::PrefillResponse* response) {
   if (grpc::Status st = callers_.Check(*context, "PrefillWorker.Prefill"); !st.ok()) return st;
   if (grpc::Status st = CheckTokens(request->prompt()); !st.ok()) return st;
@@ -106,6 +106,7 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   call.decode_resident_blocks = request->decode_resident_blocks();
   call.scheduling = FromProto(request->scheduling());
   call.generated_tail = request->generated_tokens();
+  if (request->trace_transfer() && span.valid()) call.transfer_trace = span;
   auto result = worker_.Prefill(call);
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kCancelled) ++cancelled_;

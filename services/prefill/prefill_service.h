@@ -51,8 +51,9 @@ class PrefillService final : public v1::PrefillWorker::Service {
 
  private:
   // The Prefill call without its span.
+  // `span`: the call's, which the bundle transfer carries when the request asks for it.
   grpc::Status RunPrefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
-                          v1::PrefillResponse* response);
+                          const TraceContext& span, v1::PrefillResponse* response);
   grpc::Status CheckTokens(const google::protobuf::RepeatedField<int32_t>& tokens) const;
   // Precache and PrecacheWithProgress: `progress` may be null.
   grpc::Status RunPrecache(grpc::ServerContext* context, const v1::WorkerPrecacheRequest& request,

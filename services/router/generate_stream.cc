@@ -264,6 +264,8 @@ void GenerateStream::StartRemotePrefill() {
       RemotePrefillRequest(Asked(), scope_.salt, decode.info.ucx_address(),
                            static_cast<uint32_t>(decode.cached_tokens / kCacheBlockTokens),
                            pool_.options().transfer_timeout_ms);
+  // A decode worker too old to read a trace context in a transfer's header would refuse it.
+  attempt_.prefill_request.set_trace_transfer(decode.info.reads_traced_transfers());
   attempt_.prefill_load = pool_.CountRequest(WorkerRole::kPrefill, prefill.index);
   // Propagates the client's deadline and cancellation to the prefill worker.
   grpc::ClientContext* context =

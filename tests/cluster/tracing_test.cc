@@ -1,6 +1,7 @@
 // Tracing through real processes: one request, with the caller's W3C trace context, is one trace
-// across the router, the prefill worker and the decode worker, each span under the one that
-// called it, as an OTLP receiver decoding with the official definitions sees them.
+// across the router, the prefill worker and the decode worker (the bundle's receipt under the
+// prefill span that sent it), each span under the one that called it, as an OTLP receiver
+// decoding with the official definitions sees them.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -77,7 +78,7 @@ TEST_F(ClusterTracingTest, OneRequestIsOneTraceAcrossTheThreeServices) {
   const std::multimap<std::string, json> spans =
       TraceSpans(*receiver_, {"text_completion yoco-tiny", "yoco.router.choose", "yoco.prefill",
                               "yoco.decode", "yoco.prefill.run", "yoco.bundle.transfer",
-                              "yoco.decode.run", "yoco.decode.admission"});
+                              "yoco.bundle.receive", "yoco.decode.run", "yoco.decode.admission"});
   auto one = [&](const std::string& name) -> json {
     EXPECT_EQ(spans.count(name), 1u) << name;
     auto it = spans.find(name);
@@ -117,6 +118,14 @@ TEST_F(ClusterTracingTest, OneRequestIsOneTraceAcrossTheThreeServices) {
   EXPECT_EQ(transfer["service"], "yoco-prefill");
   EXPECT_EQ(transfer["parent_span_id"], prefill_run["span_id"]);
   EXPECT_GT(transfer["attributes"]["yoco.bundle.bytes"].get<int64_t>(), 0);
+  // The bundle's UCX header carried the prefill's span to the decode worker.
+  const json receive = one("yoco.bundle.receive");
+  EXPECT_EQ(receive["service"], "yoco-decode");
+  EXPECT_EQ(receive["parent_span_id"], prefill_run["span_id"]);
+  EXPECT_EQ(receive["kind"], 5);
+  EXPECT_EQ(receive["attributes"]["yoco.transfer_id"], transfer["attributes"]["yoco.transfer_id"]);
+  EXPECT_EQ(receive["attributes"]["yoco.bundle.bytes"],
+            transfer["attributes"]["yoco.bundle.bytes"]);
 
   const json decode_run = one("yoco.decode.run");
   EXPECT_EQ(decode_run["service"], "yoco-decode");

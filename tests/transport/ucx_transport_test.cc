@@ -81,11 +81,13 @@ class Peer {
   }
 
   std::future<absl::Status> SendBytes(const std::string& to, SendBuffer buffer,
-                                      absl::Duration timeout, uint64_t* id = nullptr) {
+                                      absl::Duration timeout, uint64_t* id = nullptr,
+                                      std::optional<TraceContext> trace = std::nullopt) {
     auto promise = std::make_shared<std::promise<absl::Status>>();
     auto future = promise->get_future();
-    const uint64_t sent = transport_->Send(to, std::move(buffer), timeout,
-                                           [promise](absl::Status st) { promise->set_value(st); });
+    const uint64_t sent = transport_->Send(
+        to, std::move(buffer), timeout, [promise](absl::Status st) { promise->set_value(st); },
+        std::move(trace));
     if (id) *id = sent;
     return future;
   }
@@ -309,6 +311,37 @@ TEST_P(TransportTest, CancelFromEitherSide) {
   EXPECT_TRUE(b.Drained());
   EXPECT_TRUE(a.Send(b.transport().address(), 2 * kMiB).get().ok());
   EXPECT_GE(a.transport().metrics().failed_cancelled, 2u);
+}
+
+// A sender's trace context reaches the receiver with the transfer (eager and rendezvous);
+// a transfer sent without one has none.
+TEST_P(TransportTest, ATraceContextArrivesWithItsTransfer) {
+  Peer a(GetParam()), b(GetParam());
+  TraceContext trace;
+  trace.trace_id = NewTraceId();
+  trace.span_id = NewSpanId();
+  trace.sampled = true;
+  for (uint64_t size : {kKiB, 4 * kMiB}) {
+    auto data = std::make_shared<ByteBuffer>(size);
+    testing::FillPattern(data->data(), size, size);
+    const absl::Time before = absl::Now();
+    EXPECT_TRUE(a.SendBytes(b.transport().address(), {data->data(), size, data}, absl::Seconds(60),
+                            nullptr, trace)
+                    .get()
+                    .ok());
+    auto e = b.NextEvent(absl::Seconds(30));
+    ASSERT_TRUE(e.has_value());
+    EXPECT_TRUE(e->status.ok()) << e->status;
+    ASSERT_TRUE(e->transfer.trace.has_value()) << size;
+    EXPECT_EQ(e->transfer.trace->trace_id, trace.trace_id);
+    EXPECT_EQ(e->transfer.trace->span_id, trace.span_id);
+    EXPECT_TRUE(e->transfer.trace->sampled);
+    EXPECT_GE(e->transfer.started, before);
+  }
+  EXPECT_TRUE(a.Send(b.transport().address(), kKiB).get().ok());
+  auto e = b.NextEvent(absl::Seconds(30));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->transfer.trace.has_value());
 }
 
 TEST_P(TransportTest, DeadlinesExpireOnEitherSide) {

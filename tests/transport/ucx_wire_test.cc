@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -69,6 +70,31 @@ TEST(UcxWireTest, DecodesWhatItEncodes) {
   const CancelHeader c{7, 8};
   const std::vector<uint8_t> cb = Encode(c);
   EXPECT_EQ(DecodeCancelHeader(cb.data(), cb.size()), c);
+}
+
+// The trace fields follow the 48 bytes an untraced header has, unchanged, and only with the
+// flag: a header whose length and flag disagree is not ours.
+TEST(UcxWireTest, ATracedDataHeaderAppendsItsTraceContext) {
+  DataHeader d{1, 2, 3, 4, 5, 6, 7, DataHeader::kHasChecksum | DataHeader::kHasTrace};
+  for (size_t i = 0; i < d.trace_id.size(); ++i) d.trace_id[i] = static_cast<uint8_t>(0xa0 + i);
+  for (size_t i = 0; i < d.span_id.size(); ++i) d.span_id[i] = static_cast<uint8_t>(0x10 + i);
+  d.trace_flags = 1;
+  const std::vector<uint8_t> bytes = Encode(d);
+  ASSERT_EQ(bytes.size(), DataHeader::kBytes + DataHeader::kTraceBytes);
+  DataHeader untraced{1, 2, 3, 4, 5, 6, 7, DataHeader::kHasChecksum | DataHeader::kHasTrace};
+  std::vector<uint8_t> head = Encode(untraced);
+  head.resize(DataHeader::kBytes);
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), bytes.begin()));
+  EXPECT_EQ(bytes[48], 0xa0);
+  EXPECT_EQ(bytes[64], 0x10);
+  EXPECT_EQ(bytes[72], 1);
+  EXPECT_EQ(DecodeDataHeader(bytes.data(), bytes.size()), d);
+  EXPECT_FALSE(DecodeDataHeader(bytes.data(), DataHeader::kBytes).has_value());
+  d.flags = DataHeader::kHasChecksum;  // the same 73 bytes without the flag
+  std::vector<uint8_t> unflagged = bytes;
+  unflagged[44] = static_cast<uint8_t>(DataHeader::kHasChecksum);
+  EXPECT_FALSE(DecodeDataHeader(unflagged.data(), unflagged.size()).has_value());
+  EXPECT_EQ(Encode(d).size(), DataHeader::kBytes);  // no flag: the trace fields are not sent
 }
 
 TEST(UcxWireTest, AHeaderOfAnotherLengthIsNotOurs) {
