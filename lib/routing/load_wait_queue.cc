@@ -1,7 +1,10 @@
-// The wait queue's bookkeeping: waiters by place, each tenant's places (for who gives way when
-// full), and the order they are woken in.
+// The wait queue's bookkeeping: waiters by place, and the order they are woken in (which also
+// knows each tenant's places, for who gives way when full).
 #include "lib/routing/load_wait_queue.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,25 +19,24 @@ absl::StatusOr<uint64_t> LoadWaitQueue::Push(const SchedulingClass& c, Wake wake
     absl::MutexLock lock(&mu_);
     if (waiters_.size() >= max_waiting_) {
       // Full: the busiest tenant's newest waiter gives way to a tenant that waits with fewer.
-      auto busiest = by_tenant_.end();
-      for (auto it = by_tenant_.begin(); it != by_tenant_.end(); ++it) {
-        if (busiest == by_tenant_.end() || it->second.size() > busiest->second.size()) busiest = it;
-      }
-      auto mine = by_tenant_.find(c.tenant);
-      const size_t my_count = mine == by_tenant_.end() ? 0 : mine->second.size();
-      if (busiest == by_tenant_.end() || busiest->second.size() <= my_count + 1) {
+      const std::map<std::string, size_t> counts = order_.CountsByTenant();
+      auto busiest =
+          std::max_element(counts.begin(), counts.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
+      auto mine = counts.find(c.tenant);
+      const size_t my_count = mine == counts.end() ? 0 : mine->second;
+      if (busiest == counts.end() || busiest->second <= my_count + 1) {
         return absl::ResourceExhaustedError(
             absl::StrCat("every worker is at its queue bound and ", waiters_.size(),
                          " requests already wait at the router (--max-waiting-requests ",
                          max_waiting_, "); retry later"));
       }
-      const uint64_t newest = *busiest->second.rbegin();
-      displaced = std::move(waiters_[newest].wake);
+      const uint64_t newest = *order_.Newest(busiest->first);
+      displaced = std::move(waiters_[newest]);
       ForgetLocked(newest);
     }
     if (place == 0) place = next_place_++;
-    waiters_[place] = Waiter{c.tenant, std::move(wake)};
-    by_tenant_[c.tenant].insert(place);
+    waiters_[place] = std::move(wake);
     order_.Add(place, c);
   }
   if (displaced) displaced(false);
@@ -49,12 +51,8 @@ bool LoadWaitQueue::Remove(uint64_t place) {
 }
 
 void LoadWaitQueue::ForgetLocked(uint64_t place) {
-  auto it = waiters_.find(place);
-  auto tenant = by_tenant_.find(it->second.tenant);
-  tenant->second.erase(place);
-  if (tenant->second.empty()) by_tenant_.erase(tenant);
   order_.Remove(place);
-  waiters_.erase(it);
+  waiters_.erase(place);
 }
 
 void LoadWaitQueue::WakeNext(size_t n) {
@@ -64,7 +62,7 @@ void LoadWaitQueue::WakeNext(size_t n) {
     while (woken.size() < n && !order_.empty()) {
       const uint64_t place = *order_.Peek();
       order_.Pop();  // charges the tenant its turn; ForgetLocked's Remove then finds nothing
-      woken.push_back(std::move(waiters_[place].wake));
+      woken.push_back(std::move(waiters_[place]));
       ForgetLocked(place);
     }
   }

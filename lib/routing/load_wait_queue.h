@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -52,20 +51,14 @@ class LoadWaitQueue {
   size_t max_waiting() const { return max_waiting_; }
 
  private:
-  struct Waiter {
-    std::string tenant;
-    Wake wake;
-  };
-
   // Takes a queued place out of every index.
   void ForgetLocked(uint64_t place) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t max_waiting_;
   mutable absl::Mutex mu_;
   uint64_t next_place_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);                   // by place
-  std::map<std::string, std::set<uint64_t>> by_tenant_ ABSL_GUARDED_BY(mu_);  // places
-  FairOrder order_ ABSL_GUARDED_BY(mu_);                                      // of places
+  std::map<uint64_t, Wake> waiters_ ABSL_GUARDED_BY(mu_);  // by place
+  FairOrder order_ ABSL_GUARDED_BY(mu_);                   // of places
 };
 
 }  // namespace yoco

@@ -26,12 +26,9 @@ void InjectTrace(const TraceContext& trace, grpc::ClientContext* call) {
 }
 
 void EndSpan(Span& span, const grpc::Status& status) {
-  if (!status.ok()) {
-    // gRPC's and absl's codes are the same numbers, and absl names them as gRPC does.
-    span.SetAttribute("error.type",
-                      absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())));
-    span.SetError(status.error_message());
-  }
+  // gRPC's and absl's codes are the same numbers.
+  span.SetStatus(
+      absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()));
   span.End();
 }
 

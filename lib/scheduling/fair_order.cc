@@ -59,4 +59,21 @@ void FairOrder::Pop() {
   if (level->second.tenants.empty()) levels_.erase(level);
 }
 
+std::map<std::string, size_t> FairOrder::CountsByTenant() const {
+  std::map<std::string, size_t> counts;
+  for (const auto& [priority, level] : levels_) {
+    for (const auto& [name, tenant] : level.tenants) counts[name] += tenant.ids.size();
+  }
+  return counts;
+}
+
+std::optional<uint64_t> FairOrder::Newest(const std::string& tenant) const {
+  std::optional<uint64_t> newest;
+  for (const auto& [priority, level] : levels_) {
+    auto it = level.tenants.find(tenant);
+    if (it != level.tenants.end()) newest = std::max(newest.value_or(0), *it->second.ids.rbegin());
+  }
+  return newest;
+}
+
 }  // namespace yoco

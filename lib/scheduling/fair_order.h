@@ -34,6 +34,10 @@ class FairOrder {
   // Takes Peek()'s id, charging its tenant one turn.
   void Pop();
   size_t size() const { return where_.size(); }
+  // How many ids each tenant has queued, at every priority together (tenants with none absent).
+  std::map<std::string, size_t> CountsByTenant() const;
+  // `tenant`'s highest (latest) queued id at any priority; nullopt when it has none.
+  std::optional<uint64_t> Newest(const std::string& tenant) const;
   bool empty() const { return where_.empty(); }
 
  private:

@@ -62,6 +62,12 @@ Span& Span::SetError(absl::string_view message) {
   return *this;
 }
 
+Span& Span::SetStatus(const absl::Status& status) {
+  if (status.ok()) return *this;
+  SetAttribute("error.type", absl::StatusCodeToString(status.code()));
+  return SetError(status.message());
+}
+
 void Span::End(absl::Time end) {
   if (data_ == nullptr) return;
   data_->end = end;

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -99,6 +100,9 @@ class Span {
   Span& SetAttribute(absl::string_view key, bool value);
   Span& AddEvent(absl::string_view name, absl::Time time = absl::Now());
   Span& SetError(absl::string_view message);
+  // A failed `status` marks the span an error with its message and sets error.type to the
+  // code's name (OpenTelemetry's attribute; absl names codes as gRPC does); OK sets nothing.
+  Span& SetStatus(const absl::Status& status);
 
   // Ends the span at `end` and exports it; later calls do nothing.
   void End(absl::Time end = absl::Now());

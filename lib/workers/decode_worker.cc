@@ -28,11 +28,9 @@ void RecordReceipt(const IncomingTransfer& t, const absl::Status& status) {
   if (!t.trace.has_value() || !t.trace->valid()) return;
   Span span =
       GlobalTracer()->StartSpan("yoco.bundle.receive", SpanKind::kConsumer, &*t.trace, t.started);
-  span.SetAttribute("yoco.bundle.bytes", t.size).SetAttribute("yoco.transfer_id", t.id);
-  if (!status.ok()) {
-    span.SetAttribute("error.type", absl::StatusCodeToString(status.code()));
-    span.SetError(status.message());
-  }
+  span.SetAttribute("yoco.bundle.bytes", t.size)
+      .SetAttribute("yoco.transfer_id", t.id)
+      .SetStatus(status);
 }
 
 // The answer of an asynchronous admission, for the blocking entry points.

@@ -140,7 +140,7 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
 void DecodeStream::OnAdmitted(const absl::StatusOr<uint64_t>& id) {
   {
     absl::MutexLock lock(&mu_);
-    if (!id.ok()) admission_.SetError(id.status().message());
+    admission_.SetStatus(id.status());
     admission_.End();
   }
   if (!id.ok()) {

@@ -28,6 +28,24 @@ TEST(FairOrderTest, OneClassIsIdOrder) {
   EXPECT_FALSE(order.Peek().has_value());
 }
 
+// A tenant's ids are counted, and its newest found, across every priority it waits at.
+TEST(FairOrderTest, CountsAndNewestSpanPriorities) {
+  FairOrder order;
+  order.Add(1, {.tenant = "a", .priority = 0});
+  order.Add(2, {.tenant = "b", .priority = 0});
+  order.Add(3, {.tenant = "a", .priority = -1});
+  order.Add(4, {.tenant = "a", .priority = 0});
+  order.Add(5, {.tenant = "a", .priority = 2});
+  EXPECT_EQ(order.CountsByTenant(), (std::map<std::string, size_t>{{"a", 4}, {"b", 1}}));
+  EXPECT_EQ(order.Newest("a"), 5u);
+  EXPECT_EQ(order.Newest("b"), 2u);
+  EXPECT_FALSE(order.Newest("c").has_value());
+  order.Remove(5);
+  order.Pop();  // 3, the only one at priority -1
+  EXPECT_EQ(order.Newest("a"), 4u);
+  EXPECT_EQ(order.CountsByTenant(), (std::map<std::string, size_t>{{"a", 2}, {"b", 1}}));
+}
+
 // A request that left and comes back with its old id is ahead of its tenant's later ones, and
 // still takes turns with other tenants.
 TEST(FairOrderTest, AnOldIdComingBackKeepsItsTurnWithinItsTenant) {

@@ -136,6 +136,24 @@ TEST(SpanTest, EndsOnceWhetherEndedMovedOrDestroyed) {
   EXPECT_EQ(spans[2].name, "d");
 }
 
+TEST(SpanTest, AFailedStatusNamesItsCodeAndAnOkOneSetsNothing) {
+  auto sink = std::make_shared<testing::CapturedSpans>();
+  const Tracer tracer(sink, 1.0);
+  tracer.StartSpan("ok", SpanKind::kInternal, nullptr).SetStatus(absl::OkStatus()).End();
+  tracer.StartSpan("failed", SpanKind::kInternal, nullptr)
+      .SetStatus(absl::ResourceExhaustedError("over the budget"))
+      .End();
+  const std::vector<SpanData> spans = sink->spans();
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_FALSE(spans[0].error);
+  EXPECT_TRUE(spans[0].attributes.empty());
+  EXPECT_TRUE(spans[1].error);
+  EXPECT_EQ(spans[1].error_message, "over the budget");
+  ASSERT_EQ(spans[1].attributes.size(), 1u);
+  EXPECT_EQ(spans[1].attributes[0].key, "error.type");
+  EXPECT_EQ(std::get<std::string>(spans[1].attributes[0].value), "RESOURCE_EXHAUSTED");
+}
+
 TEST(HttpUrlTest, ReadsHostPortAndPathAndRefusesTheRest) {
   absl::StatusOr<HttpUrl> url = ParseHttpUrl("http://collector.monitoring:4318/v1/traces");
   ASSERT_TRUE(url.ok()) << url.status();
