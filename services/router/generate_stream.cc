@@ -11,8 +11,7 @@
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
-#include "lib/rpc/request_id.h"
-#include "lib/rpc/retry_after.h"
+#include "services/router/access_log.h"
 
 namespace yoco {
 namespace {
@@ -34,55 +33,18 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
       request_(request),
       trace_(*context, pool.options().model_name),
       room_(pool.load_queue(), [this](bool turn) { OnRoom(turn); }) {
-  if (absl::Status id = CheckRequestId(request_->request_id()); !id.ok()) {
-    context_->AddTrailingMetadata(kInvalidFieldMetadata, InvalidField(id));
-    FinishWith(ToGrpcStatus(id));
+  if (absl::Status admitted = AdmitGenerate(pool_, *context_, *request_, trace_, admitted_);
+      !admitted.ok()) {
+    FinishWith(ToGrpcStatus(admitted));
     return;
   }
-  request_id_ = request_->request_id().empty() ? NewRequestId() : request_->request_id();
-  context_->AddTrailingMetadata(kRequestIdMetadata, request_id_);
-  absl::StatusOr<CallScope> scope =
-      pool_.Scope(*context_, !request_->cache_salt().empty(), request_->cache_salt());
-  if (!scope.ok()) {
-    FinishWith(ToGrpcStatus(scope.status()));
-    return;
-  }
-  scope_ = *std::move(scope);
-  if (!scope_.tenant.empty()) metrics_.tenant_requests.Add({{"tenant", scope_.tenant}}).Increment();
-  absl::StatusOr<CheckedGenerateRequest> call = CheckGenerateRequest(
-      *request_, pool_.config(), pool_.tokenizer(), pool_.options().default_max_new_tokens);
-  if (!call.ok()) {
-    if (const std::string field = InvalidField(call.status()); !field.empty()) {
-      context_->AddTrailingMetadata(kInvalidFieldMetadata, field);
-    }
-    FinishWith(ToGrpcStatus(call.status()));
-    return;
-  }
-  call_ = *std::move(call);
-  trace_.Describe(call_, request_id_, scope_.tenant);
-  absl::StatusOr<std::unique_ptr<TenantUsage::Lease>> lease =
-      pool_.AdmitTenant(scope_, call_.prompt.size());
-  if (!lease.ok()) {
-    if (std::optional<absl::Duration> after = TenantUsage::RetryAfter(lease.status())) {
-      context_->AddTrailingMetadata(kRetryAfterMsMetadata,
-                                    absl::StrCat(absl::ToInt64Milliseconds(*after)));
-    }
-    FinishWith(ToGrpcStatus(lease.status()));
-    return;
-  }
-  tenant_lease_ = *std::move(lease);
-  scheduling_.set_tenant(scope_.tenant);
-  scheduling_.set_priority(call_.priority.value_or(scope_.scheduling.priority));
-  scheduling_.set_weight(scope_.scheduling.weight);
   if (request_->model_version() != 0) {
     version_ = request_->model_version();
     last_error_ = grpc::Status(
         grpc::StatusCode::UNAVAILABLE,
         absl::StrFormat("no healthy prefill and decode worker of model_version %016x", version_));
   }
-  for (uint32_t c = 0; c < call_.choices; ++c) {
-    choices_.push_back({SentTokens(call_, pool_.tokenizer(), start_), std::nullopt});
-  }
+  choices_ = ChoiceSet(admitted_.call, pool_.tokenizer(), start_);
   load_wait_until_ =
       std::min(context_->deadline(), std::chrono::system_clock::now() +
                                          absl::ToChronoMilliseconds(pool_.options().max_load_wait));
@@ -108,7 +70,7 @@ void GenerateStream::OnCancel() {
 bool GenerateStream::InPhase(Phase expected) {
   if (phase_ == expected) return true;
   LogError("a request's step ran in the wrong phase")
-      .With("request_id", request_id_)
+      .With("request_id", admitted_.request_id)
       .With("expected", static_cast<int>(expected))
       .With("phase", static_cast<int>(phase_));
   FinishWith(grpc::Status(grpc::StatusCode::INTERNAL, "the router lost track of this request"));
@@ -130,19 +92,19 @@ void GenerateStream::StartAttempt(bool retry) {
   }
   attempt_ = Attempt();
   phase_ = Phase::kChoosing;
-  attempt_.input = call_.prompt;
+  attempt_.input = admitted_.call.prompt;
   // Choices go on from the prompt's state, each replaying its own tokens (DecodeChoice.sent).
-  const SentTokens& sent = choices_[0].sent;
+  const SentTokens& sent = choices_.sent(0);
   if (!multi()) attempt_.input.insert(attempt_.input.end(), sent.ids().begin(), sent.ids().end());
   // A sequence no decode worker's state budget can hold is refused before any work.
   if (absl::Status fits = CheckFitsDecodeWorker(
-          attempt_.input.size(), multi() ? call_.max_new_tokens : sent.still_to_come(),
+          attempt_.input.size(), multi() ? admitted_.call.max_new_tokens : sent.still_to_come(),
           pool_.LongestSequenceRows());
       !fits.ok()) {
     FinishWith(ToGrpcStatus(fits));
     return;
   }
-  attempt_.keys = pool_.UsableKeys(scope_.salt, attempt_.input);
+  attempt_.keys = pool_.UsableKeys(admitted_.scope.salt, attempt_.input);
   attempt_.wait_until = std::min(context_->deadline(),
                                  std::chrono::system_clock::now() +
                                      absl::ToChronoMilliseconds(pool_.options().wait_for_workers));
@@ -229,7 +191,8 @@ void GenerateStream::WaitForRoom() {
   const bool first_wait = !room_.waited();
   ops_.Begin();  // the queue's: OnRoom ends it
   ops_.Begin();  // this function's: OnRoom may run on another thread before Wait returns
-  if (absl::Status queued = room_.Wait(FromProto(scheduling_)); !queued.ok()) {  // no OnRoom then
+  if (absl::Status queued = room_.Wait(FromProto(admitted_.scheduling));
+      !queued.ok()) {  // no OnRoom then
     FinishWith(ToGrpcStatus(queued));
     EndOp();
   } else if (first_wait) {
@@ -261,7 +224,7 @@ void GenerateStream::StartRemotePrefill() {
   if (prefill.better_holder.has_value()) pool_.CopySnapshotLater(prefill, attempt_.keys);
   // Prefill the prompt plus whatever was already sent; it returns the next token.
   attempt_.prefill_request =
-      RemotePrefillRequest(Asked(), scope_.salt, decode.info.ucx_address(),
+      RemotePrefillRequest(Asked(), admitted_.scope.salt, decode.info.ucx_address(),
                            static_cast<uint32_t>(decode.cached_tokens / kCacheBlockTokens),
                            pool_.options().transfer_timeout_ms);
   // A decode worker too old to read a trace context in a transfer's header would refuse it.
@@ -302,7 +265,7 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
   const v1::PrefillResponse& pre = attempt_.prefill_response;
   last_prefill_ = attempt_.pair.prefill->index;
   const bool first_prefill = report_.NotePrefill(
-      pre, call_.prompt.size(), [this] { return pool_.WhyForgotten(attempt_.keys); });
+      pre, admitted_.call.prompt.size(), [this] { return pool_.WhyForgotten(attempt_.keys); });
   if (first_prefill && pre.cached_tokens() > 0) {
     metrics_.cache_hits.Increment();
     metrics_.cached_prompt_tokens.Increment(pre.cached_tokens());
@@ -323,7 +286,7 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
     *produced.mutable_top_logprobs() = pre.first_token_top_logprobs();
   }
   Emit(produced, [this, first] {
-    if (std::optional<v1::FinishReason> end = choices_[0].sent.EndsAt(first)) {
+    if (std::optional<v1::FinishReason> end = choices_.sent(0).EndsAt(first)) {
       Complete(*end);
     } else {
       ContinueAfterFirstToken();
@@ -340,28 +303,23 @@ void GenerateStream::EmitFirstTokens(int i) {
                               "the prefill worker answered for a choice not asked for"));
       return;
     }
-    Choice& choice = choices_[first.choice()];
+    const uint32_t c = first.choice();
     // A retry's prefill draws again what the client has (the same token): only new ones go.
-    if (choice.end.has_value() || !choice.sent.ids().empty()) continue;
+    if (choices_.ended(c) || !choices_.sent(c).ids().empty()) continue;
     Emit(
         first,
-        [this, i, &choice, id = first.id()] {
-          choice.end = choice.sent.EndsAt(id);
+        [this, i, c, id = first.id()] {
+          choices_.Sent(c, /*first=*/true, id);
           EmitFirstTokens(i + 1);
         },
-        first.choice());
+        c);
     return;
   }
-  if (AllEnded()) {
-    Complete(choices_[0].end.value_or(v1::FINISH_REASON_LENGTH));
+  if (choices_.AllEnded()) {
+    Complete(choices_.FirstEnd(v1::FINISH_REASON_LENGTH));
   } else {
     ContinueAfterFirstToken();
   }
-}
-
-bool GenerateStream::AllEnded() const {
-  return std::all_of(choices_.begin(), choices_.end(),
-                     [](const Choice& c) { return c.end.has_value(); });
 }
 
 void GenerateStream::ContinueAfterFirstToken() {
@@ -402,14 +360,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
   }
   if (event.has_finish()) {
     attempt_.decode_reason = event.finish().reason();
-    if (multi()) {
-      Choice& choice = choices_[event.choice()];
-      // A stop string already ended it; else the worker's finish does.
-      if (!choice.end.has_value() && attempt_.decode_reason != v1::FINISH_REASON_UNSPECIFIED &&
-          attempt_.decode_reason != v1::FINISH_REASON_CANCELLED) {
-        choice.end = attempt_.decode_reason;
-      }
-    }
+    if (multi()) choices_.WorkerFinished(event.choice(), attempt_.decode_reason);
     relay->ReadNext();  // to the end of the stream
     return;
   }
@@ -427,7 +378,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     report_.AddPrefillMs(MsSince(attempt_.decode_start));
   }
   Emit(event.token(), [this, relay] {
-    if (choices_[0].sent.stopped()) {  // the decode worker's sequence ends with the call
+    if (choices_.sent(0).stopped()) {  // the decode worker's sequence ends with the call
       attempt_.decode_reason = v1::FINISH_REASON_STOP;
       relay->Abandon();
       return;
@@ -442,27 +393,24 @@ void GenerateStream::OnChoiceToken(const v1::DecodeEvent& event, DecodeRelay* re
     attempt_.prefill_ends_at_first_token = false;
     report_.AddPrefillMs(MsSince(attempt_.decode_start));
   }
-  Choice& choice = choices_[event.choice()];
-  if (choice.end.has_value()) {  // a stop string ended it; the worker goes on to its length
+  const uint32_t c = event.choice();
+  if (choices_.ended(c)) {  // a stop string ended it; the worker goes on to its length
     relay->ReadNext();
     return;
   }
-  const bool first = choice.sent.ids().empty();  // a local prefill's
+  const bool first = choices_.sent(c).ids().empty();  // a local prefill's
   Emit(
       event.token(),
-      [this, relay, &choice, first, id = event.token().id()] {
-        // The worker ends a choice at its length and stop ids; a stop string is the router's,
-        // and so is a local prefill's first token's end (the worker says it too).
-        if (choice.sent.stopped()) choice.end = v1::FINISH_REASON_STOP;
-        if (first && !choice.end.has_value()) choice.end = choice.sent.EndsAt(id);
-        if (AllEnded()) {
-          attempt_.decode_reason = choices_[0].end.value_or(v1::FINISH_REASON_LENGTH);
+      [this, relay, c, first, id = event.token().id()] {
+        choices_.Sent(c, first, id);
+        if (choices_.AllEnded()) {
+          attempt_.decode_reason = choices_.FirstEnd(v1::FINISH_REASON_LENGTH);
           relay->Abandon();
           return;
         }
         relay->ReadNext();
       },
-      event.choice());
+      c);
 }
 
 void GenerateStream::OnDecodeDone(const grpc::Status& status) {
@@ -483,7 +431,7 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
     end.client_gone = ClientGone(*context_);
     // A worker's CANCELLED is no finish this client asked for (its own cancel ends the call
     // before any reply): like a stream that ended early, another pair continues it.
-    end.finished = multi() ? AllEnded()
+    end.finished = multi() ? choices_.AllEnded()
                            : attempt_.decode_reason != v1::FINISH_REASON_UNSPECIFIED &&
                                  attempt_.decode_reason != v1::FINISH_REASON_CANCELLED;
     end.stalled = stalled;
@@ -511,7 +459,7 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
   }
   last_error_ = AttemptError(end, status);
   LogDebug("attempt failed")
-      .With("request_id", request_id_)
+      .With("request_id", admitted_.request_id)
       .With("attempt", attempts_)
       .With("call", end.call == WorkerRole::kPrefill ? "prefill" : "decode")
       .With("retry", f.next == Failover::Next::kRetry)
@@ -528,29 +476,24 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
 }
 
 AttemptRequest GenerateStream::Asked() const {
-  AttemptRequest asked{request_id_,
+  AttemptRequest asked{admitted_.request_id,
                        attempt_.input,
-                       static_cast<uint32_t>(attempt_.input.size() - call_.prompt.size()),
-                       call_.sampling,
-                       choices_[0].sent.still_to_come(),
-                       call_.stop_at_eos,
-                       scheduling_};
+                       static_cast<uint32_t>(attempt_.input.size() - admitted_.call.prompt.size()),
+                       admitted_.call.sampling,
+                       choices_.sent(0).still_to_come(),
+                       admitted_.call.stop_at_eos,
+                       admitted_.scheduling};
   if (multi()) {
     // The prefill's bound counts each choice's first token: the whole request's.
-    asked.max_new_tokens = call_.max_new_tokens;
-    for (uint32_t c = 0; c < choices_.size(); ++c) {
-      const SentTokens& sent = choices_[c].sent;
-      if (!choices_[c].end.has_value()) {
-        asked.choices.push_back({c, sent.ids(), sent.still_to_come()});
-      }
-    }
+    asked.max_new_tokens = admitted_.call.max_new_tokens;
+    asked.choices = choices_.StillGoing();
   }
   return asked;
 }
 
 void GenerateStream::Emit(const v1::GeneratedToken& produced, std::function<void()> then,
                           uint32_t choice) {
-  SentTokens::Sent sent = choices_[choice].sent.Add(produced, std::chrono::steady_clock::now());
+  SentTokens::Sent sent = choices_.sent(choice).Add(produced, std::chrono::steady_clock::now());
   if (multi()) sent.message.set_choice(choice);
   if (version_ == 0) version_ = attempt_.pair.version();
   if (++tokens_sent_ == 1) {
@@ -561,8 +504,8 @@ void GenerateStream::Emit(const v1::GeneratedToken& produced, std::function<void
     metrics_.inter_token.Observe(sent.seconds);
   }
   metrics_.generated_tokens.Increment();
-  if (scope_.generated_tokens != nullptr) scope_.generated_tokens->Increment();
-  if (tenant_lease_ != nullptr) tenant_lease_->ChargeGenerated(1);
+  if (admitted_.scope.generated_tokens != nullptr) admitted_.scope.generated_tokens->Increment();
+  if (admitted_.tenant_lease != nullptr) admitted_.tenant_lease->ChargeGenerated(1);
   out_.Clear();
   *out_.mutable_token() = sent.message;
   after_write_ = std::move(then);
@@ -593,15 +536,16 @@ void GenerateStream::OnWriteDone(bool ok) {
 
 void GenerateStream::Complete(v1::FinishReason reason) {
   attempt_ = Attempt();  // releases the workers' counts
-  tenant_lease_.reset();
+  admitted_.tenant_lease.reset();
   phase_ = Phase::kFinished;
-  if (scope_.prompt_tokens != nullptr) scope_.prompt_tokens->Increment(call_.prompt.size());
+  if (admitted_.scope.prompt_tokens != nullptr)
+    admitted_.scope.prompt_tokens->Increment(admitted_.call.prompt.size());
   if (pool_.options().snapshot_conversations && last_prefill_.has_value() && !multi()) {
-    std::vector<int32_t> conversation = call_.prompt;
-    const std::vector<int32_t>& sent = choices_[0].sent.ids();
+    std::vector<int32_t> conversation = admitted_.call.prompt;
+    const std::vector<int32_t>& sent = choices_.sent(0).ids();
     conversation.insert(conversation.end(), sent.begin(), sent.end());
-    pool_.SnapshotConversation(*last_prefill_, call_.prompt.size(), std::move(conversation),
-                               scope_.salt);
+    pool_.SnapshotConversation(*last_prefill_, admitted_.call.prompt.size(),
+                               std::move(conversation), admitted_.scope.salt);
   }
   metrics_.Outcome(grpc::StatusCode::OK).Increment();
   out_.Clear();
@@ -618,54 +562,42 @@ void GenerateStream::FinishWith(const grpc::Status& status) {
   phase_ = Phase::kFinished;
   attempt_.decode_load.reset();
   attempt_.prefill_load.reset();
-  tenant_lease_.reset();
+  admitted_.tenant_lease.reset();
   metrics_.Outcome(status.error_code()).Increment();
-  ReportEnd(status,
-            report_.Finished(v1::FINISH_REASON_UNSPECIFIED, call_.prompt.size(), tokens_sent_));
+  ReportEnd(status, report_.Finished(v1::FINISH_REASON_UNSPECIFIED, admitted_.call.prompt.size(),
+                                     tokens_sent_));
   Finish(status);
 }
 
 v1::Finish GenerateStream::Finished(v1::FinishReason reason) {
-  if (multi()) reason = choices_[0].end.value_or(reason);
-  v1::Finish finish = report_.Finished(reason, call_.prompt.size(), tokens_sent_);
-  if (multi()) {
-    for (const Choice& c : choices_) {
-      v1::ChoiceFinish* end = finish.add_choices();
-      end->set_reason(c.end.value_or(v1::FINISH_REASON_UNSPECIFIED));
-      end->set_generated_tokens(static_cast<uint32_t>(c.sent.ids().size()));
-    }
-  }
+  if (multi()) reason = choices_.FirstEnd(reason);
+  v1::Finish finish = report_.Finished(reason, admitted_.call.prompt.size(), tokens_sent_);
+  if (multi()) choices_.AddFinishes(finish);
   return finish;
 }
 
 void GenerateStream::ReportEnd(const grpc::Status& status, const v1::Finish& finish) {
   trace_.End(status, finish, attempts_);
   if (!pool_.options().access_log) return;
-  LogLine line(LogLevel::kInfo, "request finished");
-  line.With("request_id", request_id_);
-  if (const std::string trace_id = trace_.trace_id(); !trace_id.empty()) {
-    line.With("trace_id", trace_id);
-  }
-  line.With("outcome", OutcomeName(status.error_code()))
-      .With("finish_reason", v1::FinishReason_Name(finish.reason()));
-  if (!scope_.tenant.empty()) line.With("tenant", scope_.tenant);
-  line.With("prompt_tokens", finish.usage().prompt_tokens())
-      .With("cached_tokens", finish.usage().cached_prompt_tokens())
-      .With("generated_tokens", finish.usage().generated_tokens())
-      .With("ttft_ms", finish.timings().ttft_ms())
-      .With("duration_ms", MsSince(start_))
-      .With("retries", attempts_);
+  std::string prefill;
   if (finish.local_prefill()) {
-    line.With("prefill", "local");
+    prefill = "local";
   } else if (tried_prefill_.has_value()) {
-    line.With("prefill", pool_.WorkerAddress(WorkerRole::kPrefill, *tried_prefill_));
+    prefill = pool_.WorkerAddress(WorkerRole::kPrefill, *tried_prefill_);
   }
-  if (last_decode_.has_value()) {
-    line.With("decode", pool_.WorkerAddress(WorkerRole::kDecode, *last_decode_));
-  }
-  if (version_ != 0) line.With("model_version", absl::StrFormat("%016x", version_));
-  if (scheduling_.priority() != 0) line.With("priority", scheduling_.priority());
-  if (!status.ok()) line.With("error", status.error_message());
+  LogRequestFinished({.request_id = admitted_.request_id,
+                      .trace_id = trace_.trace_id(),
+                      .tenant = admitted_.scope.tenant,
+                      .status = status,
+                      .finish = finish,
+                      .duration_ms = MsSince(start_),
+                      .retries = attempts_,
+                      .prefill = prefill,
+                      .decode = last_decode_.has_value()
+                                    ? pool_.WorkerAddress(WorkerRole::kDecode, *last_decode_)
+                                    : std::string(),
+                      .model_version = version_,
+                      .priority = admitted_.scheduling.priority()});
 }
 
 }  // namespace yoco

@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "lib/routing/load_queue_place.h"
+#include "services/router/choice_set.h"
 #include "services/router/decode_relay.h"
 #include "services/router/failover.h"
 #include "services/router/finish_report.h"
+#include "services/router/generate_admission.h"
 #include "services/router/in_flight_ops.h"
 #include "services/router/request_checks.h"
 #include "services/router/request_trace.h"
@@ -113,26 +115,16 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   grpc::CallbackServerContext* const context_;
   const v1::GenerateRequest* const request_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  CallScope scope_;
-  std::unique_ptr<TenantUsage::Lease> tenant_lease_;  // while the request runs, under --tenants
-  std::string request_id_;                            // the client's, or one the router made
   RequestTrace trace_;
-  CheckedGenerateRequest call_;
+  AdmittedGenerate admitted_;
   Phase phase_ = Phase::kChoosing;
 
-  // What was sent to the client, per choice (one without SamplingParams.n > 1).
-  struct Choice {
-    SentTokens sent;
-    std::optional<v1::FinishReason> end;  // once it ended
-  };
-  std::vector<Choice> choices_;
+  ChoiceSet choices_;       // what was sent to the client
   size_t tokens_sent_ = 0;  // of all choices
-  bool multi() const { return choices_.size() > 1; }
+  bool multi() const { return choices_.multi(); }
   // With choices: sends the prefill's first token of each choice from `i` on that has none yet,
   // then goes on as OnPrefillDone does.
   void EmitFirstTokens(int i);
-  // Whether every choice has ended.
-  bool AllEnded() const;
   // The finish of the request's choices (usage.generated_tokens counting them all).
   v1::Finish Finished(v1::FinishReason reason);
   FinishReport report_;
@@ -152,7 +144,6 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   // The model version asked for, or that of the tokens streamed (0 before the first): every
   // attempt stays on it.
   uint64_t version_ = 0;
-  v1::Scheduling scheduling_;  // where it waits at the workers (priority, tenant, weight)
 
   InFlightOps ops_;
 };

@@ -1,0 +1,61 @@
+// ChoiceSet: the choices of one Generate request (SamplingParams.n; one without it): what was
+// sent of each, which have ended and why, and what a decode worker is asked to go on with. The
+// worker ends a choice at its length and stop ids; the router ends it at a stop string, which
+// only the text shows, and at a local prefill's first token, whose end the worker reports too
+// late to keep the client from waiting for it.
+#ifndef YOCO_SERVICES_ROUTER_CHOICE_SET_H_
+#define YOCO_SERVICES_ROUTER_CHOICE_SET_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "lib/text/tokenizer.h"
+#include "services/router/request_checks.h"
+#include "services/router/sent_tokens.h"
+#include "services/router/worker_requests.h"
+#include "yoco/v1/yoco.pb.h"
+
+namespace yoco {
+
+class ChoiceSet {
+ public:
+  ChoiceSet() = default;
+  // `call` and `tokenizer` outlive this object; `start` is when the request came.
+  ChoiceSet(const CheckedGenerateRequest& call, const Tokenizer& tokenizer,
+            SentTokens::Clock::time_point start);
+
+  size_t size() const { return choices_.size(); }
+  bool multi() const { return choices_.size() > 1; }
+  SentTokens& sent(uint32_t c) { return choices_[c].sent; }
+  const SentTokens& sent(uint32_t c) const { return choices_[c].sent; }
+  bool ended(uint32_t c) const { return choices_[c].end.has_value(); }
+  bool AllEnded() const;
+
+  // A decode worker finished choice `c` with `reason`; a stop string may have ended it first,
+  // and a worker's CANCELLED (or no reason) ends nothing.
+  void WorkerFinished(uint32_t c, v1::FinishReason reason);
+  // `id`, a token of choice `c`, went to the client: a completed stop string ends the choice,
+  // and so does `id` when it was the choice's first and ends it.
+  void Sent(uint32_t c, bool first, int32_t id);
+
+  // The first choice's end (the request's finish reason), `otherwise` while it goes on.
+  v1::FinishReason FirstEnd(v1::FinishReason otherwise) const {
+    return choices_[0].end.value_or(otherwise);
+  }
+  // The choices still going, with what was sent of each (AttemptRequest::choices).
+  std::vector<ChoiceAsked> StillGoing() const;
+  // Each choice's end (unspecified while going) and tokens, into `finish`.
+  void AddFinishes(v1::Finish& finish) const;
+
+ private:
+  struct Choice {
+    SentTokens sent;
+    std::optional<v1::FinishReason> end;
+  };
+  std::vector<Choice> choices_;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_SERVICES_ROUTER_CHOICE_SET_H_
