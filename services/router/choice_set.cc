@@ -25,10 +25,14 @@ void ChoiceSet::WorkerFinished(uint32_t c, v1::FinishReason reason) {
   }
 }
 
-void ChoiceSet::Sent(uint32_t c, bool first, int32_t id) {
+void ChoiceSet::EndIfItEndsAt(uint32_t c, int32_t id) {
   Choice& choice = choices_[c];
-  if (choice.sent.stopped()) choice.end = v1::FINISH_REASON_STOP;
-  if (first && !choice.end.has_value()) choice.end = choice.sent.EndsAt(id);
+  if (!choice.end.has_value()) choice.end = choice.sent.EndsAt(id);
+}
+
+void ChoiceSet::Sent(uint32_t c, bool first, int32_t id) {
+  if (choices_[c].sent.stopped()) choices_[c].end = v1::FINISH_REASON_STOP;
+  if (first && multi()) EndIfItEndsAt(c, id);
 }
 
 std::vector<ChoiceAsked> ChoiceSet::StillGoing() const {

@@ -35,8 +35,12 @@ class ChoiceSet {
   // A decode worker finished choice `c` with `reason`; a stop string may have ended it first,
   // and a worker's CANCELLED (or no reason) ends nothing.
   void WorkerFinished(uint32_t c, v1::FinishReason reason);
-  // `id`, a token of choice `c`, went to the client: a completed stop string ends the choice,
-  // and so does `id` when it was the choice's first and ends it.
+  // `id`, a prefill's token of choice `c`, went to the client: the choice ends if `id` ends it
+  // (a stop token, EOS, a stop string, the length).
+  void EndIfItEndsAt(uint32_t c, int32_t id);
+  // `id`, a decode worker's token of choice `c`, went to the client: a completed stop string ends
+  // the choice. With several choices so does `id` when it was the choice's first (a local
+  // prefill's) and ends it; with one, the worker's finish follows on the stream anyway.
   void Sent(uint32_t c, bool first, int32_t id);
 
   // The first choice's end (the request's finish reason), `otherwise` while it goes on.

@@ -23,6 +23,17 @@ double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
+// The prefill's token of a request without choices, as the decode worker sends its tokens.
+v1::GeneratedToken FirstToken(const v1::PrefillResponse& pre) {
+  v1::GeneratedToken produced;
+  produced.set_id(pre.first_token());
+  if (pre.has_first_token_logprob()) {
+    *produced.mutable_logprob() = pre.first_token_logprob();
+    *produced.mutable_top_logprobs() = pre.first_token_top_logprobs();
+  }
+  return produced;
+}
+
 }  // namespace
 
 GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* context,
@@ -274,42 +285,27 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
     pool_.NoteHeld(attempt_.pair.decode->index, attempt_.keys.back());
   }
   phase_ = Phase::kDecoding;
-  if (multi()) {
-    EmitFirstTokens(0);
-    return;
-  }
-  const int32_t first = pre.first_token();
-  v1::GeneratedToken produced;
-  produced.set_id(first);
-  if (pre.has_first_token_logprob()) {
-    *produced.mutable_logprob() = pre.first_token_logprob();
-    *produced.mutable_top_logprobs() = pre.first_token_top_logprobs();
-  }
-  Emit(produced, [this, first] {
-    if (std::optional<v1::FinishReason> end = choices_.sent(0).EndsAt(first)) {
-      Complete(*end);
-    } else {
-      ContinueAfterFirstToken();
-    }
-  });
+  EmitFirstTokens(0);
 }
 
 void GenerateStream::EmitFirstTokens(int i) {
-  const auto& firsts = attempt_.prefill_response.choice_first_tokens();
-  for (; i < firsts.size(); ++i) {
-    const v1::GeneratedToken& first = firsts[i];
-    if (first.choice() >= choices_.size()) {
+  const v1::PrefillResponse& pre = attempt_.prefill_response;
+  const int count = multi() ? pre.choice_first_tokens_size() : 1;
+  for (; i < count; ++i) {
+    const v1::GeneratedToken first = multi() ? pre.choice_first_tokens(i) : FirstToken(pre);
+    const uint32_t c = first.choice();
+    if (c >= choices_.size()) {
       FinishWith(grpc::Status(grpc::StatusCode::INTERNAL,
                               "the prefill worker answered for a choice not asked for"));
       return;
     }
-    const uint32_t c = first.choice();
-    // A retry's prefill draws again what the client has (the same token): only new ones go.
-    if (choices_.ended(c) || !choices_.sent(c).ids().empty()) continue;
+    // A retry's prefill of choices draws again what the client has (the same token): only new
+    // ones go. (One choice's retry prefills what was sent: its token is the next.)
+    if (multi() && (choices_.ended(c) || !choices_.sent(c).ids().empty())) continue;
     Emit(
         first,
         [this, i, c, id = first.id()] {
-          choices_.Sent(c, /*first=*/true, id);
+          choices_.EndIfItEndsAt(c, id);
           EmitFirstTokens(i + 1);
         },
         c);
@@ -354,13 +350,14 @@ void GenerateStream::StartDecode(v1::DecodeRequest request) {
 
 void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
   DecodeRelay* relay = ops_.last_relay();
-  if (multi() && event.choice() >= choices_.size()) {
+  const uint32_t c = event.choice();  // 0 without choices
+  if (c >= choices_.size()) {
     relay->Abandon();  // (its done callback fails the attempt, which marks nobody)
     return;
   }
   if (event.has_finish()) {
     attempt_.decode_reason = event.finish().reason();
-    if (multi()) choices_.WorkerFinished(event.choice(), attempt_.decode_reason);
+    choices_.WorkerFinished(c, attempt_.decode_reason);
     relay->ReadNext();  // to the end of the stream
     return;
   }
@@ -368,32 +365,11 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     relay->ReadNext();
     return;
   }
-  if (multi()) {
-    OnChoiceToken(event, relay);
-    return;
-  }
   pool_.stall_watch().Progress(attempt_.stall_id);
   if (attempt_.prefill_ends_at_first_token) {
     attempt_.prefill_ends_at_first_token = false;
     report_.AddPrefillMs(MsSince(attempt_.decode_start));
   }
-  Emit(event.token(), [this, relay] {
-    if (choices_.sent(0).stopped()) {  // the decode worker's sequence ends with the call
-      attempt_.decode_reason = v1::FINISH_REASON_STOP;
-      relay->Abandon();
-      return;
-    }
-    relay->ReadNext();
-  });
-}
-
-void GenerateStream::OnChoiceToken(const v1::DecodeEvent& event, DecodeRelay* relay) {
-  pool_.stall_watch().Progress(attempt_.stall_id);
-  if (attempt_.prefill_ends_at_first_token) {
-    attempt_.prefill_ends_at_first_token = false;
-    report_.AddPrefillMs(MsSince(attempt_.decode_start));
-  }
-  const uint32_t c = event.choice();
   if (choices_.ended(c)) {  // a stop string ended it; the worker goes on to its length
     relay->ReadNext();
     return;
@@ -403,7 +379,7 @@ void GenerateStream::OnChoiceToken(const v1::DecodeEvent& event, DecodeRelay* re
       event.token(),
       [this, relay, c, first, id = event.token().id()] {
         choices_.Sent(c, first, id);
-        if (choices_.AllEnded()) {
+        if (choices_.AllEnded()) {  // the decode worker's sequences end with the call
           attempt_.decode_reason = choices_.FirstEnd(v1::FINISH_REASON_LENGTH);
           relay->Abandon();
           return;
@@ -429,11 +405,9 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
     end.call = WorkerRole::kDecode;
     end.code = status.error_code();
     end.client_gone = ClientGone(*context_);
-    // A worker's CANCELLED is no finish this client asked for (its own cancel ends the call
-    // before any reply): like a stream that ended early, another pair continues it.
-    end.finished = multi() ? choices_.AllEnded()
-                           : attempt_.decode_reason != v1::FINISH_REASON_UNSPECIFIED &&
-                                 attempt_.decode_reason != v1::FINISH_REASON_CANCELLED;
+    // A worker's CANCELLED ends no choice (this client's own cancel ends the call before any
+    // reply): like a stream that ended early, another pair continues it.
+    end.finished = choices_.AllEnded();
     end.stalled = stalled;
     end.local = attempt_.pair.local;
     Fail(end, status);

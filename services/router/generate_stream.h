@@ -83,9 +83,6 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void StartDecode(v1::DecodeRequest request);
   void OnDecodeEvent(const v1::DecodeEvent& event);  // then the relay reads the next or stops
   void OnDecodeDone(const grpc::Status& status);
-  // A token of one of several choices: sent unless its choice ended, the stream abandoned once
-  // every choice has.
-  void OnChoiceToken(const v1::DecodeEvent& event, DecodeRelay* relay);
   // Applies DecideFailover's answer for how this attempt's call ended with `status`.
   void Fail(const AttemptEnd& end, const grpc::Status& status);
   // Every pair left refused for load: wait at the router (LoadWaitQueue) for room, within the
@@ -122,8 +119,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   ChoiceSet choices_;       // what was sent to the client
   size_t tokens_sent_ = 0;  // of all choices
   bool multi() const { return choices_.multi(); }
-  // With choices: sends the prefill's first token of each choice from `i` on that has none yet,
-  // then goes on as OnPrefillDone does.
+  // Sends the prefill's token of each choice from `i` on that has none yet (the one token without
+  // choices), then completes the request or goes on to decode.
   void EmitFirstTokens(int i);
   // The finish of the request's choices (usage.generated_tokens counting them all).
   v1::Finish Finished(v1::FinishReason reason);

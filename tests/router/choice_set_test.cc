@@ -81,6 +81,29 @@ TEST_F(ChoiceSetTest, AFirstTokenThatEndsItsChoiceEndsIt) {
   EXPECT_EQ(choices.FirstEnd(v1::FINISH_REASON_LENGTH), v1::FINISH_REASON_EOS);
 }
 
+TEST_F(ChoiceSetTest, OneChoicesFirstDecodedTokenWaitsForTheWorkersFinish) {
+  call_.choices = 1;
+  ChoiceSet choices(call_, tokenizer_, start_);
+  Send(choices, 0, kEosId);  // a local prefill's: the worker's finish follows on the stream
+  EXPECT_FALSE(choices.ended(0));
+  choices.WorkerFinished(0, v1::FINISH_REASON_EOS);
+  EXPECT_TRUE(choices.AllEnded());
+}
+
+TEST_F(ChoiceSetTest, APrefillsTokenEndsItsChoiceWhenItIsTheLast) {
+  call_.choices = 1;
+  call_.max_new_tokens = 2;
+  ChoiceSet choices(call_, tokenizer_, start_);
+  for (unsigned char c : {'q', 'r'}) {  // a retry's prefill sends the second
+    EXPECT_FALSE(choices.ended(0));
+    v1::GeneratedToken token;
+    token.set_id(Byte(c));
+    choices.sent(0).Add(token, start_);
+    choices.EndIfItEndsAt(0, Byte(c));
+  }
+  EXPECT_EQ(choices.FirstEnd(v1::FINISH_REASON_UNSPECIFIED), v1::FINISH_REASON_LENGTH);
+}
+
 TEST_F(ChoiceSetTest, TheWorkersGoOnWithTheChoicesStillGoingFromWhatWasSent) {
   ChoiceSet choices(call_, tokenizer_, start_);
   Send(choices, 0, Byte('q'));
