@@ -80,9 +80,10 @@ bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
 
 absl::StatusOr<std::unique_ptr<Service>> Service::Start(
     Role role, std::vector<std::string> flags, std::string log_path, int port,
-    std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  std::unique_ptr<Service> service(
-      new Service(role, std::move(flags), std::move(log_path), std::move(credentials)));
+    std::shared_ptr<grpc::ChannelCredentials> credentials, std::string host, std::string tls_name) {
+  std::unique_ptr<Service> service(new Service(role, std::move(flags), std::move(log_path),
+                                               std::move(credentials), std::move(host),
+                                               std::move(tls_name)));
   absl::Status started = service->Launch(port);
   if (!started.ok()) return started;
   return service;
@@ -91,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Service>> Service::Start(
 absl::Status Service::Launch(int port) {
   std::vector<std::string> args = flags_;
   args.insert(args.end(),
-              {"--listen", absl::StrCat("127.0.0.1:", port), "--metrics-listen", "127.0.0.1:0"});
+              {"--listen", absl::StrCat(host_, ":", port), "--metrics-listen", "127.0.0.1:0"});
   absl::StatusOr<std::unique_ptr<ServiceProcess>> process = ServiceProcess::Start(
       BinaryPath(BinaryName(role_)), args, log_path_, {"UCX_WARN_UNUSED_ENV_VARS=n"});
   if (!process.ok()) return process.status();
@@ -135,11 +136,13 @@ absl::Status Service::Replace(const std::vector<std::string>& flags, absl::Durat
   return Launch(port_);
 }
 
-std::string Service::address() const { return absl::StrCat("127.0.0.1:", port_); }
+std::string Service::address() const { return absl::StrCat(host_, ":", port_); }
 
 std::shared_ptr<grpc::Channel> Service::Channel() const {
-  return grpc::CreateChannel(address(),
-                             credentials_ ? credentials_ : grpc::InsecureChannelCredentials());
+  grpc::ChannelArguments args;
+  if (!tls_name_.empty()) args.SetSslTargetNameOverride(tls_name_);
+  return grpc::CreateCustomChannel(
+      address(), credentials_ ? credentials_ : grpc::InsecureChannelCredentials(), args);
 }
 
 double Service::Metric(absl::string_view prefix) const {

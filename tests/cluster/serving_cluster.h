@@ -40,16 +40,18 @@ enum class Role { kPrefill, kDecode, kRouter };
 // One service process and how to start it again.
 class Service {
  public:
-  // Starts `role` with `flags` (plus --listen 127.0.0.1:`port`, 0: the OS picks, and
-  // --metrics-listen on a port the OS picks), its log at `log_path`; returns once its health
-  // check says SERVING. `credentials`: how to reach it (null: plaintext).
+  // Starts `role` with `flags` (plus --listen `host`:`port`, 0: the OS picks, and
+  // --metrics-listen on a loopback port the OS picks), its log at `log_path`; returns once its
+  // health check says SERVING. `credentials`: how to reach it (null: plaintext), verifying the
+  // certificate for `tls_name` when given (a worker found by name) rather than for `host`.
   static absl::StatusOr<std::unique_ptr<Service>> Start(
       Role role, std::vector<std::string> flags, std::string log_path, int port = 0,
-      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+      std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+      std::string host = "127.0.0.1", std::string tls_name = "");
 
   Role role() const { return role_; }
   int port() const { return port_; }
-  std::string address() const;  // 127.0.0.1:PORT
+  std::string address() const;  // HOST:PORT
   int metrics_port() const { return metrics_port_; }
   ServiceProcess& process() { return *process_; }
   bool running() { return !process_->ExitStatus().has_value(); }
@@ -71,17 +73,22 @@ class Service {
 
  private:
   Service(Role role, std::vector<std::string> flags, std::string log_path,
-          std::shared_ptr<grpc::ChannelCredentials> credentials)
+          std::shared_ptr<grpc::ChannelCredentials> credentials, std::string host,
+          std::string tls_name)
       : role_(role),
         flags_(std::move(flags)),
         log_path_(std::move(log_path)),
-        credentials_(std::move(credentials)) {}
+        credentials_(std::move(credentials)),
+        host_(std::move(host)),
+        tls_name_(std::move(tls_name)) {}
   absl::Status Launch(int port);
 
   const Role role_;
   std::vector<std::string> flags_;
   const std::string log_path_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  const std::string host_;
+  const std::string tls_name_;
   std::unique_ptr<ServiceProcess> process_;
   int port_ = 0;
   int metrics_port_ = 0;
