@@ -1,4 +1,4 @@
-// The official OpenAI SDK against the router's HTTP API. Run by openai_http_test.sh from a
+// The official OpenAI SDK against the router's HTTP API. Run by openai_http_checks.sh from a
 // folder holding node_modules/openai:
 //   node openai_sdk_check.mjs BASE_URL MODEL WORK_DIR
 // WORK_DIR holds what the gRPC API answered for the same requests (want_*.txt) and the

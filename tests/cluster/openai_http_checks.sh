@@ -4,37 +4,15 @@
 # document's tokens), curl for Server-Sent Events framing byte for byte, a client that hangs up
 # mid-stream (its sequence leaves the decode worker), every kind of malformed request (a 4xx
 # naming the field, the acceptor keeps serving), a slow-loris client, HTTPS (also with client
-# certificates) and tenants' bearer tokens.
-#   openai_http_test.sh BIN_DIR MODEL_DIR [SDK_DIR] (default: $OPENAI_SDK_DIR, a folder with node_modules/openai)
+# certificates) and tenants' bearer tokens. Run by OpenAiHttpTest (openai_http_test.cc), which
+# starts the services and says where they are in the environment:
+#   BIN, SDK (a folder with node_modules/openai), LOG (a folder for this script; the certificates
+#   ca.pem, client.pem/key are there), MODEL_NAME, ROUTER (gRPC), HTTP, METRICS_ROUTER,
+#   METRICS_DECODE, ROUTER_LOG (its log), HTTP2 (HTTPS, tenants: TOKEN is one's bearer token),
+#   HTTP3 (HTTPS, client certificates).
 set -euo pipefail
-BIN=$1
-MODEL=$2
-SDK=${3:-$OPENAI_SDK_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
-export UCX_WARN_UNUSED_ENV_VARS=n
-base=$((32200 + (RANDOM % 50) * 10))  # 32200-32699: below the ephemeral ports, apart from the other tests
-ROUTER=127.0.0.1:$base PREFILL=127.0.0.1:$((base + 1)) DECODE=127.0.0.1:$((base + 2))
-HTTP=127.0.0.1:$((base + 3)) METRICS_ROUTER=127.0.0.1:$((base + 4)) METRICS_DECODE=127.0.0.1:$((base + 5))
-ROUTER2=127.0.0.1:$((base + 6)) HTTP2=127.0.0.1:$((base + 7)) ROUTER3=127.0.0.1:$((base + 8)) HTTP3=127.0.0.1:$((base + 9))
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; rm -rf "${log:-}"; }
-trap cleanup EXIT
-log=$(mktemp -d)
-WORKER_FLAGS=(--model "$MODEL" --tls tcp --net-devices lo --threads 1)
-"$BIN/yoco-decode" --listen "$DECODE" "${WORKER_FLAGS[@]}" --metrics-listen "$METRICS_DECODE" 2> "$log/d" &
-pids+=($!)
-"$BIN/yoco-prefill" --listen "$PREFILL" "${WORKER_FLAGS[@]}" 2> "$log/p" &
-pids+=($!)
-"$BIN/yoco-router" --listen "$ROUTER" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \
-  --probe-interval-ms 200 --metrics-listen "$METRICS_ROUTER" --http-listen "$HTTP" \
-  --http-max-body-bytes 1000000 --http-read-timeout-seconds 1 2> "$log/r" &
-pids+=($!)
-for i in $(seq 1 100); do
-  if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/ready")" = 200 ]; then break; fi
-  sleep 0.2
-  if [ "$i" = 100 ]; then echo "services did not come up"; cat "$log"/*; exit 1; fi
-done
-MODEL_NAME=$(basename "$MODEL")
+log=$LOG
 
 failures=0
 pass() { echo "ok   $1"; }
@@ -136,7 +114,7 @@ if [ "$code" = 504 ]; then pass deadline; else fail deadline "$code $(cat "$log/
 # The request id: the client's echoed, one made when it sent none, and the router's access log
 # names it; an id that is not printable ASCII is refused by name.
 headers=$(curl -s -D - -o /dev/null -H 'X-Request-Id: rag-doc-7-q-3' "http://$HTTP/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2}')
-if grep -qi "^x-request-id: rag-doc-7-q-3" <<< "$headers" && grep -q "request finished request_id=rag-doc-7-q-3 outcome=ok" "$log/r"; then
+if grep -qi "^x-request-id: rag-doc-7-q-3" <<< "$headers" && grep -q "request finished request_id=rag-doc-7-q-3 outcome=ok" "$ROUTER_LOG"; then
   pass request-id-echoed-and-logged; else fail request-id-echoed-and-logged "$headers"; fi
 headers=$(curl -s -D - -o /dev/null "http://$HTTP/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2}')
 if grep -qiE "^x-request-id: cmpl-" <<< "$headers"; then pass request-id-made; else fail request-id-made "$headers"; fi
@@ -146,9 +124,9 @@ head -c 1200000 /dev/zero | tr '\0' 'a' > "$log/big"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/v1/completions" --data-binary @"$log/big")
 if [ "$code" = 413 ]; then pass body-too-large; else fail body-too-large "$code"; fi
 # A slow-loris client (headers that never end) is dropped after --http-read-timeout-seconds.
-slow=$(python3 - "$base" << 'PY'
+slow=$(python3 - "${HTTP#*:}" << 'PY'
 import socket, sys, time
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1]) + 3))
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
 start = time.time()
 s.settimeout(10)
@@ -166,42 +144,20 @@ if [ "$(curl -s "http://$HTTP/health")" = "{}" ]; then pass still-serving; else 
 router_metrics=$(curl -s "http://$METRICS_ROUTER/metrics")
 if grep -q '^yoco_router_http_responses_total{status="400"}' <<< "$router_metrics"; then
   pass http-metrics; else fail http-metrics "no yoco_router_http_responses_total"; fi
-if grep -qiE "assert|sanitizer|segmentation|terminate called" "$log/r"; then fail router-log "$(cat "$log/r")"; fi
+if grep -qiE "assert|sanitizer|segmentation|terminate called" "$ROUTER_LOG"; then fail router-log "$(cat "$ROUTER_LOG")"; fi
 
 # --- HTTPS and tenants: the Authorization header is the bearer token, as on gRPC ---
-source "$HERE/test_certs.sh"
-make_ca ca
-make_cert server ca 2 100
-make_cert client ca 2 200
-token=tenant-a-token-0123456789
-cat > "$log/tenants.json" << JSON
-{"tenants": {"team-a": {"tokens": ["$token"]}}}
-JSON
-"$BIN/yoco-router" --listen "$ROUTER2" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \
-  --probe-interval-ms 200 --http-listen "$HTTP2" --tenants "$log/tenants.json" \
-  --http-tls-cert "$log/server.pem" --http-tls-key "$log/server.key" 2> "$log/r2" &
-pids+=($!)
 https=(curl -s --cacert "$log/ca.pem")
-for i in $(seq 1 100); do
-  [ "$("${https[@]}" -o /dev/null -w '%{http_code}' "https://$HTTP2/ready")" = 200 ] && break; sleep 0.2
-done
 req='{"prompt": "x", "max_tokens": 2}'
 c1=$("${https[@]}" -o /dev/null -w '%{http_code}' "https://$HTTP2/v1/completions" --data-binary "$req")
 c2=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer wrong-token-0123456789" "https://$HTTP2/v1/completions" --data-binary "$req")
-c3=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "https://$HTTP2/v1/completions" --data-binary "$req")
-c4=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "https://$HTTP2/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2, "cache_salt": "other"}')
-c5=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "https://$HTTP2/v1/cache")
+c3=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "https://$HTTP2/v1/completions" --data-binary "$req")
+c4=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "https://$HTTP2/v1/completions" --data-binary '{"prompt": "x", "max_tokens": 2, "cache_salt": "other"}')
+c5=$("${https[@]}" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "https://$HTTP2/v1/cache")
 if [ "$c1 $c2 $c3 $c4 $c5" = "401 401 200 400 200" ]; then pass https-tenants; else fail https-tenants "$c1 $c2 $c3 $c4 $c5"; fi
 if curl -s -o /dev/null "http://$HTTP2/health"; then fail https-only "plain HTTP answered"; else pass https-only; fi
 # Mutual TLS on HTTP: a client without a certificate of the CA does not get in.
-"$BIN/yoco-router" --listen "$ROUTER3" --model "$MODEL" --prefill "$PREFILL" --decode "$DECODE" \
-  --http-listen "$HTTP3" --http-tls-cert "$log/server.pem" --http-tls-key "$log/server.key" \
-  --http-tls-ca "$log/ca.pem" 2> "$log/r3" &
-pids+=($!)
 mtls=("${https[@]}" --cert "$log/client.pem" --key "$log/client.key")
-for i in $(seq 1 100); do
-  [ "$("${mtls[@]}" -o /dev/null -w '%{http_code}' "https://$HTTP3/health")" = 200 ] && break; sleep 0.2
-done
 if "${https[@]}" -o /dev/null "https://$HTTP3/health"; then fail https-client-cert "a client without a certificate got in"
 elif [ "$("${mtls[@]}" "https://$HTTP3/health")" = "{}" ]; then pass https-client-cert
 else fail https-client-cert "the client with a certificate was refused"; fi
