@@ -124,8 +124,9 @@ void WorkerRegistry::Probe(size_t index) {
   w.info = *info;
   w.in_flight_at_probe = w.in_flight;
   if (listed.has_value()) {
-    if (probes_.events != nullptr) probes_.events->Append(ChangesLocked(w, *listed, absl::Now()));
-    RememberGoneLocked(w, *listed, absl::Now());
+    std::vector<CacheEvent> changes = ChangesLocked(w, *listed, absl::Now());
+    RememberGoneLocked(*listed, changes);
+    if (probes_.events != nullptr) probes_.events->Append(std::move(changes));
     w.snapshots.clear();
     for (const IndexedSnapshot& s : *listed) w.snapshots[s.key] = s;
     w.listed = true;
@@ -154,17 +155,16 @@ std::vector<CacheEvent> WorkerRegistry::ChangesLocked(const Worker& w,
   return events;
 }
 
-void WorkerRegistry::RememberGoneLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
-                                        absl::Time now) {
-  std::set<BlockKey> kept;
+void WorkerRegistry::RememberGoneLocked(const std::vector<IndexedSnapshot>& listed,
+                                        const std::vector<CacheEvent>& changes) {
   for (const IndexedSnapshot& s : listed) {
-    kept.insert(s.key);
     forgotten_.erase(s.key);  // back (pre-cached again): its old fate no longer applies
   }
-  for (const auto& [key, old] : w.snapshots) {
-    if (kept.count(key) > 0) continue;
-    forgotten_[key] = old.expires <= now ? ForgottenReason::kExpired : ForgottenReason::kEvicted;
-    forgotten_order_.push_back(key);
+  for (const CacheEvent& e : changes) {
+    if (e.kind == CacheEvent::Kind::kStored) continue;
+    forgotten_[e.key] = e.kind == CacheEvent::Kind::kExpired ? ForgottenReason::kExpired
+                                                             : ForgottenReason::kEvicted;
+    forgotten_order_.push_back(e.key);
   }
   while (forgotten_order_.size() > kMaxForgotten) {
     forgotten_.erase(forgotten_order_.front());

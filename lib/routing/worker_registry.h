@@ -166,8 +166,11 @@ class WorkerRegistry {
   // What a relisting of `w` shows happened since the last one.
   std::vector<CacheEvent> ChangesLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
                                         absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RememberGoneLocked(const Worker& w, const std::vector<IndexedSnapshot>& listed,
-                          absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Remembers why the snapshots `changes` (ChangesLocked's) show gone went, for miss reasons;
+  // those `listed` again are forgotten no more.
+  void RememberGoneLocked(const std::vector<IndexedSnapshot>& listed,
+                          const std::vector<CacheEvent>& changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkFailedLocked(Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WorkerProbes probes_;
