@@ -202,8 +202,8 @@ void GenerateStream::WaitForRoom() {
   const bool first_wait = !room_.waited();
   ops_.Begin();  // the queue's: OnRoom ends it
   ops_.Begin();  // this function's: OnRoom may run on another thread before Wait returns
-  if (absl::Status queued = room_.Wait(FromProto(admitted_.scheduling));
-      !queued.ok()) {  // no OnRoom then
+  // A refusal to queue runs no OnRoom.
+  if (absl::Status queued = room_.Wait(FromProto(admitted_.scheduling)); !queued.ok()) {
     FinishWith(ToGrpcStatus(queued));
     EndOp();
   } else if (first_wait) {
@@ -443,8 +443,9 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
   const std::optional<size_t> prefill =
       pair.prefill.has_value() && !pair.local ? std::optional(pair.prefill->index) : std::nullopt;
   if (f.mark_failed == WorkerRole::kPrefill) pool_.MarkFailed(WorkerRole::kPrefill, *prefill);
-  if (f.mark_failed == WorkerRole::kDecode)
+  if (f.mark_failed == WorkerRole::kDecode) {
     pool_.MarkFailed(WorkerRole::kDecode, pair.decode->index);
+  }
   avoided_.Note(f, prefill, pair.decode->index);
   StartAttempt(/*retry=*/f.next == Failover::Next::kRetry);
 }
@@ -512,8 +513,9 @@ void GenerateStream::Complete(v1::FinishReason reason) {
   attempt_ = Attempt();  // releases the workers' counts
   admitted_.tenant_lease.reset();
   phase_ = Phase::kFinished;
-  if (admitted_.scope.prompt_tokens != nullptr)
+  if (admitted_.scope.prompt_tokens != nullptr) {
     admitted_.scope.prompt_tokens->Increment(admitted_.call.prompt.size());
+  }
   if (pool_.options().snapshot_conversations && last_prefill_.has_value() && !multi()) {
     std::vector<int32_t> conversation = admitted_.call.prompt;
     const std::vector<int32_t>& sent = choices_.sent(0).ids();
