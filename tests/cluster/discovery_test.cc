@@ -26,7 +26,9 @@ namespace {
 class StreamReader {
  public:
   StreamReader(v1::Yoco::Stub& stub, const v1::GenerateRequest& request)
-      : thread_([this, &stub, request] { result_ = Generate(stub, request, &received_); }) {}
+      : thread_([this, &stub, request] {
+          result_ = Generate(stub, request, absl::Seconds(120), &received_);
+        }) {}
   ~StreamReader() {
     if (thread_.joinable()) thread_.join();
   }
@@ -37,24 +39,6 @@ class StreamReader {
   }
 
  private:
-  static Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request,
-                            std::atomic<int>* received) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
-        stub.Generate(&context, request);
-    Generated got;
-    v1::GenerateResponse response;
-    while (reader->Read(&response)) {
-      if (response.has_token()) {
-        got.tokens.push_back(response.token().id());
-        ++*received;
-      }
-    }
-    got.status = reader->Finish();
-    return got;
-  }
-
   std::atomic<int> received_{0};
   Generated result_;
   std::thread thread_;

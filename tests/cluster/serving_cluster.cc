@@ -367,8 +367,8 @@ Generated ServingCluster::Generate(const v1::GenerateRequest& request, absl::Dur
   return testing::Generate(*stub_, request, timeout);
 }
 
-Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request,
-                   absl::Duration timeout) {
+Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request, absl::Duration timeout,
+                   std::atomic<int>* received) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> stream =
@@ -380,6 +380,7 @@ Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request,
       generated.tokens.push_back(event.token().id());
       generated.text += event.token().text();
       generated.messages.push_back(event.token());
+      if (received != nullptr) ++*received;
     }
     if (event.has_finish()) generated.finish = event.finish();
   }

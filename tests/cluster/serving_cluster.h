@@ -16,6 +16,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -150,9 +151,11 @@ struct Generated {
   v1::Finish finish;  // the last event, when the stream ended with one
 };
 
-// Generate on `stub`, the stream read to its end.
+// Generate on `stub`, the stream read to its end; `received`, when given, counts the tokens as
+// they arrive (for a test that acts mid-stream while another thread reads).
 Generated Generate(v1::Yoco::Stub& stub, const v1::GenerateRequest& request,
-                   absl::Duration timeout = absl::Seconds(120));
+                   absl::Duration timeout = absl::Seconds(120),
+                   std::atomic<int>* received = nullptr);
 
 // Every request opened at once (one thread each, released together), each read to its end.
 std::vector<Generated> GenerateAtOnce(v1::Yoco::Stub& stub,
