@@ -29,7 +29,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DYOCO_SANIT
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
 cmake --build build-asan --parallel "$(nproc)" \
   --target ucx_transport_test transport_unit_test transfer_peer cache_test routing_test \
-  threading_test workers_test engine_test checksum_test batching_test kernels_cpu_test text_test router_test \
+  threading_test workers_test engine_memory_test checksum_test batching_test kernels_cpu_test text_test router_test \
   rpc_test auth_test http_test openai_test log_test trace_test \
   loadtest_test eval_test forged_call cluster_test cluster_load_test cluster_http_test yoco yoco-loadtest yoco-eval \
   yoco-cli yoco-router yoco-prefill yoco-decode yoco_tiny_model
