@@ -16,9 +16,6 @@
 namespace yoco {
 namespace {
 
-// How often a request that found no healthy pair looks again (within wait_for_workers).
-constexpr auto kWorkerWaitPoll = std::chrono::milliseconds(100);
-
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -43,7 +40,10 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
       context_(context),
       request_(request),
       trace_(*context, pool.options().model_name),
-      room_(pool.load_queue(), [this](bool turn) { OnRoom(turn); }) {
+      search_(pool, *context, ops_, trace_,
+              {.found = [this](const WorkerPair& pair) { OnPairFound(pair); },
+               .ended = [this](const grpc::Status& status) { FinishWith(status); },
+               .end_op = [this] { EndOp(); }}) {
   if (absl::Status admitted = AdmitGenerate(pool_, *context_, *request_, trace_, admitted_);
       !admitted.ok()) {
     FinishWith(ToGrpcStatus(admitted));
@@ -56,9 +56,6 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
         absl::StrFormat("no healthy prefill and decode worker of model_version %016x", version_));
   }
   choices_ = ChoiceSet(admitted_.call, pool_.tokenizer(), start_);
-  load_wait_until_ =
-      std::min(context_->deadline(), std::chrono::system_clock::now() +
-                                         absl::ToChronoMilliseconds(pool_.options().max_load_wait));
   StartAttempt(/*retry=*/false);
 }
 
@@ -75,7 +72,7 @@ void GenerateStream::OnDone() {
 void GenerateStream::OnCancel() {
   // The step in flight ends with CANCELLED and the chain finishes the call.
   ops_.Cancel();
-  room_.Cancel();  // out of the load queue at once, not in its turn
+  search_.Cancel();  // out of the load queue at once, not in its turn
 }
 
 bool GenerateStream::InPhase(Phase expected) {
@@ -116,115 +113,29 @@ void GenerateStream::StartAttempt(bool retry) {
     return;
   }
   attempt_.keys = pool_.UsableKeys(admitted_.scope.salt, attempt_.input);
-  attempt_.wait_until = std::min(context_->deadline(),
-                                 std::chrono::system_clock::now() +
-                                     absl::ToChronoMilliseconds(pool_.options().wait_for_workers));
   trace_.StartChoosing(attempts_);
-  ChooseWorkers();
-}
-
-void GenerateStream::ChooseWorkers() {
-  phase_ = Phase::kChoosing;
   PairRequest want;
   want.keys = attempt_.keys;
   want.input_tokens = attempt_.input.size();
-  want.skip_prefill = avoided_.SkipPrefill();
-  want.skip_decode = avoided_.SkipDecode();
-  want.allow_local = !avoided_.force_remote;
   want.version = version_;
-  attempt_.pair = pool_.ChoosePair(want);
-  const WorkerPair& pair = attempt_.pair;
-  if (pair.usable()) {
-    trace_.Chosen(
-        pair.local ? "local" : pool_.WorkerAddress(WorkerRole::kPrefill, pair.prefill->index),
-        pool_.WorkerAddress(WorkerRole::kDecode, pair.decode->index));
-    attempt_.decode_load = pool_.CountRequest(WorkerRole::kDecode, pair.decode->index);
-    if (!pair.local) {
-      StartRemotePrefill();
-      return;
-    }
-    report_.NoteLocalPrefill();
-    metrics_.local_prefills.Increment();
-    attempt_.prefill_ends_at_first_token = true;
-    StartDecode(LocalDecodeRequest(Asked()));
-    return;
-  }
-  if (avoided_.any_busy()) {  // refused for load, not failed
-    WaitForRoom();
-    return;
-  }
-  if (ClientGone(*context_)) {  // (the choice takes a while when it probes every worker)
-    FinishWith(ClientGoneStatus(*context_, last_error_));
-    return;
-  }
-  // No healthy pair (yet): workers restart (a rollout, a crash Kubernetes restarts) or come up,
-  // or the other role's worker of this model version is about to be seen healthy. A request
-  // that lost its worker waits too (failing it would lose it while a replacement starts), and
-  // from now on avoids only what the probes find unhealthy: a restarted worker may serve it.
-  if (std::chrono::system_clock::now() < attempt_.wait_until) {
-    avoided_.ForgetFailed();
-    WaitForWorkers();
-    return;
-  }
-  FinishWith(last_error_);
+  search_.Start(want, FromProto(admitted_.scheduling), last_error_);
 }
 
-void GenerateStream::WaitForWorkers() {
-  phase_ = Phase::kWaitingForWorkers;
-  trace_.NoteWait("workers");
-  grpc::Alarm* alarm = ops_.Keep(std::make_unique<grpc::Alarm>());
-  if (ops_.cancelled()) {
-    EndOp();  // the alarm is never set
-    FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+void GenerateStream::OnPairFound(const WorkerPair& pair) {
+  if (!InPhase(Phase::kChoosing)) return;
+  attempt_.pair = pair;
+  trace_.Chosen(
+      pair.local ? "local" : pool_.WorkerAddress(WorkerRole::kPrefill, pair.prefill->index),
+      pool_.WorkerAddress(WorkerRole::kDecode, pair.decode->index));
+  attempt_.decode_load = pool_.CountRequest(WorkerRole::kDecode, pair.decode->index);
+  if (!pair.local) {
+    StartRemotePrefill();
     return;
   }
-  alarm->Set(std::chrono::system_clock::now() + kWorkerWaitPoll, [this](bool) {
-    if (context_->IsCancelled()) {
-      FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
-    } else if (InPhase(Phase::kWaitingForWorkers)) {
-      ChooseWorkers();
-    }
-    EndOp();
-  });
-}
-
-void GenerateStream::WaitForRoom() {
-  if (context_->IsCancelled()) {
-    FinishWith(ClientGoneStatus(*context_, last_error_));
-    return;
-  }
-  if (std::chrono::system_clock::now() >= load_wait_until_) {
-    FinishWith(last_error_);  // the workers' refusal
-    return;
-  }
-  phase_ = Phase::kWaitingForRoom;
-  trace_.NoteWait("room");
-  const bool first_wait = !room_.waited();
-  ops_.Begin();  // the queue's: OnRoom ends it
-  ops_.Begin();  // this function's: OnRoom may run on another thread before Wait returns
-  // A refusal to queue runs no OnRoom.
-  if (absl::Status queued = room_.Wait(FromProto(admitted_.scheduling)); !queued.ok()) {
-    FinishWith(ToGrpcStatus(queued));
-    EndOp();
-  } else if (first_wait) {
-    metrics_.load_waits.Increment();
-  }
-  EndOp();
-}
-
-void GenerateStream::OnRoom(bool turn) {
-  if (context_->IsCancelled()) {
-    FinishWith(ClientGoneStatus(*context_, last_error_));
-  } else if (!turn) {
-    FinishWith(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                            "every worker is at its queue bound and the router's wait queue is "
-                            "full: this request gave its place to another tenant's; retry later"));
-  } else if (InPhase(Phase::kWaitingForRoom)) {
-    avoided_.busy_prefill.clear();
-    avoided_.busy_decode.clear();
-    ChooseWorkers();
-  }
-  EndOp();
+  report_.NoteLocalPrefill();
+  metrics_.local_prefills.Increment();
+  attempt_.prefill_ends_at_first_token = true;
+  StartDecode(LocalDecodeRequest(Asked()));
 }
 
 void GenerateStream::StartRemotePrefill() {
@@ -446,7 +357,7 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
   if (f.mark_failed == WorkerRole::kDecode) {
     pool_.MarkFailed(WorkerRole::kDecode, pair.decode->index);
   }
-  avoided_.Note(f, prefill, pair.decode->index);
+  search_.avoided().Note(f, prefill, pair.decode->index);
   StartAttempt(/*retry=*/f.next == Failover::Next::kRetry);
 }
 

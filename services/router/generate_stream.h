@@ -19,13 +19,13 @@
 #include <string>
 #include <vector>
 
-#include "lib/routing/load_queue_place.h"
 #include "services/router/choice_set.h"
 #include "services/router/decode_relay.h"
 #include "services/router/failover.h"
 #include "services/router/finish_report.h"
 #include "services/router/generate_admission.h"
 #include "services/router/in_flight_ops.h"
+#include "services/router/pair_search.h"
 #include "services/router/request_checks.h"
 #include "services/router/request_trace.h"
 #include "services/router/sent_tokens.h"
@@ -50,19 +50,16 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
   // Where the chain is. Each step's completion checks that it is where it should be.
   enum class Phase {
-    kChoosing,           // a pair for the attempt
-    kWaitingForWorkers,  // none healthy: looking again after a short wait
-    kWaitingForRoom,     // every pair refused for load: in the LoadWaitQueue
-    kPrefilling,         // the Prefill call
-    kDecoding,           // the Decode stream (and the prefill's first token to the client)
-    kFinished,           // Finish called or the finish message being written
+    kChoosing,    // PairSearch: a pair for the attempt, waiting for workers or room if need be
+    kPrefilling,  // the Prefill call
+    kDecoding,    // the Decode stream (and the prefill's first token to the client)
+    kFinished,    // Finish called or the finish message being written
   };
 
   // One try on one pair: reset by every attempt (and by a re-plan after a refusal for load).
   struct Attempt {
     std::vector<int32_t> input;  // the prompt plus the tokens already sent
     std::vector<BlockKey> keys;
-    std::chrono::system_clock::time_point wait_until;  // for a healthy pair
     WorkerPair pair;
     std::unique_ptr<WorkerRegistry::InFlight> decode_load, prefill_load;
     v1::PrefillRequest prefill_request;
@@ -75,8 +72,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
   // A new attempt (counted against RouterOptions::attempts when `retry`).
   void StartAttempt(bool retry);
-  void ChooseWorkers();
-  void WaitForWorkers();
+  void OnPairFound(const WorkerPair& pair);
   void StartRemotePrefill();
   void OnPrefillDone(const grpc::Status& status, bool decode_blamed);
   void ContinueAfterFirstToken();
@@ -85,10 +81,6 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void OnDecodeDone(const grpc::Status& status);
   // Applies DecideFailover's answer for how this attempt's call ended with `status`.
   void Fail(const AttemptEnd& end, const grpc::Status& status);
-  // Every pair left refused for load: wait at the router (LoadWaitQueue) for room, within the
-  // request's deadline and RouterOptions::max_load_wait; then OnRoom.
-  void WaitForRoom();
-  void OnRoom(bool turn);  // the queue's answer: try again, or shed
 
   // What this attempt asks of its workers.
   AttemptRequest Asked() const;
@@ -131,18 +123,16 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   // Across attempts.
   int attempts_ = 0;
   Attempt attempt_;
-  AvoidedWorkers avoided_;
-  std::chrono::system_clock::time_point load_wait_until_;
   grpc::Status last_error_{grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker"};
   std::optional<size_t> last_prefill_;  // the last that answered: it snapshots the conversation
   std::optional<size_t> tried_prefill_, last_decode_;  // the last called (the access log's)
   std::atomic<bool> stalled_{false};                   // the StallWatch cut this attempt's stream
-  LoadQueuePlace room_;  // in the load queue while every pair refuses for load
   // The model version asked for, or that of the tokens streamed (0 before the first): every
   // attempt stays on it.
   uint64_t version_ = 0;
 
   InFlightOps ops_;
+  PairSearch search_;  // after ops_, which it uses
 };
 
 }  // namespace yoco
