@@ -30,6 +30,28 @@ void ChoiceSet::EndIfItEndsAt(uint32_t c, int32_t id) {
   if (!choice.end.has_value()) choice.end = choice.sent.EndsAt(id);
 }
 
+absl::StatusOr<std::vector<v1::GeneratedToken>> ChoiceSet::FirstTokensToSend(
+    const v1::PrefillResponse& prefill) const {
+  std::vector<v1::GeneratedToken> tokens;
+  if (!multi()) {
+    v1::GeneratedToken& token = tokens.emplace_back();
+    token.set_id(prefill.first_token());
+    if (prefill.has_first_token_logprob()) {
+      *token.mutable_logprob() = prefill.first_token_logprob();
+      *token.mutable_top_logprobs() = prefill.first_token_top_logprobs();
+    }
+    return tokens;
+  }
+  for (const v1::GeneratedToken& token : prefill.choice_first_tokens()) {
+    const uint32_t c = token.choice();
+    if (c >= size()) {
+      return absl::InternalError("the prefill worker answered for a choice not asked for");
+    }
+    if (!ended(c) && sent(c).ids().empty()) tokens.push_back(token);
+  }
+  return tokens;
+}
+
 void ChoiceSet::Sent(uint32_t c, bool first, int32_t id) {
   if (choices_[c].sent.stopped()) choices_[c].end = v1::FINISH_REASON_STOP;
   if (first && multi()) EndIfItEndsAt(c, id);

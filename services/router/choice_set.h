@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "lib/text/tokenizer.h"
 #include "services/router/request_checks.h"
 #include "services/router/sent_tokens.h"
@@ -42,6 +43,13 @@ class ChoiceSet {
   // the choice. With several choices so does `id` when it was the choice's first (a local
   // prefill's) and ends it; with one, the worker's finish follows on the stream anyway.
   void Sent(uint32_t c, bool first, int32_t id);
+
+  // The prefill's first tokens that go to the client, in order: without choices its one token
+  // (as a decode worker sends tokens); with choices, those of the choices not ended that have
+  // nothing sent (a retry's prefill draws again what the client has). INTERNAL for a choice
+  // not asked for.
+  absl::StatusOr<std::vector<v1::GeneratedToken>> FirstTokensToSend(
+      const v1::PrefillResponse& prefill) const;
 
   // The first choice's end (the request's finish reason), `otherwise` while it goes on.
   v1::FinishReason FirstEnd(v1::FinishReason otherwise) const {

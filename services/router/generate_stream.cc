@@ -11,24 +11,12 @@
 #include "lib/rpc/failed_peer.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
-#include "services/router/access_log.h"
 
 namespace yoco {
 namespace {
 
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-}
-
-// The prefill's token of a request without choices, as the decode worker sends its tokens.
-v1::GeneratedToken FirstToken(const v1::PrefillResponse& pre) {
-  v1::GeneratedToken produced;
-  produced.set_id(pre.first_token());
-  if (pre.has_first_token_logprob()) {
-    *produced.mutable_logprob() = pre.first_token_logprob();
-    *produced.mutable_top_logprobs() = pre.first_token_top_logprobs();
-  }
-  return produced;
 }
 
 }  // namespace
@@ -40,6 +28,7 @@ GenerateStream::GenerateStream(WorkerPool& pool, grpc::CallbackServerContext* co
       context_(context),
       request_(request),
       trace_(*context, pool.options().model_name),
+      ledger_(pool, trace_, admitted_, start_),
       search_(pool, *context, ops_, trace_,
               {.found = [this](const WorkerPair& pair) { OnPairFound(pair); },
                .ended = [this](const grpc::Status& status) { FinishWith(status); },
@@ -132,8 +121,7 @@ void GenerateStream::OnPairFound(const WorkerPair& pair) {
     StartRemotePrefill();
     return;
   }
-  report_.NoteLocalPrefill();
-  metrics_.local_prefills.Increment();
+  ledger_.LocalPrefill();
   attempt_.prefill_ends_at_first_token = true;
   StartDecode(LocalDecodeRequest(Asked()));
 }
@@ -142,7 +130,7 @@ void GenerateStream::StartRemotePrefill() {
   phase_ = Phase::kPrefilling;
   const WorkerChoice& prefill = *attempt_.pair.prefill;
   const WorkerChoice& decode = *attempt_.pair.decode;
-  tried_prefill_ = prefill.index;
+  ledger_.PrefillCalled(prefill.index);
   if (prefill.better_holder.has_value()) pool_.CopySnapshotLater(prefill, attempt_.keys);
   // Prefill the prompt plus whatever was already sent; it returns the next token.
   attempt_.prefill_request =
@@ -186,43 +174,31 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
   }
   const v1::PrefillResponse& pre = attempt_.prefill_response;
   last_prefill_ = attempt_.pair.prefill->index;
-  const bool first_prefill = report_.NotePrefill(
-      pre, admitted_.call.prompt.size(), [this] { return pool_.WhyForgotten(attempt_.keys); });
-  if (first_prefill && pre.cached_tokens() > 0) {
-    metrics_.cache_hits.Increment();
-    metrics_.cached_prompt_tokens.Increment(pre.cached_tokens());
-  }
+  ledger_.PrefillAnswered(pre, [this] { return pool_.WhyForgotten(attempt_.keys); });
   if (pre.transfer_id() != 0 && !attempt_.keys.empty()) {
     pool_.NoteHeld(attempt_.pair.decode->index, attempt_.keys.back());
   }
+  absl::StatusOr<std::vector<v1::GeneratedToken>> first = choices_.FirstTokensToSend(pre);
+  if (!first.ok()) {
+    FinishWith(ToGrpcStatus(first.status()));
+    return;
+  }
+  attempt_.first_tokens = *std::move(first);
   phase_ = Phase::kDecoding;
   EmitFirstTokens(0);
 }
 
-void GenerateStream::EmitFirstTokens(int i) {
-  const v1::PrefillResponse& pre = attempt_.prefill_response;
-  const int count = multi() ? pre.choice_first_tokens_size() : 1;
-  for (; i < count; ++i) {
-    const v1::GeneratedToken first = multi() ? pre.choice_first_tokens(i) : FirstToken(pre);
-    const uint32_t c = first.choice();
-    if (c >= choices_.size()) {
-      FinishWith(grpc::Status(grpc::StatusCode::INTERNAL,
-                              "the prefill worker answered for a choice not asked for"));
-      return;
-    }
-    // A retry's prefill of choices draws again what the client has (the same token): only new
-    // ones go. (One choice's retry prefills what was sent: its token is the next.)
-    if (multi() && (choices_.ended(c) || !choices_.sent(c).ids().empty())) continue;
+void GenerateStream::EmitFirstTokens(size_t i) {
+  if (i < attempt_.first_tokens.size()) {
+    const v1::GeneratedToken& first = attempt_.first_tokens[i];
     Emit(
         first,
-        [this, i, c, id = first.id()] {
+        [this, i, c = first.choice(), id = first.id()] {
           choices_.EndIfItEndsAt(c, id);
           EmitFirstTokens(i + 1);
         },
-        c);
-    return;
-  }
-  if (choices_.AllEnded()) {
+        first.choice());
+  } else if (choices_.AllEnded()) {
     Complete(choices_.FirstEnd(v1::FINISH_REASON_LENGTH));
   } else {
     ContinueAfterFirstToken();
@@ -244,7 +220,7 @@ void GenerateStream::ContinueAfterFirstToken() {
 void GenerateStream::StartDecode(v1::DecodeRequest request) {
   phase_ = Phase::kDecoding;
   attempt_.decode_start = std::chrono::steady_clock::now();
-  last_decode_ = attempt_.pair.decode->index;
+  ledger_.DecodeCalled(attempt_.pair.decode->index);
   DecodeRelay* relay = ops_.Keep(std::make_unique<DecodeRelay>(
       std::move(request), [this](const v1::DecodeEvent& event) { OnDecodeEvent(event); },
       [this](const grpc::Status& status) { OnDecodeDone(status); }));
@@ -279,7 +255,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
   pool_.stall_watch().Progress(attempt_.stall_id);
   if (attempt_.prefill_ends_at_first_token) {
     attempt_.prefill_ends_at_first_token = false;
-    report_.AddPrefillMs(MsSince(attempt_.decode_start));
+    ledger_.report().AddPrefillMs(MsSince(attempt_.decode_start));
   }
   if (choices_.ended(c)) {  // a stop string ended it; the worker goes on to its length
     relay->ReadNext();
@@ -301,7 +277,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
 }
 
 void GenerateStream::OnDecodeDone(const grpc::Status& status) {
-  report_.AddDecodeMs(MsSince(attempt_.decode_start));
+  ledger_.report().AddDecodeMs(MsSince(attempt_.decode_start));
   trace_.DecodeDone(status, attempt_.decode_reason);
   pool_.stall_watch().Unwatch(attempt_.stall_id);
   // A decode worker has room for one more sequence: the next waiter's turn.
@@ -350,31 +326,20 @@ void GenerateStream::Fail(const AttemptEnd& end, const grpc::Status& status) {
       .With("retry", f.next == Failover::Next::kRetry)
       .With("error", last_error_.error_message());
   if (end.stalled) metrics_.stalled_streams.Increment();
-  const WorkerPair& pair = attempt_.pair;
-  const std::optional<size_t> prefill =
-      pair.prefill.has_value() && !pair.local ? std::optional(pair.prefill->index) : std::nullopt;
-  if (f.mark_failed == WorkerRole::kPrefill) pool_.MarkFailed(WorkerRole::kPrefill, *prefill);
-  if (f.mark_failed == WorkerRole::kDecode) {
-    pool_.MarkFailed(WorkerRole::kDecode, pair.decode->index);
-  }
-  search_.avoided().Note(f, prefill, pair.decode->index);
+  search_.AttemptEnded(attempt_.pair, f);
   StartAttempt(/*retry=*/f.next == Failover::Next::kRetry);
 }
 
 AttemptRequest GenerateStream::Asked() const {
-  AttemptRequest asked{admitted_.request_id,
-                       attempt_.input,
-                       static_cast<uint32_t>(attempt_.input.size() - admitted_.call.prompt.size()),
-                       admitted_.call.sampling,
-                       choices_.sent(0).still_to_come(),
-                       admitted_.call.stop_at_eos,
-                       admitted_.scheduling};
-  if (multi()) {
-    // The prefill's bound counts each choice's first token: the whole request's.
-    asked.max_new_tokens = admitted_.call.max_new_tokens;
-    asked.choices = choices_.StillGoing();
-  }
-  return asked;
+  // With choices the prefill's bound counts each choice's first token: the whole request's.
+  return {admitted_.request_id,
+          attempt_.input,
+          static_cast<uint32_t>(attempt_.input.size() - admitted_.call.prompt.size()),
+          admitted_.call.sampling,
+          multi() ? admitted_.call.max_new_tokens : choices_.sent(0).still_to_come(),
+          admitted_.call.stop_at_eos,
+          admitted_.scheduling,
+          multi() ? choices_.StillGoing() : std::vector<ChoiceAsked>()};
 }
 
 void GenerateStream::Emit(const v1::GeneratedToken& produced, std::function<void()> then,
@@ -382,16 +347,7 @@ void GenerateStream::Emit(const v1::GeneratedToken& produced, std::function<void
   SentTokens::Sent sent = choices_.sent(choice).Add(produced, std::chrono::steady_clock::now());
   if (multi()) sent.message.set_choice(choice);
   if (version_ == 0) version_ = attempt_.pair.version();
-  if (++tokens_sent_ == 1) {
-    trace_.FirstToken();
-    report_.SetTtftMs(sent.seconds * 1000);
-    metrics_.time_to_first_token.Observe(sent.seconds);
-  } else {
-    metrics_.inter_token.Observe(sent.seconds);
-  }
-  metrics_.generated_tokens.Increment();
-  if (admitted_.scope.generated_tokens != nullptr) admitted_.scope.generated_tokens->Increment();
-  if (admitted_.tenant_lease != nullptr) admitted_.tenant_lease->ChargeGenerated(1);
+  ledger_.TokenSent(sent.seconds);
   out_.Clear();
   *out_.mutable_token() = sent.message;
   after_write_ = std::move(then);
@@ -424,9 +380,6 @@ void GenerateStream::Complete(v1::FinishReason reason) {
   attempt_ = Attempt();  // releases the workers' counts
   admitted_.tenant_lease.reset();
   phase_ = Phase::kFinished;
-  if (admitted_.scope.prompt_tokens != nullptr) {
-    admitted_.scope.prompt_tokens->Increment(admitted_.call.prompt.size());
-  }
   if (pool_.options().snapshot_conversations && last_prefill_.has_value() && !multi()) {
     std::vector<int32_t> conversation = admitted_.call.prompt;
     const std::vector<int32_t>& sent = choices_.sent(0).ids();
@@ -434,10 +387,9 @@ void GenerateStream::Complete(v1::FinishReason reason) {
     pool_.SnapshotConversation(*last_prefill_, admitted_.call.prompt.size(),
                                std::move(conversation), admitted_.scope.salt);
   }
-  metrics_.Outcome(grpc::StatusCode::OK).Increment();
   out_.Clear();
   *out_.mutable_finish() = Finished(reason);
-  ReportEnd(grpc::Status::OK, out_.finish());
+  ledger_.Ended(grpc::Status::OK, out_.finish(), attempts_, version_);
   // Written, then finished once written: StartWriteAndFinish's message can be lost on the
   // in-process transport (the HTTP front's) when the client reads it only after the status.
   after_write_ = [this] { Finish(grpc::Status::OK); };
@@ -450,41 +402,15 @@ void GenerateStream::FinishWith(const grpc::Status& status) {
   attempt_.decode_load.reset();
   attempt_.prefill_load.reset();
   admitted_.tenant_lease.reset();
-  metrics_.Outcome(status.error_code()).Increment();
-  ReportEnd(status, report_.Finished(v1::FINISH_REASON_UNSPECIFIED, admitted_.call.prompt.size(),
-                                     tokens_sent_));
+  ledger_.Ended(status, ledger_.Finished(v1::FINISH_REASON_UNSPECIFIED), attempts_, version_);
   Finish(status);
 }
 
 v1::Finish GenerateStream::Finished(v1::FinishReason reason) {
   if (multi()) reason = choices_.FirstEnd(reason);
-  v1::Finish finish = report_.Finished(reason, admitted_.call.prompt.size(), tokens_sent_);
+  v1::Finish finish = ledger_.Finished(reason);
   if (multi()) choices_.AddFinishes(finish);
   return finish;
-}
-
-void GenerateStream::ReportEnd(const grpc::Status& status, const v1::Finish& finish) {
-  trace_.End(status, finish, attempts_);
-  if (!pool_.options().access_log) return;
-  std::string prefill;
-  if (finish.local_prefill()) {
-    prefill = "local";
-  } else if (tried_prefill_.has_value()) {
-    prefill = pool_.WorkerAddress(WorkerRole::kPrefill, *tried_prefill_);
-  }
-  LogRequestFinished({.request_id = admitted_.request_id,
-                      .trace_id = trace_.trace_id(),
-                      .tenant = admitted_.scope.tenant,
-                      .status = status,
-                      .finish = finish,
-                      .duration_ms = MsSince(start_),
-                      .retries = attempts_,
-                      .prefill = prefill,
-                      .decode = last_decode_.has_value()
-                                    ? pool_.WorkerAddress(WorkerRole::kDecode, *last_decode_)
-                                    : std::string(),
-                      .model_version = version_,
-                      .priority = admitted_.scheduling.priority()});
 }
 
 }  // namespace yoco

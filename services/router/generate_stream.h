@@ -4,7 +4,9 @@
 // Exactly one step is in flight at a time (a worker call, a write to the client, or the timer
 // of a wait for workers); each step's completion starts the next. Cancellation by the client
 // cancels the step in flight, whose completion then ends the call. What follows a failed step
-// is DecideFailover's; the router is reached only through WorkerPool.
+// is DecideFailover's; the router is reached only through WorkerPool. A pair (and any wait for
+// one) is PairSearch's, what the request counts and reports is RequestLedger's, and what each
+// choice has had is ChoiceSet's.
 #ifndef YOCO_SERVICES_ROUTER_GENERATE_STREAM_H_
 #define YOCO_SERVICES_ROUTER_GENERATE_STREAM_H_
 
@@ -22,11 +24,11 @@
 #include "services/router/choice_set.h"
 #include "services/router/decode_relay.h"
 #include "services/router/failover.h"
-#include "services/router/finish_report.h"
 #include "services/router/generate_admission.h"
 #include "services/router/in_flight_ops.h"
 #include "services/router/pair_search.h"
 #include "services/router/request_checks.h"
+#include "services/router/request_ledger.h"
 #include "services/router/request_trace.h"
 #include "services/router/sent_tokens.h"
 #include "services/router/worker_pool.h"
@@ -64,6 +66,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
     std::unique_ptr<WorkerRegistry::InFlight> decode_load, prefill_load;
     v1::PrefillRequest prefill_request;
     v1::PrefillResponse prefill_response;
+    std::vector<v1::GeneratedToken> first_tokens;  // the prefill's, to the client
     v1::FinishReason decode_reason = v1::FINISH_REASON_UNSPECIFIED;
     bool prefill_ends_at_first_token = false;  // a local prefill: its time ends there
     uint64_t stall_id = 0;                     // the decode stream in the StallWatch
@@ -87,8 +90,6 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   // Sends a token a worker produced for `choice` to the client, then runs `then` (not when the
   // client is gone).
   void Emit(const v1::GeneratedToken& produced, std::function<void()> then, uint32_t choice = 0);
-  // The call ended with `status` and `finish`: its trace's end and the access log's line.
-  void ReportEnd(const grpc::Status& status, const v1::Finish& finish);
   // The request succeeded with `reason`.
   void Complete(v1::FinishReason reason);
   // The request failed with `status` (or succeeded on the client's side: never called twice).
@@ -106,17 +107,16 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   RequestTrace trace_;
   AdmittedGenerate admitted_;
+  RequestLedger ledger_;
   Phase phase_ = Phase::kChoosing;
 
-  ChoiceSet choices_;       // what was sent to the client
-  size_t tokens_sent_ = 0;  // of all choices
+  ChoiceSet choices_;  // what was sent to the client
   bool multi() const { return choices_.multi(); }
-  // Sends the prefill's token of each choice from `i` on that has none yet (the one token without
-  // choices), then completes the request or goes on to decode.
-  void EmitFirstTokens(int i);
+  // Sends the prefill's first tokens from the `i`th on (ChoiceSet::FirstTokensToSend), then
+  // completes the request or goes on to decode.
+  void EmitFirstTokens(size_t i);
   // The finish of the request's choices (usage.generated_tokens counting them all).
   v1::Finish Finished(v1::FinishReason reason);
-  FinishReport report_;
   v1::GenerateResponse out_;  // the write in flight
   std::function<void()> after_write_;
 
@@ -125,8 +125,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   Attempt attempt_;
   grpc::Status last_error_{grpc::StatusCode::UNAVAILABLE, "no healthy prefill or decode worker"};
   std::optional<size_t> last_prefill_;  // the last that answered: it snapshots the conversation
-  std::optional<size_t> tried_prefill_, last_decode_;  // the last called (the access log's)
-  std::atomic<bool> stalled_{false};                   // the StallWatch cut this attempt's stream
+  std::atomic<bool> stalled_{false};    // the StallWatch cut this attempt's stream
   // The model version asked for, or that of the tokens streamed (0 before the first): every
   // attempt stays on it.
   uint64_t version_ = 0;

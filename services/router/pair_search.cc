@@ -125,6 +125,15 @@ void PairSearch::OnRoom(bool turn) {
   callbacks_.end_op();
 }
 
+void PairSearch::AttemptEnded(const WorkerPair& pair, const Failover& f) {
+  const std::optional<size_t> prefill =
+      pair.prefill.has_value() && !pair.local ? std::optional(pair.prefill->index) : std::nullopt;
+  if (f.mark_failed == WorkerRole::kPrefill) pool_.MarkFailed(WorkerRole::kPrefill, *prefill);
+  if (f.mark_failed == WorkerRole::kDecode)
+    pool_.MarkFailed(WorkerRole::kDecode, pair.decode->index);
+  avoided_.Note(f, prefill, pair.decode->index);
+}
+
 bool PairSearch::Waiting(Wait expected) {
   if (wait_ == expected) return true;
   LogError("a request's pair search woke in the wrong wait")

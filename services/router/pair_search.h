@@ -40,8 +40,9 @@ class PairSearch {
   // The client went away: out of the load queue at once (a waiting alarm ends by ops' cancel).
   void Cancel() { room_.Cancel(); }
 
-  // The workers this request avoids, noted as its attempts end (DecideFailover's marks).
-  AvoidedWorkers& avoided() { return avoided_; }
+  // The attempt on `pair` ended as `f` says: the workers it blames are marked failed in the pool,
+  // and this request's later searches avoid what `f` names.
+  void AttemptEnded(const WorkerPair& pair, const Failover& f);
 
  private:
   enum class Wait { kNone, kWorkers, kRoom };

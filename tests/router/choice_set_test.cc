@@ -116,5 +116,43 @@ TEST_F(ChoiceSetTest, TheWorkersGoOnWithTheChoicesStillGoingFromWhatWasSent) {
   EXPECT_EQ(going[1].still_to_come, 4u);
 }
 
+TEST_F(ChoiceSetTest, APrefillsFirstTokensGoOnlyToChoicesWithNothingSent) {
+  ChoiceSet choices(call_, tokenizer_, start_);
+  Send(choices, 0, Byte('q'));  // sent before a retry: its prefill draws it again
+  Send(choices, 1, kEosId);     // ended
+  v1::PrefillResponse prefill;
+  for (uint32_t c : {0u, 1u, 2u}) {
+    v1::GeneratedToken* token = prefill.add_choice_first_tokens();
+    token->set_choice(c);
+    token->set_id(Byte('x' + c));
+  }
+  absl::StatusOr<std::vector<v1::GeneratedToken>> first = choices.FirstTokensToSend(prefill);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].choice(), 2u);
+  EXPECT_EQ((*first)[0].id(), Byte('z'));
+
+  prefill.mutable_choice_first_tokens(2)->set_choice(3);  // not asked for
+  EXPECT_EQ(choices.FirstTokensToSend(prefill).status().code(), absl::StatusCode::kInternal);
+}
+
+TEST_F(ChoiceSetTest, OneChoicesFirstTokenIsThePrefillsWithItsLogprobsEvenOnARetry) {
+  call_.choices = 1;
+  ChoiceSet choices(call_, tokenizer_, start_);
+  Send(choices, 0, Byte('q'));  // a retry prefills what was sent: its token is the next
+  v1::PrefillResponse prefill;
+  prefill.set_first_token(Byte('r'));
+  prefill.mutable_first_token_logprob()->set_logprob(-0.5f);
+  prefill.add_first_token_top_logprobs()->set_id(Byte('s'));
+  absl::StatusOr<std::vector<v1::GeneratedToken>> first = choices.FirstTokensToSend(prefill);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].id(), Byte('r'));
+  EXPECT_EQ((*first)[0].choice(), 0u);
+  EXPECT_FLOAT_EQ((*first)[0].logprob().logprob(), -0.5f);
+  ASSERT_EQ((*first)[0].top_logprobs_size(), 1);
+  EXPECT_EQ((*first)[0].top_logprobs(0).id(), Byte('s'));
+}
+
 }  // namespace
 }  // namespace yoco
