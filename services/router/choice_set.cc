@@ -42,12 +42,14 @@ absl::StatusOr<std::vector<v1::GeneratedToken>> ChoiceSet::FirstTokensToSend(
     }
     return tokens;
   }
+  std::vector<bool> taken(size());  // a choice answered twice goes once
   for (const v1::GeneratedToken& token : prefill.choice_first_tokens()) {
     const uint32_t c = token.choice();
     if (c >= size()) {
       return absl::InternalError("the prefill worker answered for a choice not asked for");
     }
-    if (!ended(c) && sent(c).ids().empty()) tokens.push_back(token);
+    if (!ended(c) && sent(c).ids().empty() && !taken[c]) tokens.push_back(token);
+    taken[c] = true;
   }
   return tokens;
 }

@@ -46,8 +46,8 @@ class ChoiceSet {
 
   // The prefill's first tokens that go to the client, in order: without choices its one token
   // (as a decode worker sends tokens); with choices, those of the choices not ended that have
-  // nothing sent (a retry's prefill draws again what the client has). INTERNAL for a choice
-  // not asked for.
+  // nothing sent (a retry's prefill draws again what the client has), each once. INTERNAL for a
+  // choice not asked for.
   absl::StatusOr<std::vector<v1::GeneratedToken>> FirstTokensToSend(
       const v1::PrefillResponse& prefill) const;
 

@@ -4,6 +4,9 @@
 #include "services/router/pair_search.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <utility>
 
 #include "lib/log/log.h"
 #include "lib/rpc/grpc_status.h"
@@ -14,7 +17,9 @@ namespace {
 // How often a request that found no healthy pair looks again (within wait_for_workers).
 constexpr auto kWorkerWaitPoll = std::chrono::milliseconds(100);
 
-const grpc::Status kCancelled(grpc::StatusCode::CANCELLED, "cancelled by the client");
+grpc::Status Cancelled() {
+  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+}
 
 }  // namespace
 
@@ -71,13 +76,13 @@ void PairSearch::WaitForWorkers() {
   trace_.NoteWait("workers");
   grpc::Alarm* alarm = ops_.Keep(std::make_unique<grpc::Alarm>());
   if (ops_.cancelled()) {
-    callbacks_.ended(kCancelled);
+    callbacks_.ended(Cancelled());
     callbacks_.end_op();  // the alarm is never set
     return;
   }
   alarm->Set(std::chrono::system_clock::now() + kWorkerWaitPoll, [this](bool) {
     if (context_.IsCancelled()) {
-      callbacks_.ended(kCancelled);
+      callbacks_.ended(Cancelled());
     } else if (Waiting(Wait::kWorkers)) {
       Choose();
     }

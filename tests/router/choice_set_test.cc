@@ -121,7 +121,7 @@ TEST_F(ChoiceSetTest, APrefillsFirstTokensGoOnlyToChoicesWithNothingSent) {
   Send(choices, 0, Byte('q'));  // sent before a retry: its prefill draws it again
   Send(choices, 1, kEosId);     // ended
   v1::PrefillResponse prefill;
-  for (uint32_t c : {0u, 1u, 2u}) {
+  for (uint32_t c : {0u, 1u, 2u, 2u}) {  // the last twice: it goes once
     v1::GeneratedToken* token = prefill.add_choice_first_tokens();
     token->set_choice(c);
     token->set_id(Byte('x' + c));
