@@ -123,6 +123,10 @@ grpc::Status ClientGoneStatus(const grpc::ServerContextBase& context, const grpc
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         "the request's deadline passed (" + worker.error_message() + ")");
   }
+  return ClientCancelledStatus();
+}
+
+grpc::Status ClientCancelledStatus() {
   return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
 }
 

@@ -82,6 +82,8 @@ grpc::Status AttemptError(const AttemptEnd& end, const grpc::Status& status);
 bool ClientGone(const grpc::ServerContextBase& context);
 // What the client is told then: DEADLINE_EXCEEDED (with the worker's message) or CANCELLED.
 grpc::Status ClientGoneStatus(const grpc::ServerContextBase& context, const grpc::Status& worker);
+// CANCELLED, as the client is told when it cancelled.
+grpc::Status ClientCancelledStatus();
 
 }  // namespace yoco
 

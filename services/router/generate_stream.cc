@@ -84,7 +84,7 @@ void GenerateStream::StartAttempt(bool retry) {
     return;
   }
   if (context_->IsCancelled()) {
-    FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+    FinishWith(ClientCancelledStatus());
     return;
   }
   attempt_ = Attempt();

@@ -17,10 +17,6 @@ namespace {
 // How often a request that found no healthy pair looks again (within wait_for_workers).
 constexpr auto kWorkerWaitPoll = std::chrono::milliseconds(100);
 
-grpc::Status Cancelled() {
-  return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-}
-
 }  // namespace
 
 PairSearch::PairSearch(WorkerPool& pool, grpc::CallbackServerContext& context, InFlightOps& ops,
@@ -76,13 +72,13 @@ void PairSearch::WaitForWorkers() {
   trace_.NoteWait("workers");
   grpc::Alarm* alarm = ops_.Keep(std::make_unique<grpc::Alarm>());
   if (ops_.cancelled()) {
-    callbacks_.ended(Cancelled());
+    callbacks_.ended(ClientCancelledStatus());
     callbacks_.end_op();  // the alarm is never set
     return;
   }
   alarm->Set(std::chrono::system_clock::now() + kWorkerWaitPoll, [this](bool) {
     if (context_.IsCancelled()) {
-      callbacks_.ended(Cancelled());
+      callbacks_.ended(ClientCancelledStatus());
     } else if (Waiting(Wait::kWorkers)) {
       Choose();
     }
@@ -134,8 +130,9 @@ void PairSearch::AttemptEnded(const WorkerPair& pair, const Failover& f) {
   const std::optional<size_t> prefill =
       pair.prefill.has_value() && !pair.local ? std::optional(pair.prefill->index) : std::nullopt;
   if (f.mark_failed == WorkerRole::kPrefill) pool_.MarkFailed(WorkerRole::kPrefill, *prefill);
-  if (f.mark_failed == WorkerRole::kDecode)
+  if (f.mark_failed == WorkerRole::kDecode) {
     pool_.MarkFailed(WorkerRole::kDecode, pair.decode->index);
+  }
   avoided_.Note(f, prefill, pair.decode->index);
 }
 
