@@ -1,5 +1,6 @@
-// CRC-32C against a bit-at-a-time reference: the fast path's stripes and their joining, every
-// length around the stripe boundaries, unaligned starts, and extending across pieces.
+// CRC-32C against a bit-at-a-time reference, by each path this CPU has: the SSE4.2 path's
+// stripes and their joining, the folding path's 256-byte steps and final reduction, every
+// length around their boundaries, unaligned starts, and extending across pieces.
 #include "lib/checksum/crc32c.h"
 
 #include <gtest/gtest.h>
@@ -29,18 +30,41 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   return v;
 }
 
-TEST(Crc32cTest, CheckValueOfTheStandard) {
-  const std::string s = "123456789";
-  EXPECT_EQ(Crc32c(s.data(), s.size()), 0xE3069283u);
-  EXPECT_EQ(Crc32cExtendPortable(0, s.data(), s.size()), 0xE3069283u);
-  EXPECT_EQ(Crc32c(nullptr, 0), 0u);
+std::string PathName(const ::testing::TestParamInfo<Crc32cPath>& info) {
+  switch (info.param) {
+    case Crc32cPath::kPortable:
+      return "Portable";
+    case Crc32cPath::kSse42:
+      return "Sse42";
+    case Crc32cPath::kFolding:
+      return "Folding";
+  }
+  return "Unknown";
 }
 
-TEST(Crc32cTest, EveryLengthAroundTheStripesMatchesTheReference) {
-  constexpr size_t kStripe = 8 << 10;  // crc32c.cc's stripe; other values are covered too
+class Crc32cPathTest : public ::testing::TestWithParam<Crc32cPath> {
+ protected:
+  void SetUp() override {
+    if (!Crc32cPathAvailable(GetParam())) GTEST_SKIP() << "this CPU lacks the instructions";
+  }
+  uint32_t Crc(const uint8_t* p, size_t n, uint32_t crc = 0) const {
+    return Crc32cExtendBy(GetParam(), crc, p, n);
+  }
+};
+
+TEST_P(Crc32cPathTest, CheckValueOfTheStandard) {
+  const std::string s = "123456789";
+  EXPECT_EQ(Crc(reinterpret_cast<const uint8_t*>(s.data()), s.size()), 0xE3069283u);
+  EXPECT_EQ(Crc(nullptr, 0), 0u);
+}
+
+TEST_P(Crc32cPathTest, EveryLengthAroundTheBoundariesMatchesTheReference) {
+  constexpr size_t kStripe = 8 << 10;  // the SSE4.2 path's stripe
   const std::vector<uint8_t> data = RandomBytes(7 * kStripe + 64, 1);
   std::vector<size_t> lengths;
   for (size_t n = 0; n < 80; ++n) lengths.push_back(n);
+  // The folding path: its smallest buffer, one to three 256-byte steps past it, and tails.
+  for (size_t n = 1000; n < 1024 + 3 * 256 + 70; ++n) lengths.push_back(n);
   for (size_t k : {1, 2, 3, 4, 6, 7}) {
     for (int d = -9; d <= 9; ++d) lengths.push_back(k * kStripe + d);
   }
@@ -48,48 +72,61 @@ TEST(Crc32cTest, EveryLengthAroundTheStripesMatchesTheReference) {
     for (size_t offset : {0, 1, 3, 7}) {
       if (offset + n > data.size()) continue;
       const uint8_t* p = data.data() + offset;
-      const uint32_t want = BitwiseCrc32c(p, n);
-      ASSERT_EQ(Crc32c(p, n), want) << "length " << n << " offset " << offset;
-      ASSERT_EQ(Crc32cExtendPortable(0, p, n), want) << "length " << n;
+      ASSERT_EQ(Crc(p, n), BitwiseCrc32c(p, n)) << "length " << n << " offset " << offset;
     }
   }
 }
 
-TEST(Crc32cTest, RandomBuffersMatchTheReference) {
+TEST_P(Crc32cPathTest, RandomBuffersMatchTheReference) {
   std::mt19937 rng(7);
   for (int round = 0; round < 40; ++round) {
     const size_t n = rng() % (300 << 10);
     const std::vector<uint8_t> data = RandomBytes(n, round + 100);
-    EXPECT_EQ(Crc32c(data.data(), n), BitwiseCrc32c(data.data(), n)) << "length " << n;
+    EXPECT_EQ(Crc(data.data(), n), BitwiseCrc32c(data.data(), n)) << "length " << n;
   }
 }
 
-TEST(Crc32cTest, ExtendingPieceByPieceEqualsTheWhole) {
+// Every bit of every byte of a buffer the folding path takes changes the value: a constant that
+// dropped part of a block would leave some bit unseen.
+TEST_P(Crc32cPathTest, EveryFlippedBitChangesTheValue) {
+  std::vector<uint8_t> data = RandomBytes(2048 + 37, 9);
+  const uint32_t clean = Crc(data.data(), data.size());
+  for (size_t at = 0; at < data.size(); ++at) {
+    for (int bit = 0; bit < 8; ++bit) {
+      data[at] ^= static_cast<uint8_t>(1 << bit);
+      ASSERT_NE(Crc(data.data(), data.size()), clean) << "byte " << at << " bit " << bit;
+      data[at] ^= static_cast<uint8_t>(1 << bit);
+    }
+  }
+}
+
+TEST_P(Crc32cPathTest, ExtendingPieceByPieceEqualsTheWhole) {
   const std::vector<uint8_t> data = RandomBytes(200 << 10, 3);
-  const uint32_t whole = Crc32c(data.data(), data.size());
+  const uint32_t whole = BitwiseCrc32c(data.data(), data.size());
   std::mt19937 rng(11);
   for (int round = 0; round < 20; ++round) {
-    uint32_t crc = 0, portable = 0;
+    uint32_t crc = 0;
     size_t at = 0;
     while (at < data.size()) {
       const size_t n = std::min<size_t>(data.size() - at, rng() % (60 << 10));
-      crc = Crc32cExtend(crc, data.data() + at, n);
-      portable = Crc32cExtendPortable(portable, data.data() + at, n);
+      crc = Crc(data.data() + at, n, crc);
       at += n;
     }
     EXPECT_EQ(crc, whole);
-    EXPECT_EQ(portable, whole);
   }
 }
 
-TEST(Crc32cTest, ASingleFlippedBitChangesTheValue) {
-  std::vector<uint8_t> data = RandomBytes(3 * (8 << 10) + 5, 9);
-  const uint32_t clean = Crc32c(data.data(), data.size());
-  for (size_t at : {size_t{0}, size_t{8 << 10}, size_t{(16 << 10) + 3}, data.size() - 1}) {
-    data[at] ^= 0x10;
-    EXPECT_NE(Crc32c(data.data(), data.size()), clean) << "byte " << at;
-    data[at] ^= 0x10;
-  }
+INSTANTIATE_TEST_SUITE_P(Paths, Crc32cPathTest,
+                         ::testing::Values(Crc32cPath::kPortable, Crc32cPath::kSse42,
+                                           Crc32cPath::kFolding),
+                         PathName);
+
+// What callers get: the fastest path, the same value.
+TEST(Crc32cTest, TheFastestPathMatchesTheReference) {
+  const std::vector<uint8_t> data = RandomBytes((1 << 20) + 13, 5);
+  EXPECT_EQ(Crc32c(data.data(), data.size()), BitwiseCrc32c(data.data(), data.size()));
+  EXPECT_EQ(Crc32cExtend(Crc32c(data.data(), 5000), data.data() + 5000, data.size() - 5000),
+            BitwiseCrc32c(data.data(), data.size()));
 }
 
 }  // namespace
