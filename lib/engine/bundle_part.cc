@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/decode_attention.h"
 #include "lib/checksum/crc32c.h"
 #include "lib/engine/checksummed_rows.h"
 
@@ -12,7 +13,8 @@ namespace yoco {
 namespace {
 
 constexpr char kMagic[8] = {'Y', 'O', 'C', 'O', 'P', 'A', 'R', 'T'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kRowsVersion = 1;  // rows, not chunks
 
 #pragma pack(push, 1)
 struct Header {
@@ -24,7 +26,7 @@ struct Header {
   uint32_t index;
   uint32_t kv_dtype;
   uint32_t kv_dim;
-  uint32_t reserved;
+  uint32_t storage;  // StorageTag() in version 2, 0 in version 1
   uint64_t row0;
   uint64_t rows;
 };
@@ -32,6 +34,20 @@ struct Header {
 static_assert(sizeof(Header) == 64);
 
 constexpr uint64_t kMaxRows = uint64_t{1} << 40;
+
+// The chunks' layouts and the shapes of their blocks: what a receiver must share with the
+// sender to take chunks as they are stored.
+constexpr uint32_t StorageTag(KvLayout k, KvLayout v) {
+  static_assert(cpu::kKeyLaneRows < 256 && cpu::kValueStripRows < 256 &&
+                cpu::kValueStripWidth < 256);
+  return static_cast<uint32_t>(k) | static_cast<uint32_t>(v) << 4 |
+         static_cast<uint32_t>(cpu::kKeyLaneRows) << 8 |
+         static_cast<uint32_t>(cpu::kValueStripRows) << 16 |
+         static_cast<uint32_t>(cpu::kValueStripWidth) << 24;
+}
+
+// How this build stores a shared K and V (KvRows::SharedKeys, SharedValues).
+constexpr uint32_t kSharedStorage = StorageTag(KvLayout::kKeyLanes, KvLayout::kValueStrips);
 
 uint64_t PartBytes(const ModelConfig& config, uint64_t rows) {
   return sizeof(Header) + 2 * rows * config.kv_dim() * KvDtypeBytes(config.kv_dtype) + 4;
@@ -58,13 +74,15 @@ void SerializeBundlePartTo(const ModelConfig& config, uint64_t fingerprint, uint
   h.index = static_cast<uint32_t>(index);
   h.kv_dtype = static_cast<uint32_t>(config.kv_dtype);
   h.kv_dim = static_cast<uint32_t>(config.kv_dim());
+  h.storage = StorageTag(state.shared_k.layout(), state.shared_v.layout());
   h.row0 = static_cast<uint64_t>(row0);
   h.rows = static_cast<uint64_t>(rows);
   std::memcpy(out, &h, sizeof h);
   uint32_t crc = Crc32c(out, sizeof h);
   uint8_t* p = out + sizeof h;
+  const int64_t C = KvRows::kChunkRows;
   for (const KvRows* kv : {&state.shared_k, &state.shared_v}) {
-    CopyRowsOut(*kv, row0, rows, p, &crc);
+    CopyChunksOut(*kv, row0 / C, rows / C, p, &crc);
     p += rows * kv->width() * KvDtypeBytes(kv->dtype());
   }
   std::memcpy(p, &crc, 4);
@@ -79,25 +97,34 @@ absl::StatusOr<BundlePart> ParseBundlePart(absl::string_view bytes, const ModelC
   if (!IsBundlePart(bytes)) return absl::InvalidArgumentError("bundle part: bad magic");
   Header h;
   std::memcpy(&h, bytes.data(), sizeof h);
-  if (h.version != kVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "bundle part: version ", h.version, " is not supported (this build reads ", kVersion, ")"));
+  if (h.version != kVersion && h.version != kRowsVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("bundle part: version ", h.version,
+                                                      " is not supported (this build reads ",
+                                                      kRowsVersion, " and ", kVersion, ")"));
   }
   uint32_t stored;
   std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
-  // Rows are copied out with the CRC behind them when the size fits; otherwise the CRC is taken
-  // over the whole first, so that a flipped byte reads as corruption, not as a field error.
+  // Rows are copied out with the CRC behind them when the size fits (and chunks, when they are
+  // whole and stored as here); otherwise the CRC is taken over the whole first, so that a
+  // flipped byte reads as corruption, not as a field error.
+  const uint64_t C = KvRows::kChunkRows;
+  const bool as_rows = h.version == kRowsVersion;
   BundlePart part;
   const bool fits = h.rows <= kMaxRows && bytes.size() == PartBytes(config, h.rows);
+  const bool readable = as_rows || (h.rows % C == 0 && h.storage == kSharedStorage);
   uint32_t crc;
-  if (fits) {
+  if (fits && readable) {
     crc = Crc32c(bytes.data(), sizeof h);
     const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + sizeof h;
     part.k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
     part.v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
     for (KvRows* kv : {&part.k, &part.v}) {
-      kv->Reserve(static_cast<int64_t>(h.rows));
-      AppendRowsIn(p, static_cast<int64_t>(h.rows), kv, &crc);
+      if (as_rows) {
+        kv->Reserve(static_cast<int64_t>(h.rows));
+        AppendRowsIn(p, static_cast<int64_t>(h.rows), kv, &crc);
+      } else {
+        AppendChunksIn(p, static_cast<int64_t>(h.rows / C), kv, &crc);
+      }
       p += kv->bytes();
     }
   } else {
@@ -117,9 +144,13 @@ absl::StatusOr<BundlePart> ParseBundlePart(absl::string_view bytes, const ModelC
     return absl::InvalidArgumentError(
         "bundle part: K/V dtype or width does not match this model (--kv-dtype must match)");
   }
-  const uint64_t C = KvRows::kChunkRows;
+  if (!as_rows && h.storage != kSharedStorage) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "bundle part: K/V chunks stored as ", absl::Hex(h.storage), ", this build stores ",
+        absl::Hex(kSharedStorage), " (a build of another version)"));
+  }
   if (!fits || h.rows == 0 || h.rows % C != 0 || h.row0 % C != 0 || h.row0 > kMaxRows ||
-      h.index > (1u << 30) || h.reserved != 0) {
+      h.index > (1u << 30) || (as_rows && h.storage != 0)) {
     return absl::InvalidArgumentError(absl::StrCat("bundle part: ", h.rows, " rows from row ",
                                                    h.row0, " in ", bytes.size(),
                                                    " bytes (whole chunks of ", C, " rows)"));

@@ -3,11 +3,15 @@
 // moving and the receiver parsing at the same time, where one transfer does each in turn; the
 // bundle that follows names the parts (StateBundle::parts_id) and carries only the rest.
 //
-// Serialised form (little-endian), version 1:
+// Serialised form (little-endian), version 2:
 //   "YOCOPART"  u32 version  u32 flags(0)  u64 model_fingerprint  u64 parts_id  u32 index
-//   u32 kv_dtype  u32 kv_dim  u32 0  u64 row0  u64 rows
-//   kv_dtype k[rows * kv_dim]  kv_dtype v[rows * kv_dim]
+//   u32 kv_dtype  u32 kv_dim  u32 storage  u64 row0  u64 rows
+//   K's chunks as stored  V's chunks as stored
 //   u32 crc32c of every byte before it
+// The chunks travel in their storage layouts (K in lanes, V in strips; `storage` names both and
+// their block shapes), so each side copies whole chunks, where rows would be scattered into
+// lanes value by value. Version 1 carried rows (kv_dtype k[rows * kv_dim], then v; storage 0);
+// it is still read, so prefill workers of the version before can send to this one.
 #ifndef YOCO_LIB_ENGINE_BUNDLE_PART_H_
 #define YOCO_LIB_ENGINE_BUNDLE_PART_H_
 

@@ -43,12 +43,20 @@ KvChunkArena& KvChunkArena::Global() {
 }
 
 std::shared_ptr<uint8_t> KvChunkArena::Allocate(std::size_t bytes) {
+  return AllocateChunk(bytes, /*zeroed=*/true);
+}
+
+std::shared_ptr<uint8_t> KvChunkArena::AllocateUninitialized(std::size_t bytes) {
+  return AllocateChunk(bytes, /*zeroed=*/false);
+}
+
+std::shared_ptr<uint8_t> KvChunkArena::AllocateChunk(std::size_t bytes, bool zeroed) {
   const std::size_t size = RoundUp(std::max<std::size_t>(bytes, 1), cpu::kCacheLineBytes);
 #if defined(__SANITIZE_ADDRESS__)
   // Under AddressSanitizer every chunk is its own allocation, so that a read of a chunk after
   // its last holder let go is caught rather than served from a reused chunk.
   auto* own = static_cast<uint8_t*>(::operator new (size, std::align_val_t{cpu::kCacheLineBytes}));
-  std::memset(own, 0, size);
+  if (zeroed) std::memset(own, 0, size);
   return std::shared_ptr<uint8_t>(
       own, [](uint8_t* p) { ::operator delete (p, std::align_val_t{cpu::kCacheLineBytes}); });
 #endif
@@ -68,7 +76,7 @@ std::shared_ptr<uint8_t> KvChunkArena::Allocate(std::size_t bytes) {
     }
     free_bytes_ -= static_cast<int64_t>(size);
   }
-  if (recycled) std::memset(chunk, 0, size);  // fresh ones are the kernel's zero pages
+  if (recycled && zeroed) std::memset(chunk, 0, size);  // fresh ones are the kernel's zero pages
   return std::shared_ptr<uint8_t>(chunk, [this, size](uint8_t* p) { Free(p, size); });
 }
 

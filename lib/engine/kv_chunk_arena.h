@@ -36,6 +36,9 @@ class KvChunkArena {
   // `bytes` of zeroed, cache-line aligned memory, back in the arena when the last holder lets
   // go. The arena must outlive it (the global one does).
   std::shared_ptr<uint8_t> Allocate(std::size_t bytes);
+  // The same without zeroing a reused chunk, for a caller about to write all of it (a chunk
+  // received whole): the memset would be one more pass over every byte received.
+  std::shared_ptr<uint8_t> AllocateUninitialized(std::size_t bytes);
 
   // Maps and touches slabs until chunks of `chunk_bytes` have at least `bytes` ready (free and
   // already backed by memory), so that the first long document a worker receives does not pay
@@ -48,6 +51,7 @@ class KvChunkArena {
  private:
   // Maps a slab for chunks of `size` onto their fresh list; returns its bytes. mu_ held.
   std::size_t AddSlabLocked(std::size_t size, bool touch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<uint8_t> AllocateChunk(std::size_t bytes, bool zeroed);
   // Puts a chunk of `bytes` back on its free list.
   void Free(uint8_t* chunk, std::size_t bytes);
 

@@ -2,6 +2,7 @@
 #include "lib/engine/kv_rows.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -163,6 +164,14 @@ void KvRows::AppendRowBytes(const uint8_t* in, int64_t n) {
   } else {
     append(reinterpret_cast<const uint16_t*>(in));
   }
+}
+
+void KvRows::AppendChunkBytes(const uint8_t* in) {
+  assert(rows_ % kChunkRows == 0);
+  Chunk chunk = KvChunkArena::Global().AllocateUninitialized(chunk_bytes());
+  std::memcpy(chunk.get(), in, chunk_bytes());
+  PushChunk(std::move(chunk));
+  rows_ += kChunkRows;
 }
 
 void KvRows::Append(const float* rows, int64_t n) {

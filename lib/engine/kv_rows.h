@@ -84,6 +84,10 @@ class KvRows {
   void CopyRowBytes(int64_t row0, int64_t n, uint8_t* out) const;
   // Appends n rows given as CopyRowBytes writes them.
   void AppendRowBytes(const uint8_t* in, int64_t n);
+  // Appends one whole chunk given as its storage in layout() (chunk_bytes() bytes, as
+  // chunk_data() holds them): a bundle part's chunks travel as stored. REQUIRES: rows() a
+  // multiple of kChunkRows.
+  void AppendChunkBytes(const uint8_t* in);
   // Appends n rows of width() fp32 values, rounding them for bf16.
   void Append(const float* rows, int64_t n);
   // Appends rows [row0, row0 + n) of `from`. REQUIRES: same dtype and width. Whole chunks in

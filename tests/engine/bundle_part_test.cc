@@ -105,10 +105,46 @@ TEST_P(BundlePartTest, ForeignAndMisshapenPartsAreRefused) {
   EXPECT_EQ(with_field(48, C + 1, 8), absl::StatusCode::kInvalidArgument);  // row0
   EXPECT_EQ(with_field(56, C, 8), absl::StatusCode::kInvalidArgument);      // rows vs size
   EXPECT_EQ(with_field(12, 1, 4), absl::StatusCode::kInvalidArgument);      // flags
-  EXPECT_EQ(with_field(8, 2, 4), absl::StatusCode::kFailedPrecondition);    // version
+  EXPECT_EQ(with_field(8, 3, 4), absl::StatusCode::kFailedPrecondition);    // version
+  // Chunks stored in other layouts (a build with other lane or strip shapes) cannot be taken as
+  // they are: refused as another version's, so that the sender falls back to whole bundles.
+  uint32_t storage;
+  std::memcpy(&storage, good.data() + 44, 4);
+  EXPECT_EQ(with_field(44, storage ^ (1u << 8), 4), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(with_field(44, 0, 4), absl::StatusCode::kFailedPrecondition);
   // A state bundle is not a part, and a part is not a state bundle.
   EXPECT_FALSE(IsBundlePart(SerializeStateBundle(StateBundle{})));
   EXPECT_EQ(ParseStateBundle(good, config_, model_->fingerprint()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Version 1 carried rows, not chunks; prefill workers of that version still send it.
+TEST_P(BundlePartTest, PartsOfRowsFromTheVersionBeforeAreRead) {
+  const int64_t C = KvRows::kChunkRows;
+  const std::string chunks = Part(C, 3 * C, 4);
+  std::string rows = chunks.substr(0, 64) + RowBytes(state_.shared_k, C, 3 * C) +
+                     RowBytes(state_.shared_v, C, 3 * C);
+  const uint32_t version = 1, storage = 0;
+  std::memcpy(rows.data() + 8, &version, 4);
+  std::memcpy(rows.data() + 44, &storage, 4);
+  const uint32_t crc = Crc32c(rows.data(), rows.size());
+  rows.append(reinterpret_cast<const char*>(&crc), 4);
+  ASSERT_EQ(rows.size(), chunks.size());
+  ASSERT_NE(rows, chunks);  // the layouts differ from rows
+  absl::StatusOr<BundlePart> part = ParseBundlePart(rows, config_, model_->fingerprint());
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(part->index, 4);
+  EXPECT_EQ(part->row0, C);
+  EXPECT_EQ(part->k.layout(), state_.shared_k.layout());
+  EXPECT_EQ(part->v.layout(), state_.shared_v.layout());
+  EXPECT_EQ(RowBytes(part->k, 0, 3 * C), RowBytes(state_.shared_k, C, 3 * C));
+  EXPECT_EQ(RowBytes(part->v, 0, 3 * C), RowBytes(state_.shared_v, C, 3 * C));
+  // Version 1 has no storage field: anything there is refused.
+  const uint32_t some_storage = 1;
+  std::memcpy(rows.data() + 44, &some_storage, 4);
+  const uint32_t recrc = Crc32c(rows.data(), rows.size() - 4);
+  std::memcpy(rows.data() + rows.size() - 4, &recrc, 4);
+  EXPECT_EQ(ParseBundlePart(rows, config_, model_->fingerprint()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
