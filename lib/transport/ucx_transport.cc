@@ -37,7 +37,31 @@ absl::Status UcsError(const char* what, ucs_status_t status) {
   return absl::UnavailableError(absl::StrCat(what, ": ", ucs_status_string(status)));
 }
 
+// Writes buffer.size() bytes from `from` into `buffer`, segment by segment when it has them.
+void CopyInto(ByteBuffer& buffer, const uint8_t* from) {
+  if (!buffer.segmented()) {
+    if (buffer.size() > 0) std::memcpy(buffer.data(), from, buffer.size());
+    return;
+  }
+  for (const ByteBuffer::Segment& s : buffer.segments()) {
+    std::memcpy(s.data, from, s.size);
+    from += s.size;
+  }
+}
+
+uint32_t ChecksumOf(const ByteBuffer& buffer) {
+  if (!buffer.segmented()) return Crc32c(buffer.data(), buffer.size());
+  uint32_t crc = 0;
+  for (const ByteBuffer::Segment& s : buffer.segments()) crc = Crc32cExtend(crc, s.data, s.size);
+  return crc;
+}
+
 }  // namespace
+
+ByteBuffer::ByteBuffer(std::vector<Segment> segments, std::shared_ptr<void> owner)
+    : segments_(std::move(segments)), owner_(std::move(owner)) {
+  for (const Segment& s : segments_) size_ += s.size;
+}
 
 class UcxTransport::Impl {
  public:
@@ -211,8 +235,9 @@ class UcxTransport::Impl {
     bool has_crc = false;
     absl::Time deadline;
     ucp_ep_h reply_ep = nullptr;
-    uint32_t sender_pid = 0;  // 0 when the sender is on another host
-    void* request = nullptr;  // the rendezvous receive, while UCX holds it
+    uint32_t sender_pid = 0;        // 0 when the sender is on another host
+    void* request = nullptr;        // the rendezvous receive, while UCX holds it
+    std::vector<ucp_dt_iov_t> iov;  // a segmented buffer's segments, while UCX writes them
     bool finished = false;
   };
 
@@ -647,7 +672,7 @@ class UcxTransport::Impl {
       return;
     }
     if (!rndv) {
-      std::memcpy(t->buffer.data(), data, length);
+      CopyInto(t->buffer, static_cast<const uint8_t*>(data));
       CompleteIncoming(t);
       return;
     }
@@ -655,7 +680,16 @@ class UcxTransport::Impl {
     rparam.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     rparam.cb.recv_am = &Impl::OnDataReceived;
     rparam.user_data = t;
-    void* request = ucp_am_recv_data_nbx(worker_.get(), data, t->buffer.data(), length, &rparam);
+    void* target = t->buffer.data();
+    size_t count = length;  // bytes, or for an IOV its entries
+    if (t->buffer.segmented()) {
+      for (const ByteBuffer::Segment& s : t->buffer.segments()) t->iov.push_back({s.data, s.size});
+      rparam.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+      rparam.datatype = ucp_dt_make_iov();
+      target = t->iov.data();
+      count = t->iov.size();
+    }
+    void* request = ucp_am_recv_data_nbx(worker_.get(), data, target, count, &rparam);
     if (UCS_PTR_IS_ERR(request)) {
       FinishIncoming(t, UcsError("receive failed", UCS_PTR_STATUS(request)));
     } else if (request == nullptr) {
@@ -683,10 +717,10 @@ class UcxTransport::Impl {
   // All bytes are here: check the transport checksum, then the content, then hand over.
   void CompleteIncoming(Incoming* t) {
     absl::Status status;
-    if (t->has_crc && Crc32c(t->buffer.data(), t->buffer.size()) != t->crc) {
+    if (t->has_crc && ChecksumOf(t->buffer) != t->crc) {
       status = absl::DataLossError("transfer checksum mismatch");
     } else if (callbacks_.verify) {
-      status = callbacks_.verify(t->info, t->buffer.view());
+      status = callbacks_.verify(t->info, t->buffer);
     }
     if (!status.ok()) {
       FinishIncoming(t, status);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -28,16 +29,28 @@ namespace yoco {
 
 // An owned, uninitialised byte buffer (a 1 GiB bundle is not zero-filled before UCX writes it).
 // By default heap memory; a receiver may supply memory of its own (a pool, the decode worker's
-// cache) with a release function.
+// cache) with a release function, or memory in segments (a bundle part's K/V chunks, so that
+// UCX writes each where it stays).
 class ByteBuffer {
  public:
   using Release = std::function<void(uint8_t*)>;
+  struct Segment {
+    uint8_t* data = nullptr;
+    size_t size = 0;
+  };
 
   ByteBuffer() = default;
   explicit ByteBuffer(size_t size)
       : data_(size ? new uint8_t[size] : nullptr, [](uint8_t* p) { delete[] p; }), size_(size) {}
   ByteBuffer(uint8_t* data, size_t size, Release release)
       : data_(data, std::move(release)), size_(size) {}
+  // `segments` in order, kept alive by `owner`.
+  ByteBuffer(std::vector<Segment> segments, std::shared_ptr<void> owner);
+
+  // Whether the bytes are in segments; then data() is null and view() empty.
+  bool segmented() const { return !segments_.empty(); }
+  const std::vector<Segment>& segments() const { return segments_; }
+  const std::shared_ptr<void>& owner() const { return owner_; }
 
   uint8_t* data() { return data_.get(); }
   const uint8_t* data() const { return data_.get(); }
@@ -47,6 +60,8 @@ class ByteBuffer {
  private:
   std::unique_ptr<uint8_t, Release> data_{nullptr, [](uint8_t*) {}};
   size_t size_ = 0;
+  std::vector<Segment> segments_;
+  std::shared_ptr<void> owner_;
 };
 
 // Bytes to send and whatever keeps them alive; the transport holds `owner` until the transfer
@@ -68,14 +83,14 @@ struct IncomingTransfer {
 };
 
 struct ReceiveCallbacks {
-  // Memory for an incoming transfer of `size` bytes (default: the heap). UCX writes the data
-  // straight into it; an error refuses the transfer.
+  // Memory for an incoming transfer of `size` bytes (default: the heap), contiguous or in
+  // segments. UCX writes the data straight into it; an error refuses the transfer.
   std::function<absl::StatusOr<ByteBuffer>(uint64_t size)> allocate;
   // Before any data: OK to accept, or an error (e.g. RESOURCE_EXHAUSTED) returned to the sender.
   std::function<absl::Status(const IncomingTransfer&)> on_start;
   // After the transport's own checksum matched: the content check (bundle checksum, version,
   // model fingerprint). An error is returned to the sender and the data is dropped.
-  std::function<absl::Status(const IncomingTransfer&, absl::string_view data)> verify;
+  std::function<absl::Status(const IncomingTransfer&, const ByteBuffer& data)> verify;
   // Verified data, handed over.
   std::function<void(const IncomingTransfer&, ByteBuffer data)> on_received;
   // The transfer ended without data: peer died, deadline, cancelled by either side, refused.

@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   options.tls = argv[2];
   options.net_devices = options.tls == "tcp" ? "lo" : "";
   yoco::ReceiveCallbacks callbacks;
-  callbacks.verify = [](const yoco::IncomingTransfer& t, absl::string_view data) {
+  callbacks.verify = [](const yoco::IncomingTransfer& t, const yoco::ByteBuffer& buffer) {
+    const absl::string_view data = buffer.view();
     // The seed of a transfer is its size, so the receiver needs no side channel.
     if (!yoco::testing::CheckPattern(reinterpret_cast<const uint8_t*>(data.data()), data.size(),
                                      data.size())) {

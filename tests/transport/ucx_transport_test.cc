@@ -35,9 +35,10 @@ class Peer {
     absl::Status status;  // OK: received and pattern-checked
   };
 
+  // With `segment_bytes`, transfers land in separately allocated segments of that size.
   explicit Peer(const std::string& tls,
                 std::function<absl::Status(absl::string_view)> verify = nullptr,
-                const std::string& address_key = "") {
+                const std::string& address_key = "", uint64_t segment_bytes = 0) {
     UcxTransportOptions options;
     options.tls = tls;
     options.address_key = address_key;
@@ -52,7 +53,26 @@ class Peer {
       if (cancel_on_start_) transport_->CancelReceive(t.sender, t.id);  // runs inline
       return absl::OkStatus();
     };
-    cb.verify = [verify](const IncomingTransfer& t, absl::string_view data) {
+    if (segment_bytes > 0) {
+      cb.allocate = [segment_bytes](uint64_t size) -> absl::StatusOr<ByteBuffer> {
+        auto blocks = std::make_shared<std::vector<std::unique_ptr<uint8_t[]>>>();
+        std::vector<ByteBuffer::Segment> segments;
+        for (uint64_t at = 0; at < size; at += segment_bytes) {
+          const uint64_t n = std::min(segment_bytes, size - at);
+          blocks->push_back(std::make_unique<uint8_t[]>(n));
+          segments.push_back({blocks->back().get(), n});
+        }
+        return ByteBuffer(std::move(segments), blocks);
+      };
+    }
+    cb.verify = [verify](const IncomingTransfer& t, const ByteBuffer& buffer) {
+      std::string gathered;
+      if (buffer.segmented()) {
+        for (const ByteBuffer::Segment& s : buffer.segments()) {
+          gathered.append(reinterpret_cast<const char*>(s.data), s.size);
+        }
+      }
+      const absl::string_view data = buffer.segmented() ? gathered : buffer.view();
       if (verify) return verify(data);
       return testing::CheckPattern(reinterpret_cast<const uint8_t*>(data.data()), data.size(),
                                    t.size)
@@ -193,6 +213,32 @@ TEST_P(TransportTest, TwoProcessesSizesFromOneKibToOneGibArriveIntact) {
   }
   EXPECT_TRUE(sender.Drained());
   EXPECT_EQ(sender.transport().metrics().transfers_sent, 6u);
+}
+
+// A receiver may take a transfer into segments of its own (a decode worker takes a bundle part
+// into its K/V chunks): eager and rendezvous sizes land whole, in order, the transport's
+// checksum taken over the segments.
+TEST_P(TransportTest, TransfersLandInTheReceiversSegments) {
+  struct Case {
+    uint64_t segment_bytes;
+    std::vector<uint64_t> sizes;
+  };
+  // Segments that end anywhere; eager sizes (up to 16 KiB) spanning several.
+  for (const Case& c : {Case{3 * kKiB + 7, {1, 5 * kKiB, 16 * kKiB, 64 * kKiB + 7, kMiB}},
+                        Case{64 * kKiB + 7, {64 * kKiB + 8, 64 * kMiB + 3}}}) {
+    Peer receiver(GetParam(), nullptr, "", c.segment_bytes);
+    Peer sender(GetParam());
+    const std::string address = receiver.transport().address();
+    for (uint64_t size : c.sizes) {
+      const absl::Status sent = sender.Send(address, size).get();
+      ASSERT_TRUE(sent.ok()) << size << ": " << sent;
+      const std::optional<Peer::Event> event = receiver.NextEvent(absl::Seconds(30));
+      ASSERT_TRUE(event.has_value());
+      EXPECT_TRUE(event->status.ok()) << size << ": " << event->status;
+      EXPECT_EQ(event->transfer.size, size);
+    }
+    EXPECT_TRUE(receiver.Drained());
+  }
 }
 
 TEST_P(TransportTest, ManyConcurrentTransfersBetweenSeveralPeers) {

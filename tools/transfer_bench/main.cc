@@ -1,6 +1,6 @@
 // yoco-transfer-bench: bandwidth and latency of UcxTransport between two processes.
 //   yoco-transfer-bench --tls tcp|sm --size BYTES [--count N] [--json OUT.json] [--checksum]
-//                       [--perftest]
+//                       [--perftest] [--receive-segments BYTES]
 #include <fstream>
 #include <iostream>
 
@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
       json_path = value();
     } else if (arg == "--checksum") {
       options.checksum = true;
+    } else if (arg == "--receive-segments") {
+      ok = absl::SimpleAtoi(value(), &options.receive_segment_bytes) &&
+           options.receive_segment_bytes <= (uint64_t{4} << 30);
     } else if (arg == "--perftest") {
       options.perftest = true;
     } else if (arg == "--serve") {
@@ -40,11 +43,11 @@ int main(int argc, char** argv) {
       std::cerr
           << "yoco-transfer-bench: bad argument '" << arg << "'\n"
           << "usage: yoco-transfer-bench --tls tcp|sm --size BYTES [--count N] [--json OUT.json]"
-             " [--checksum] [--perftest]\n";
+             " [--checksum] [--perftest] [--receive-segments BYTES]\n";
       return 2;
     }
   }
-  if (serve) return yoco::ServeTransfers(options.tls);
+  if (serve) return yoco::ServeTransfers(options.tls, options.receive_segment_bytes);
   auto result = yoco::RunTransferBench(options);
   if (!result.ok()) {
     std::cerr << "yoco-transfer-bench: " << result.status().message() << "\n";

@@ -122,7 +122,7 @@ absl::StatusOr<double> RunPerftest(const TransferBenchOptions& o) {
 
 }  // namespace
 
-int ServeTransfers(const std::string& tls) {
+int ServeTransfers(const std::string& tls, uint64_t segment_bytes) {
   // Received data lands in reused, already-faulted memory, as a decode worker's cache would
   // provide (and as ucx_perftest does); fresh heap pages would add the kernel's page faults.
   std::mutex mu;
@@ -147,6 +147,21 @@ int ServeTransfers(const std::string& tls) {
       free_buffers.push_back({q, size});
     });
   };
+  if (segment_bytes > 0) {
+    // The same reused memory cut into segments a cache line apart, so that nothing can take
+    // them for one buffer.
+    auto contiguous = callbacks.allocate;
+    callbacks.allocate = [contiguous, segment_bytes](uint64_t size) -> absl::StatusOr<ByteBuffer> {
+      const uint64_t segments = (size + segment_bytes - 1) / segment_bytes;
+      absl::StatusOr<ByteBuffer> memory = contiguous(size + 64 * segments);
+      if (!memory.ok()) return memory.status();
+      std::vector<ByteBuffer::Segment> parts;
+      for (uint64_t at = 0, i = 0; at < size; at += segment_bytes, ++i) {
+        parts.push_back({memory->data() + at + 64 * i, std::min(segment_bytes, size - at)});
+      }
+      return ByteBuffer(std::move(parts), std::make_shared<ByteBuffer>(std::move(*memory)));
+    };
+  }
   callbacks.on_received = [](const IncomingTransfer&, ByteBuffer) {};
   auto transport = UcxTransport::Create(TransportOptions(tls, /*checksum=*/false), callbacks);
   if (!transport.ok()) {
@@ -160,7 +175,9 @@ int ServeTransfers(const std::string& tls) {
 }
 
 absl::StatusOr<TransferBenchResult> RunTransferBench(const TransferBenchOptions& o) {
-  Child receiver({o.self_path, "--serve", "--tls", o.tls}, {});
+  Child receiver({o.self_path, "--serve", "--tls", o.tls, "--receive-segments",
+                  std::to_string(o.receive_segment_bytes)},
+                 {});
   if (!receiver.ok()) return absl::InternalError("cannot start the receiver process");
   const std::string address = absl::HexStringToBytes(receiver.ReadLine(30000));
   if (address.empty()) return absl::UnavailableError("the receiver process did not start");

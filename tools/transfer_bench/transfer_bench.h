@@ -17,6 +17,9 @@ struct TransferBenchOptions {
   int count = 20;
   bool checksum = false;  // the transport's own CRC (bundles carry theirs)
   bool perftest = false;  // also run ucx_perftest ucp_am_bw for the same tls and size
+  // The receiver takes each transfer into segments of this many bytes (as a decode worker takes
+  // a bundle part into its K/V chunks); 0: one buffer.
+  uint64_t receive_segment_bytes = 0;
   std::string self_path;  // this executable, re-run as the receiver
 };
 
@@ -30,7 +33,7 @@ struct TransferBenchResult {
 
 // Runs the receiver side: prints the worker address (hex) on stdout, then serves until it is
 // terminated (or its parent exits).
-int ServeTransfers(const std::string& tls);
+int ServeTransfers(const std::string& tls, uint64_t segment_bytes);
 
 absl::StatusOr<TransferBenchResult> RunTransferBench(const TransferBenchOptions& options);
 
