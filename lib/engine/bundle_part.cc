@@ -1,5 +1,6 @@
 // Bundle part encoding. As with state bundles, the checksum is verified before any field is
-// trusted, and the rows are checksummed a slice at a time behind their copy.
+// trusted, and the rows are checksummed a slice at a time behind their copy (or, for a part
+// that landed in its chunks, read once for the checksum alone).
 #include "lib/engine/bundle_part.h"
 
 #include <cstring>
@@ -8,6 +9,7 @@
 #include "kernels/cpu/decode_attention.h"
 #include "lib/checksum/crc32c.h"
 #include "lib/engine/checksummed_rows.h"
+#include "lib/engine/kv_chunk_arena.h"
 
 namespace yoco {
 namespace {
@@ -51,6 +53,37 @@ constexpr uint32_t kSharedStorage = StorageTag(KvLayout::kKeyLanes, KvLayout::kV
 
 uint64_t PartBytes(const ModelConfig& config, uint64_t rows) {
   return sizeof(Header) + 2 * rows * config.kv_dim() * KvDtypeBytes(config.kv_dtype) + 4;
+}
+
+// The fields a forger could set, checked once the checksum matched.
+absl::Status CheckFields(const Header& h, size_t size, const ModelConfig& config,
+                         uint64_t fingerprint) {
+  const uint64_t C = KvRows::kChunkRows;
+  const bool as_rows = h.version == kRowsVersion;
+  const bool fits = h.rows <= kMaxRows && size == PartBytes(config, h.rows);
+  if (h.flags != 0) return absl::InvalidArgumentError("bundle part: unknown flags");
+  if (h.model_fingerprint != fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat("bundle part: made by model ",
+                                                      absl::Hex(h.model_fingerprint),
+                                                      ", this is model ", absl::Hex(fingerprint)));
+  }
+  if (h.kv_dtype != static_cast<uint32_t>(config.kv_dtype) ||
+      h.kv_dim != static_cast<uint32_t>(config.kv_dim())) {
+    return absl::InvalidArgumentError(
+        "bundle part: K/V dtype or width does not match this model (--kv-dtype must match)");
+  }
+  if (!as_rows && h.storage != kSharedStorage) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "bundle part: K/V chunks stored as ", absl::Hex(h.storage), ", this build stores ",
+        absl::Hex(kSharedStorage), " (a build of another version)"));
+  }
+  if (!fits || h.rows == 0 || h.rows % C != 0 || h.row0 % C != 0 || h.row0 > kMaxRows ||
+      h.index > (1u << 30) || (as_rows && h.storage != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("bundle part: ", h.rows, " rows from row ",
+                                                   h.row0, " in ", size, " bytes (whole chunks of ",
+                                                   C, " rows)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -133,31 +166,82 @@ absl::StatusOr<BundlePart> ParseBundlePart(absl::string_view bytes, const ModelC
   if (crc != stored) {
     return absl::DataLossError("bundle part: checksum mismatch (corrupt or truncated)");
   }
-  if (h.flags != 0) return absl::InvalidArgumentError("bundle part: unknown flags");
-  if (h.model_fingerprint != fingerprint) {
-    return absl::FailedPreconditionError(absl::StrCat("bundle part: made by model ",
-                                                      absl::Hex(h.model_fingerprint),
-                                                      ", this is model ", absl::Hex(fingerprint)));
-  }
-  if (h.kv_dtype != static_cast<uint32_t>(config.kv_dtype) ||
-      h.kv_dim != static_cast<uint32_t>(config.kv_dim())) {
-    return absl::InvalidArgumentError(
-        "bundle part: K/V dtype or width does not match this model (--kv-dtype must match)");
-  }
-  if (!as_rows && h.storage != kSharedStorage) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "bundle part: K/V chunks stored as ", absl::Hex(h.storage), ", this build stores ",
-        absl::Hex(kSharedStorage), " (a build of another version)"));
-  }
-  if (!fits || h.rows == 0 || h.rows % C != 0 || h.row0 % C != 0 || h.row0 > kMaxRows ||
-      h.index > (1u << 30) || (as_rows && h.storage != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("bundle part: ", h.rows, " rows from row ",
-                                                   h.row0, " in ", bytes.size(),
-                                                   " bytes (whole chunks of ", C, " rows)"));
-  }
+  if (absl::Status st = CheckFields(h, bytes.size(), config, fingerprint); !st.ok()) return st;
   part.parts_id = h.parts_id;
   part.index = static_cast<int32_t>(h.index);
   part.row0 = static_cast<int64_t>(h.row0);
+  return part;
+}
+
+std::unique_ptr<BundlePartLanding> BundlePartLanding::ForSize(const ModelConfig& config,
+                                                              size_t bytes) {
+  const uint64_t row_bytes = 2 * config.kv_dim() * KvDtypeBytes(config.kv_dtype);
+  const uint64_t C = KvRows::kChunkRows;
+  if (row_bytes == 0 || bytes < PartBytes(config, C)) return nullptr;
+  const uint64_t rows = (bytes - PartBytes(config, 0)) / row_bytes;
+  if (rows > kMaxRows || rows % C != 0 || PartBytes(config, rows) != bytes) return nullptr;
+  std::unique_ptr<BundlePartLanding> landing(new BundlePartLanding());
+  landing->bytes_ = bytes;
+  landing->rows_ = static_cast<int64_t>(rows);
+  landing->chunk_bytes_ = KvRows::ChunkBytes(config.kv_dtype, config.kv_dim());
+  for (auto* chunks : {&landing->k_chunks_, &landing->v_chunks_}) {
+    for (uint64_t i = 0; i < rows / C; ++i) {
+      chunks->push_back(KvChunkArena::Global().AllocateUninitialized(landing->chunk_bytes_));
+    }
+  }
+  return landing;
+}
+
+std::vector<absl::Span<uint8_t>> BundlePartLanding::segments() {
+  std::vector<absl::Span<uint8_t>> out{{header_, sizeof header_}};
+  for (auto* chunks : {&k_chunks_, &v_chunks_}) {
+    for (const auto& chunk : *chunks) out.emplace_back(chunk.get(), chunk_bytes_);
+  }
+  out.emplace_back(checksum_, sizeof checksum_);
+  return out;
+}
+
+bool BundlePartLanding::HoldsChunkPart() const {
+  static_assert(sizeof(Header) == sizeof header_);
+  Header h;
+  std::memcpy(&h, header_, sizeof h);
+  return std::memcmp(h.magic, kMagic, sizeof kMagic) == 0 && h.version == kVersion &&
+         h.storage == kSharedStorage && h.rows == static_cast<uint64_t>(rows_);
+}
+
+std::string BundlePartLanding::Gather() const {
+  std::string out(reinterpret_cast<const char*>(header_), sizeof header_);
+  out.reserve(bytes_);
+  for (auto* chunks : {&k_chunks_, &v_chunks_}) {
+    for (const auto& chunk : *chunks)
+      out.append(reinterpret_cast<const char*>(chunk.get()), chunk_bytes_);
+  }
+  out.append(reinterpret_cast<const char*>(checksum_), sizeof checksum_);
+  return out;
+}
+
+absl::StatusOr<BundlePart> BundlePartLanding::Take(const ModelConfig& config,
+                                                   uint64_t fingerprint) const {
+  Header h;
+  std::memcpy(&h, header_, sizeof h);
+  uint32_t crc = Crc32c(header_, sizeof header_);
+  for (auto* chunks : {&k_chunks_, &v_chunks_}) {
+    for (const auto& chunk : *chunks) crc = Crc32cExtend(crc, chunk.get(), chunk_bytes_);
+  }
+  uint32_t stored;
+  std::memcpy(&stored, checksum_, sizeof stored);
+  if (crc != stored) {
+    return absl::DataLossError("bundle part: checksum mismatch (corrupt or truncated)");
+  }
+  if (absl::Status st = CheckFields(h, bytes_, config, fingerprint); !st.ok()) return st;
+  BundlePart part;
+  part.parts_id = h.parts_id;
+  part.index = static_cast<int32_t>(h.index);
+  part.row0 = static_cast<int64_t>(h.row0);
+  part.k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
+  part.v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
+  for (const auto& chunk : k_chunks_) part.k.AppendChunk(chunk);
+  for (const auto& chunk : v_chunks_) part.v.AppendChunk(chunk);
   return part;
 }
 

@@ -16,9 +16,13 @@
 #define YOCO_LIB_ENGINE_BUNDLE_PART_H_
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "lib/engine/kv_rows.h"
 #include "lib/engine/sequence_state.h"
 #include "lib/model/model_config.h"
@@ -53,6 +57,43 @@ void SerializeBundlePartTo(const ModelConfig& config, uint64_t fingerprint, uint
 // FAILED_PRECONDITION (another model, an unsupported version).
 absl::StatusOr<BundlePart> ParseBundlePart(absl::string_view bytes, const ModelConfig& config,
                                            uint64_t fingerprint);
+
+// Memory an incoming part is received into, laid out as the K/V chunks it becomes: the
+// transport writes each row where it stays and the receiver only checks the checksum, where it
+// used to copy every byte (a 1M-token document is a gigabyte of them) from a receive buffer into
+// chunks. A part's size alone gives its rows (a part is whole chunks of one model's rows), so
+// the layout is known before the data. What lands in one but is not a part this build takes as
+// it is (a state bundle of the same size, a version-1 part, a corrupt header) is gathered into
+// one buffer and read by ParseBundlePart.
+class BundlePartLanding {
+ public:
+  // Null when no part of whole chunks for `config` has `bytes` bytes.
+  static std::unique_ptr<BundlePartLanding> ForSize(const ModelConfig& config, size_t bytes);
+
+  // Where the bytes go, in order: the header, K's chunks, V's chunks, the checksum.
+  std::vector<absl::Span<uint8_t>> segments();
+  size_t bytes() const { return bytes_; }
+
+  // Whether what landed reads as a part of this version and layout with the rows its size
+  // says: Take() it; otherwise Gather() it for ParseBundlePart.
+  bool HoldsChunkPart() const;
+  std::string Gather() const;
+
+  // ParseBundlePart for what landed (the same checks and codes), sharing the chunks instead of
+  // copying them. REQUIRES: HoldsChunkPart().
+  absl::StatusOr<BundlePart> Take(const ModelConfig& config, uint64_t fingerprint) const;
+
+ private:
+  BundlePartLanding() = default;
+
+  size_t bytes_ = 0;
+  int64_t rows_ = 0;
+  uint8_t header_[64];
+  uint8_t checksum_[4];
+  // Taken uninitialised from the arena: every byte is written before anything reads it.
+  std::vector<std::shared_ptr<uint8_t>> k_chunks_, v_chunks_;
+  size_t chunk_bytes_ = 0;
+};
 
 }  // namespace yoco
 

@@ -167,9 +167,13 @@ void KvRows::AppendRowBytes(const uint8_t* in, int64_t n) {
 }
 
 void KvRows::AppendChunkBytes(const uint8_t* in) {
-  assert(rows_ % kChunkRows == 0);
   Chunk chunk = KvChunkArena::Global().AllocateUninitialized(chunk_bytes());
   std::memcpy(chunk.get(), in, chunk_bytes());
+  AppendChunk(std::move(chunk));
+}
+
+void KvRows::AppendChunk(std::shared_ptr<uint8_t> chunk) {
+  assert(rows_ % kChunkRows == 0);
   PushChunk(std::move(chunk));
   rows_ += kChunkRows;
 }

@@ -88,6 +88,9 @@ class KvRows {
   // chunk_data() holds them): a bundle part's chunks travel as stored. REQUIRES: rows() a
   // multiple of kChunkRows.
   void AppendChunkBytes(const uint8_t* in);
+  // Appends `chunk` (chunk_bytes() of storage in layout(), written before this and never after)
+  // as a whole chunk, shared. REQUIRES: rows() a multiple of kChunkRows.
+  void AppendChunk(std::shared_ptr<uint8_t> chunk);
   // Appends n rows of width() fp32 values, rounding them for bf16.
   void Append(const float* rows, int64_t n);
   // Appends rows [row0, row0 + n) of `from`. REQUIRES: same dtype and width. Whole chunks in

@@ -102,10 +102,27 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   // verify and on_received run back to back on the transport thread: the bundle parsed by the
   // first is handed to the second.
   callbacks.verify = [self, &config, fingerprint](const IncomingTransfer& t,
-                                                  absl::string_view data) -> absl::Status {
+                                                  const ByteBuffer& buffer) -> absl::Status {
+    self->verified_a_part_ = false;
+    absl::string_view data = buffer.view();
+    std::string gathered;
+    if (buffer.segmented()) {
+      // Only `allocate` below makes segmented buffers: the owner is a landing.
+      const auto& landing = *std::static_pointer_cast<BundlePartLanding>(buffer.owner());
+      if (landing.HoldsChunkPart()) {
+        absl::StatusOr<BundlePart> part = landing.Take(config, fingerprint);
+        if (!part.ok()) return part.status();
+        self->verified_a_part_ = true;
+        return self->parts_.Put(t.sender, std::move(*part), static_cast<int64_t>(buffer.size()),
+                                absl::Now());
+      }
+      gathered = landing.Gather();  // not a part of this version: read as it was sent
+      data = gathered;
+    }
     if (IsBundlePart(data)) {
       absl::StatusOr<BundlePart> part = ParseBundlePart(data, config, fingerprint);
       if (!part.ok()) return part.status();
+      self->verified_a_part_ = true;
       return self->parts_.Put(t.sender, std::move(*part), static_cast<int64_t>(data.size()),
                               absl::Now());
     }
@@ -131,8 +148,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
   w->bundle_buffers_ = std::make_unique<WarmBufferPool>(
       static_cast<size_t>(std::max<int64_t>(options.transfer_buffer_keep_bytes, 0)));
   if (options.prefault) {
-    // Buffers of the default part's size (plus its header's huge page): long bundles come as
-    // parts, and what else comes is small.
+    // Buffers of the default part's size (plus its header's huge page), for bundles that come
+    // whole (from a prefill worker sending no parts); parts land in K/V chunks.
     w->bundle_buffers_->Prefault(static_cast<size_t>(options.transfer_buffer_keep_bytes),
                                  static_cast<size_t>(kDefaultBundlePartBytes + (2 << 20)));
     // K and V chunks have the same size.
@@ -140,13 +157,19 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
         static_cast<size_t>(KvRows::ChunkBytes(config.kv_dtype, config.kv_dim())),
         static_cast<size_t>(options.resident_kv_budget_bytes));
   }
-  callbacks.allocate = [self](uint64_t size) -> absl::StatusOr<ByteBuffer> {
+  callbacks.allocate = [self, &config](uint64_t size) -> absl::StatusOr<ByteBuffer> {
+    // A transfer of a part's size lands in the chunks it will be (see BundlePartLanding).
+    if (std::shared_ptr<BundlePartLanding> landing = BundlePartLanding::ForSize(config, size)) {
+      std::vector<ByteBuffer::Segment> segments;
+      for (absl::Span<uint8_t> s : landing->segments()) segments.push_back({s.data(), s.size()});
+      return ByteBuffer(std::move(segments), std::move(landing));
+    }
     WarmBuffer* buffer = self->bundle_buffers_->Take(size).release();
     return ByteBuffer(buffer->data(), size, [buffer](uint8_t*) { delete buffer; });
   };
   callbacks.on_received = [self](const IncomingTransfer& t, ByteBuffer data) {
     RecordReceipt(t, absl::OkStatus());
-    if (IsBundlePart(data.view())) return;  // kept by verify
+    if (self->verified_a_part_) return;  // kept by verify
     self->OnBundle(t, std::move(data));
   };
   callbacks.on_failed = [](const IncomingTransfer& t, const absl::Status& st) {

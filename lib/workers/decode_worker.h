@@ -249,6 +249,7 @@ class DecodeWorker {
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   StateBundle verified_;             // transport thread only: from verify to on_received
   int64_t verified_part_bytes_ = 0;  // transport thread only: the parts joined into verified_
+  bool verified_a_part_ = false;     // transport thread only: the last verified was a part
   // Parts of bundles not yet arrived.
   BundlePartStore parts_;
   std::thread sweeper_;

@@ -48,12 +48,12 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
   PrefillWorker* self = w.get();
   ReceiveCallbacks callbacks;
   callbacks.verify = [self, &config, fingerprint](const IncomingTransfer&,
-                                                  absl::string_view data) -> absl::Status {
+                                                  const ByteBuffer& data) -> absl::Status {
     if (self->cache_ == nullptr) {
       return absl::FailedPreconditionError("this prefill worker runs without a prefix cache");
     }
     absl::StatusOr<SnapshotFile> file =
-        ParseSnapshotFile(data, config, fingerprint, self->options_.cache_key);
+        ParseSnapshotFile(data.view(), config, fingerprint, self->options_.cache_key);
     if (!file.ok()) return file.status();
     self->received_ = std::move(*file);
     return absl::OkStatus();

@@ -148,6 +148,101 @@ TEST_P(BundlePartTest, PartsOfRowsFromTheVersionBeforeAreRead) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Copies `bytes` into the landing's segments in order, as the transport does.
+void Land(const std::string& bytes, BundlePartLanding& landing) {
+  size_t at = 0;
+  for (absl::Span<uint8_t> s : landing.segments()) {
+    ASSERT_LE(at + s.size(), bytes.size());
+    std::memcpy(s.data(), bytes.data() + at, s.size());
+    at += s.size();
+  }
+  ASSERT_EQ(at, bytes.size());
+}
+
+// A part received into its chunks: the rows of the part, in chunks the part now shares (no
+// copy), with the same checks as a part received whole.
+TEST_P(BundlePartTest, APartLandsInTheChunksItBecomes) {
+  const int64_t C = KvRows::kChunkRows;
+  const std::string bytes = Part(3 * C, 5 * C, 2);
+  std::unique_ptr<BundlePartLanding> landing = BundlePartLanding::ForSize(config_, bytes.size());
+  ASSERT_NE(landing, nullptr);
+  EXPECT_EQ(landing->bytes(), bytes.size());
+  const std::vector<absl::Span<uint8_t>> segments = landing->segments();
+  ASSERT_EQ(segments.size(), 1 + 2 * 5 + 1u);  // header, 5 K and 5 V chunks, checksum
+  Land(bytes, *landing);
+  ASSERT_TRUE(landing->HoldsChunkPart());
+  absl::StatusOr<BundlePart> part = landing->Take(config_, model_->fingerprint());
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(part->parts_id, 77u);
+  EXPECT_EQ(part->index, 2);
+  EXPECT_EQ(part->row0, 3 * C);
+  EXPECT_EQ(part->k.layout(), state_.shared_k.layout());
+  EXPECT_EQ(part->v.layout(), state_.shared_v.layout());
+  EXPECT_EQ(RowBytes(part->k, 0, 5 * C), RowBytes(state_.shared_k, 3 * C, 5 * C));
+  EXPECT_EQ(RowBytes(part->v, 0, 5 * C), RowBytes(state_.shared_v, 3 * C, 5 * C));
+  for (int64_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(part->k.chunk_data(i), segments[1 + i].data()) << "K chunk " << i;
+    EXPECT_EQ(part->v.chunk_data(i), segments[6 + i].data()) << "V chunk " << i;
+  }
+  EXPECT_EQ(landing->Gather(), bytes);
+}
+
+TEST_P(BundlePartTest, OnlyAPartsSizeLands) {
+  const int64_t C = KvRows::kChunkRows;
+  const size_t part = BundlePartBytes(config_, 2 * C);
+  EXPECT_NE(BundlePartLanding::ForSize(config_, part), nullptr);
+  for (size_t size : {size_t{0}, size_t{68}, part - 1, part + 1, BundlePartBytes(config_, C + 1),
+                      BundlePartBytes(config_, 0)}) {
+    EXPECT_EQ(BundlePartLanding::ForSize(config_, size), nullptr) << size << " bytes";
+  }
+}
+
+TEST_P(BundlePartTest, ALandedPartIsCheckedAsAWholeOne) {
+  const int64_t C = KvRows::kChunkRows;
+  const std::string good = Part(C, 2 * C);
+  auto take = [&](const std::string& bytes) {
+    std::unique_ptr<BundlePartLanding> landing = BundlePartLanding::ForSize(config_, bytes.size());
+    EXPECT_NE(landing, nullptr);
+    Land(bytes, *landing);
+    EXPECT_TRUE(landing->HoldsChunkPart());
+    return landing->Take(config_, model_->fingerprint()).status().code();
+  };
+  for (size_t i = 64; i < good.size(); i += 4999) {  // in the chunks and the checksum
+    std::string bad = good;
+    bad[i] ^= 0x04;
+    EXPECT_EQ(take(bad), absl::StatusCode::kDataLoss) << "byte " << i;
+  }
+  auto with_field = [&](size_t offset, uint64_t value, size_t width) {
+    std::string bad = good;
+    std::memcpy(bad.data() + offset, &value, width);
+    const uint32_t crc = Crc32c(bad.data(), bad.size() - 4);
+    std::memcpy(bad.data() + bad.size() - 4, &crc, 4);
+    return bad;
+  };
+  EXPECT_EQ(take(with_field(16, model_->fingerprint() + 1, 8)),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(take(with_field(48, C + 1, 8)), absl::StatusCode::kInvalidArgument);  // row0
+  EXPECT_EQ(take(with_field(12, 1, 4)), absl::StatusCode::kInvalidArgument);      // flags
+}
+
+// What lands but is not a part this build takes as it is goes whole to ParseBundlePart.
+TEST_P(BundlePartTest, WhatIsNotAChunkPartIsGatheredWhole) {
+  const int64_t C = KvRows::kChunkRows;
+  const std::string good = Part(0, 2 * C);
+  std::string other_version = good, other_rows = good, not_a_part(good.size(), 'x');
+  const uint32_t v1 = 1;
+  const uint64_t rows = C;
+  std::memcpy(other_version.data() + 8, &v1, 4);
+  std::memcpy(other_rows.data() + 56, &rows, 8);
+  for (const std::string* bytes : {&other_version, &other_rows, &not_a_part}) {
+    std::unique_ptr<BundlePartLanding> landing = BundlePartLanding::ForSize(config_, good.size());
+    ASSERT_NE(landing, nullptr);
+    Land(*bytes, *landing);
+    EXPECT_FALSE(landing->HoldsChunkPart());
+    EXPECT_EQ(landing->Gather(), *bytes);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KvDtypes, BundlePartTest, ::testing::Values(KvDtype::kF32, KvDtype::kBF16),
                          [](const auto& info) { return std::string(KvDtypeName(info.param)); });
 
