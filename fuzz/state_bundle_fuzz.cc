@@ -1,8 +1,10 @@
 // State bundles and bundle parts from any bytes (checksum recomputed), for fp32 and bf16 K/V
 // workers: parsed or refused; a bundle that parses with all its rows serializes back to the same
-// bytes (one that leaves rows out parses to the rest only).
+// bytes (one that leaves rows out parses to the rest only); bytes of a part's size landed in
+// chunks (as a decode worker receives them) give what ParseBundlePart gives.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "fuzz/fuzz_config.h"
@@ -20,6 +22,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     auto part = yoco::ParseBundlePart(bytes, *config, yoco::fuzz::kFingerprint);
     if (part.ok() && (part->k.rows() != part->v.rows() || part->k.rows() == 0)) __builtin_trap();
+    auto landing = yoco::BundlePartLanding::ForSize(*config, bytes.size());
+    if (landing == nullptr) continue;
+    size_t at = 0;
+    for (absl::Span<uint8_t> s : landing->segments()) {
+      std::memcpy(s.data(), bytes.data() + at, s.size());
+      at += s.size();
+    }
+    if (at != bytes.size() || landing->Gather() != bytes) __builtin_trap();
+    if (!landing->HoldsChunkPart()) continue;
+    auto landed = landing->Take(*config, yoco::fuzz::kFingerprint);
+    if (landed.ok() != part.ok() || landed.status().code() != part.status().code()) {
+      __builtin_trap();
+    }
+    if (landed.ok() && (landed->row0 != part->row0 || landed->index != part->index ||
+                        !(landed->k == part->k) || !(landed->v == part->v))) {
+      __builtin_trap();
+    }
   }
   return 0;
 }

@@ -213,8 +213,9 @@ std::string BundlePartLanding::Gather() const {
   std::string out(reinterpret_cast<const char*>(header_), sizeof header_);
   out.reserve(bytes_);
   for (auto* chunks : {&k_chunks_, &v_chunks_}) {
-    for (const auto& chunk : *chunks)
+    for (const auto& chunk : *chunks) {
       out.append(reinterpret_cast<const char*>(chunk.get()), chunk_bytes_);
+    }
   }
   out.append(reinterpret_cast<const char*>(checksum_), sizeof checksum_);
   return out;
