@@ -63,7 +63,9 @@ TEST(ClusterLogsTest, JsonLinesAndTheAccessLogNameTheRequestAndItsWorkers) {
   EXPECT_EQ(line["generated_tokens"], 8);
   EXPECT_EQ(line["decode"], c.decode(0).address());
   // A 40-token prompt is short: the decode worker may have prefilled it itself.
-  if (line["prefill"] != "local") EXPECT_EQ(line["prefill"], c.prefill(0).address());
+  if (line["prefill"] != "local") {
+    EXPECT_EQ(line["prefill"], c.prefill(0).address());
+  }
 }
 
 }  // namespace
