@@ -86,6 +86,13 @@ absl::Status CheckFields(const Header& h, size_t size, const ModelConfig& config
   return absl::OkStatus();
 }
 
+// The fields that say which part of which bundle it is, from a checked header.
+void NamePart(const Header& h, BundlePart* part) {
+  part->parts_id = h.parts_id;
+  part->index = static_cast<int32_t>(h.index);
+  part->row0 = static_cast<int64_t>(h.row0);
+}
+
 }  // namespace
 
 bool IsBundlePart(absl::string_view bytes) {
@@ -167,9 +174,7 @@ absl::StatusOr<BundlePart> ParseBundlePart(absl::string_view bytes, const ModelC
     return absl::DataLossError("bundle part: checksum mismatch (corrupt or truncated)");
   }
   if (absl::Status st = CheckFields(h, bytes.size(), config, fingerprint); !st.ok()) return st;
-  part.parts_id = h.parts_id;
-  part.index = static_cast<int32_t>(h.index);
-  part.row0 = static_cast<int64_t>(h.row0);
+  NamePart(h, &part);
   return part;
 }
 
@@ -236,9 +241,7 @@ absl::StatusOr<BundlePart> BundlePartLanding::Take(const ModelConfig& config,
   }
   if (absl::Status st = CheckFields(h, bytes_, config, fingerprint); !st.ok()) return st;
   BundlePart part;
-  part.parts_id = h.parts_id;
-  part.index = static_cast<int32_t>(h.index);
-  part.row0 = static_cast<int64_t>(h.row0);
+  NamePart(h, &part);
   part.k = KvRows::SharedKeys(config.kv_dtype, config.kv_dim());
   part.v = KvRows::SharedValues(config.kv_dtype, config.kv_dim());
   for (const auto& chunk : k_chunks_) part.k.AppendChunk(chunk);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -106,24 +107,22 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     self->verified_a_part_ = false;
     absl::string_view data = buffer.view();
     std::string gathered;
+    std::optional<absl::StatusOr<BundlePart>> part;
     if (buffer.segmented()) {
       // Only `allocate` below makes segmented buffers: the owner is a landing.
       const auto& landing = *std::static_pointer_cast<BundlePartLanding>(buffer.owner());
       if (landing.HoldsChunkPart()) {
-        absl::StatusOr<BundlePart> part = landing.Take(config, fingerprint);
-        if (!part.ok()) return part.status();
-        self->verified_a_part_ = true;
-        return self->parts_.Put(t.sender, std::move(*part), static_cast<int64_t>(buffer.size()),
-                                absl::Now());
+        part = landing.Take(config, fingerprint);
+      } else {
+        gathered = landing.Gather();  // not a part of this version: read as it was sent
+        data = gathered;
       }
-      gathered = landing.Gather();  // not a part of this version: read as it was sent
-      data = gathered;
     }
-    if (IsBundlePart(data)) {
-      absl::StatusOr<BundlePart> part = ParseBundlePart(data, config, fingerprint);
-      if (!part.ok()) return part.status();
+    if (!part.has_value() && IsBundlePart(data)) part = ParseBundlePart(data, config, fingerprint);
+    if (part.has_value()) {
+      if (!part->ok()) return part->status();
       self->verified_a_part_ = true;
-      return self->parts_.Put(t.sender, std::move(*part), static_cast<int64_t>(data.size()),
+      return self->parts_.Put(t.sender, std::move(**part), static_cast<int64_t>(buffer.size()),
                               absl::Now());
     }
     absl::StatusOr<StateBundle> bundle = ParseStateBundle(data, config, fingerprint);
