@@ -118,8 +118,22 @@ bool ClientGone(const grpc::ServerContextBase& context) {
   return context.IsCancelled() || std::chrono::system_clock::now() >= context.deadline();
 }
 
+bool FailureIsTheClients(grpc::StatusCode code, bool cancelled,
+                         std::chrono::system_clock::time_point now,
+                         std::chrono::system_clock::time_point deadline) {
+  if (cancelled || now >= deadline) return true;
+  const bool ended_by_propagation =
+      code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+  return ended_by_propagation && now + kDeadlineSlack >= deadline;
+}
+
+bool FailureIsTheClients(grpc::StatusCode code, const grpc::ServerContextBase& context) {
+  return FailureIsTheClients(code, context.IsCancelled(), std::chrono::system_clock::now(),
+                             context.deadline());
+}
+
 grpc::Status ClientGoneStatus(const grpc::ServerContextBase& context, const grpc::Status& worker) {
-  if (std::chrono::system_clock::now() >= context.deadline()) {
+  if (std::chrono::system_clock::now() + kDeadlineSlack >= context.deadline()) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         "the request's deadline passed (" + worker.error_message() + ")");
   }

@@ -7,6 +7,7 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -19,7 +20,7 @@ enum class WorkerRole { kPrefill, kDecode };
 struct AttemptEnd {
   WorkerRole call = WorkerRole::kPrefill;
   grpc::StatusCode code = grpc::StatusCode::OK;
-  bool client_gone = false;    // the client cancelled or its deadline passed
+  bool client_gone = false;    // FailureIsTheClients
   bool decode_blamed = false;  // prefill: its failed-peer trailer names the decode worker
   bool finished = false;       // decode: the worker sent a finish reason other than CANCELLED
   bool stalled = false;        // decode: the StallWatch cut the stream
@@ -77,10 +78,20 @@ struct AvoidedWorkers {
 // is OK or the router's own CANCELLED).
 grpc::Status AttemptError(const AttemptEnd& end, const grpc::Status& status);
 
-// Whether the client cancelled or its deadline passed: then a worker's failing status is the
-// client's doing and must not mark the worker failed.
+// Whether the client cancelled or its deadline passed.
 bool ClientGone(const grpc::ServerContextBase& context);
-// What the client is told then: DEADLINE_EXCEEDED (with the worker's message) or CANCELLED.
+// Whether a worker call that ended with `code` is the client's doing, and so must not mark the
+// worker failed: the client is gone, or the call was cancelled or timed out with the deadline at
+// most kDeadlineSlack away. The client's own timer fires first (the deadline the router holds is
+// later by the request's trip), and the cancel it sends ends the worker's call, which carries the
+// client's deadline and cancellation, before the router's context may say it was cancelled.
+inline constexpr std::chrono::milliseconds kDeadlineSlack{100};
+bool FailureIsTheClients(grpc::StatusCode code, bool cancelled,
+                         std::chrono::system_clock::time_point now,
+                         std::chrono::system_clock::time_point deadline);
+bool FailureIsTheClients(grpc::StatusCode code, const grpc::ServerContextBase& context);
+// What the client is told then: DEADLINE_EXCEEDED (with the worker's message) when the deadline
+// is at most kDeadlineSlack away, else CANCELLED.
 grpc::Status ClientGoneStatus(const grpc::ServerContextBase& context, const grpc::Status& worker);
 // CANCELLED, as the client is told when it cancelled.
 grpc::Status ClientCancelledStatus();

@@ -167,7 +167,7 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
     AttemptEnd end;
     end.call = WorkerRole::kPrefill;
     end.code = status.error_code();
-    end.client_gone = ClientGone(*context_);
+    end.client_gone = FailureIsTheClients(end.code, *context_);
     end.decode_blamed = decode_blamed;
     Fail(end, status);
     return;
@@ -291,7 +291,7 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
     AttemptEnd end;
     end.call = WorkerRole::kDecode;
     end.code = status.error_code();
-    end.client_gone = ClientGone(*context_);
+    end.client_gone = FailureIsTheClients(end.code, *context_);
     // A worker's CANCELLED ends no choice (this client's own cancel ends the call before any
     // reply): like a stream that ended early, another pair continues it.
     end.finished = choices_.AllEnded();

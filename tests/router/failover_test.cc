@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,26 @@ TEST(AttemptErrorTest, AStallOrAnEarlyEndSaysSoOtherwiseTheWorkersStatus) {
   EXPECT_EQ(early.error_message(), "decode stream ended early");
   const grpc::Status down(Code::UNAVAILABLE, "connection refused");
   EXPECT_EQ(AttemptError(Prefill(Code::UNAVAILABLE), down).error_message(), "connection refused");
+}
+
+// A worker call cancelled or timed out just before the client's deadline is the client's: its own
+// timer fired first and its cancel reached the worker call (the flake of
+// ClusterServingTest.DepartedClientsFreeTheWorkers). A worker's own failure then, or any failure
+// with time to spare, is the worker's.
+TEST(FailureIsTheClientsTest, PropagatedEndsNearTheDeadlineAreTheClients) {
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(10);
+  const auto just_before = deadline - kDeadlineSlack / 2;
+  const auto long_before = deadline - 3 * kDeadlineSlack;
+  for (Code code : {Code::CANCELLED, Code::DEADLINE_EXCEEDED}) {
+    EXPECT_TRUE(FailureIsTheClients(code, false, just_before, deadline)) << code;
+    EXPECT_TRUE(FailureIsTheClients(code, false, deadline - kDeadlineSlack, deadline)) << code;
+    EXPECT_FALSE(FailureIsTheClients(code, false, long_before, deadline)) << code;
+  }
+  for (Code code : {Code::UNAVAILABLE, Code::INTERNAL, Code::INVALID_ARGUMENT}) {
+    EXPECT_FALSE(FailureIsTheClients(code, false, just_before, deadline)) << code;
+    EXPECT_TRUE(FailureIsTheClients(code, false, deadline, deadline)) << code;
+    EXPECT_TRUE(FailureIsTheClients(code, true, long_before, deadline)) << code;
+  }
 }
 
 }  // namespace
