@@ -219,98 +219,131 @@ void TaskScores(const GqaShape& shape, const float* q, const RowBlocks<T>& keys,
   }
 }
 
-// Scores of one block of keys in lanes for kHeads query heads of one KV head: out[j·ldo + i] =
-// scale · q_j·k_i for the block's rows i < valid. q holds the kHeads query rows (stride d); kb is
-// the KV head's [d][kKeyLaneRows] slice of the block.
-template <int kHeads, typename T>
-void LaneBlockScores(const float* q, const T* kb, int d, float scale, float* out, int64_t ldo,
+// Scores of one block of keys in lanes for kRows query rows that share its KV head (heads of one
+// group, of one query or of several reading the same chunk): out[j][i] = scale · q[j]·k_i for
+// the block's rows i < valid, where kb is the KV head's [d][kKeyLaneRows] slice of the block. A
+// row's arithmetic does not depend on the other rows, so its score is the same bits in any call.
+template <int kRows, typename T>
+void LaneBlockScores(const float* const* q, const T* kb, int d, float scale, float* const* out,
                      int64_t valid) {
   constexpr int64_t L = kKeyLaneRows;
-  float tail[kHeads][L];
-  float* dst[kHeads];
-  if (valid < L) {
-    for (int j = 0; j < kHeads; ++j) dst[j] = tail[j];
-  } else {
-    for (int j = 0; j < kHeads; ++j) dst[j] = out + j * ldo;
-  }
+  float tail[kRows][L];
+  float* dst[kRows];
+  for (int j = 0; j < kRows; ++j) dst[j] = valid < L ? tail[j] : out[j];
 #if defined(__AVX512F__)
-  // Two accumulators per head (even and odd columns): one chain of d FMAs would wait on the
+  // Two accumulators per row (even and odd columns): one chain of d FMAs would wait on the
   // FMA latency.
-  __m512 even[kHeads], odd[kHeads];
-  for (int j = 0; j < kHeads; ++j) even[j] = odd[j] = _mm512_setzero_ps();
+  __m512 even[kRows], odd[kRows];
+  for (int j = 0; j < kRows; ++j) even[j] = odd[j] = _mm512_setzero_ps();
   int c = 0;
   for (; c + 2 <= d; c += 2) {
     const __m512 k0 = Load16(kb + c * L), k1 = Load16(kb + (c + 1) * L);
-    for (int j = 0; j < kHeads; ++j) {
-      even[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * d + c]), k0, even[j]);
-      odd[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * d + c + 1]), k1, odd[j]);
+    for (int j = 0; j < kRows; ++j) {
+      even[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j][c]), k0, even[j]);
+      odd[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j][c + 1]), k1, odd[j]);
     }
   }
   if (c < d) {
     const __m512 k0 = Load16(kb + c * L);
-    for (int j = 0; j < kHeads; ++j)
-      even[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * d + c]), k0, even[j]);
+    for (int j = 0; j < kRows; ++j) even[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j][c]), k0, even[j]);
   }
   const __m512 vscale = _mm512_set1_ps(scale);
-  for (int j = 0; j < kHeads; ++j)
+  for (int j = 0; j < kRows; ++j)
     _mm512_storeu_ps(dst[j], _mm512_mul_ps(_mm512_add_ps(even[j], odd[j]), vscale));
 #elif defined(YOCO_AVX2)
-  __m256 lo[kHeads], hi[kHeads];
-  for (int j = 0; j < kHeads; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  __m256 lo[kRows], hi[kRows];
+  for (int j = 0; j < kRows; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
   for (int c = 0; c < d; ++c) {
     const __m256 k0 = Load8(kb + c * L), k1 = Load8(kb + c * L + 8);
-    for (int j = 0; j < kHeads; ++j) {
-      const __m256 w = _mm256_set1_ps(q[j * d + c]);
+    for (int j = 0; j < kRows; ++j) {
+      const __m256 w = _mm256_set1_ps(q[j][c]);
       lo[j] = _mm256_fmadd_ps(w, k0, lo[j]);
       hi[j] = _mm256_fmadd_ps(w, k1, hi[j]);
     }
   }
   const __m256 vscale = _mm256_set1_ps(scale);
-  for (int j = 0; j < kHeads; ++j) {
+  for (int j = 0; j < kRows; ++j) {
     _mm256_storeu_ps(dst[j], _mm256_mul_ps(lo[j], vscale));
     _mm256_storeu_ps(dst[j] + 8, _mm256_mul_ps(hi[j], vscale));
   }
 #else
-  for (int j = 0; j < kHeads; ++j) {
+  for (int j = 0; j < kRows; ++j) {
     float acc[L] = {};
     for (int c = 0; c < d; ++c)
-      for (int64_t i = 0; i < L; ++i) acc[i] += q[j * d + c] * LoadOne(kb + c * L + i);
+      for (int64_t i = 0; i < L; ++i) acc[i] += q[j][c] * LoadOne(kb + c * L + i);
     for (int64_t i = 0; i < L; ++i) dst[j][i] = acc[i] * scale;
   }
 #endif
   if (valid < L) {
-    for (int j = 0; j < kHeads; ++j)
-      for (int64_t i = 0; i < valid; ++i) out[j * ldo + i] = tail[j][i];
+    for (int j = 0; j < kRows; ++j)
+      for (int64_t i = 0; i < valid; ++i) out[j][i] = tail[j][i];
+  }
+}
+
+// Query rows per LaneBlockScores call: with AVX-512, 8 rows keep 16 accumulators and the two
+// key vectors in registers, enough independent FMA chains to hide their latency (the 2 heads of
+// a yoco-tiny group alone give 4, half of what the FMA units can take).
+constexpr int kMaxScoreRows = 8;
+
+// LaneBlockScores for any number of rows, up to kMaxScoreRows at a time.
+template <typename T>
+void LaneBlockScoresRows(const float* const* q, int rows, const T* kb, int d, float scale,
+                         float* const* out, int64_t valid) {
+  for (int j0 = 0; j0 < rows; j0 += kMaxScoreRows) {
+    const float* const* qj = q + j0;
+    float* const* oj = out + j0;
+    switch (std::min(kMaxScoreRows, rows - j0)) {
+      case 8:
+        LaneBlockScores<8>(qj, kb, d, scale, oj, valid);
+        break;
+      case 7:
+        LaneBlockScores<7>(qj, kb, d, scale, oj, valid);
+        break;
+      case 6:
+        LaneBlockScores<6>(qj, kb, d, scale, oj, valid);
+        break;
+      case 5:
+        LaneBlockScores<5>(qj, kb, d, scale, oj, valid);
+        break;
+      case 4:
+        LaneBlockScores<4>(qj, kb, d, scale, oj, valid);
+        break;
+      case 3:
+        LaneBlockScores<3>(qj, kb, d, scale, oj, valid);
+        break;
+      case 2:
+        LaneBlockScores<2>(qj, kb, d, scale, oj, valid);
+        break;
+      default:
+        LaneBlockScores<1>(qj, kb, d, scale, oj, valid);
+    }
   }
 }
 
 // The scores of one block of keys in lanes (rows i0 .. of a range of len keys) for every query
-// head: one KV head's slice at a time, for up to four query heads of its group per pass.
+// head of `count` queries reading it (q[m]: query m's [q_heads, d]; scores[m]: its [q_heads][len]
+// scores), one KV head's slice at a time for all the rows that read it.
 template <typename T>
-void LaneBlockScoresAllHeads(const GqaShape& shape, const float* q, const T* block, int64_t i0,
-                             int64_t len, float scale, float* scores) {
+void LaneBlockScoresAllHeads(const GqaShape& shape, const float* const* q, int64_t count,
+                             const T* block, int64_t i0, int64_t len, float scale,
+                             float* const* scores) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t valid = std::min(kKeyLaneRows, len - i0);
+  const int64_t rows = count * group;
   for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
     const T* kb = block + int64_t{kvh} * d * kKeyLaneRows;
-    for (int j0 = 0; j0 < group; j0 += 4) {
-      const int h0 = kvh * group + j0;
-      const float* qh = q + int64_t{h0} * d;
-      float* out = scores + h0 * len + i0;
-      switch (std::min(4, group - j0)) {
-        case 4:
-          LaneBlockScores<4>(qh, kb, d, scale, out, len, valid);
-          break;
-        case 3:
-          LaneBlockScores<3>(qh, kb, d, scale, out, len, valid);
-          break;
-        case 2:
-          LaneBlockScores<2>(qh, kb, d, scale, out, len, valid);
-          break;
-        default:
-          LaneBlockScores<1>(qh, kb, d, scale, out, len, valid);
+    for (int64_t r0 = 0; r0 < rows; r0 += kMaxScoreRows) {
+      const int n = static_cast<int>(std::min<int64_t>(kMaxScoreRows, rows - r0));
+      const float* qr[kMaxScoreRows];
+      float* out[kMaxScoreRows];
+      for (int t = 0; t < n; ++t) {
+        const int64_t m = (r0 + t) / group;
+        const int h = kvh * group + static_cast<int>((r0 + t) % group);
+        qr[t] = q[m] + int64_t{h} * d;
+        out[t] = scores[m] + h * len + i0;
       }
+      LaneBlockScoresRows(qr, n, kb, d, scale, out, valid);
     }
   }
 }
@@ -323,60 +356,122 @@ void TaskScoresInLanes(const GqaShape& shape, const float* q, const RowBlocks<T>
   const int64_t len = end - begin;
   for (int64_t i0 = 0; i0 < len; i0 += kKeyLaneRows) {
     // begin is a whole number of blocks: the block of row begin + i0 starts at its row's offset.
-    LaneBlockScoresAllHeads(shape, q, keys.Row(begin + i0), i0, len, scale, scores);
+    LaneBlockScoresAllHeads(shape, &q, 1, keys.Row(begin + i0), i0, len, scale, &scores);
   }
 }
 
 #ifdef YOCO_AVX2
-// acc[j][0..32) += Σ_{i<rows} p[j·ldp + i] v_i[0..32) for kHeads heads (acc rows d apart)
-// sharing the value rows v_i (stride ld), so the kHeads×4 accumulators stay in registers.
-template <int kHeads, typename T>
-void WeightedSumTile(const T* v, int64_t ld, int64_t rows, const float* p, int64_t ldp, int d,
-                     float* acc) {
-  __m256 a[kHeads][4];
-  for (int j = 0; j < kHeads; ++j)
-    for (int c = 0; c < 4; ++c) a[j][c] = _mm256_loadu_ps(acc + int64_t{j} * d + 8 * c);
+// acc[j][0..32) += Σ_{i<rows} p[j][i] v_i[0..32) for kRows rows of weights sharing the value rows
+// v_i (stride ld), so the kRows×4 accumulators stay in registers. Each accumulator's sum runs
+// over i in order whatever the other rows: the same bits in any call.
+template <int kRows, typename T>
+void WeightedSumTile(const T* v, int64_t ld, int64_t rows, const float* const* p,
+                     float* const* acc) {
+  __m256 a[kRows][4];
+  for (int j = 0; j < kRows; ++j)
+    for (int c = 0; c < 4; ++c) a[j][c] = _mm256_loadu_ps(acc[j] + 8 * c);
   for (int64_t i = 0; i < rows; ++i) {
     const T* vi = v + i * ld;
     const __m256 v0 = Load8(vi), v1 = Load8(vi + 8);
     const __m256 v2 = Load8(vi + 16), v3 = Load8(vi + 24);
-    for (int j = 0; j < kHeads; ++j) {
-      const __m256 w = _mm256_broadcast_ss(p + j * ldp + i);
+    for (int j = 0; j < kRows; ++j) {
+      const __m256 w = _mm256_broadcast_ss(p[j] + i);
       a[j][0] = _mm256_fmadd_ps(w, v0, a[j][0]);
       a[j][1] = _mm256_fmadd_ps(w, v1, a[j][1]);
       a[j][2] = _mm256_fmadd_ps(w, v2, a[j][2]);
       a[j][3] = _mm256_fmadd_ps(w, v3, a[j][3]);
     }
   }
-  for (int j = 0; j < kHeads; ++j)
-    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + int64_t{j} * d + 8 * c, a[j][c]);
+  for (int j = 0; j < kRows; ++j)
+    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc[j] + 8 * c, a[j][c]);
 }
 #endif
 
 #if defined(__AVX512F__)
 // As WeightedSumTile, 64 columns in zmm registers.
-template <int kHeads, typename T>
-void WeightedSumTile512(const T* v, int64_t ld, int64_t rows, const float* p, int64_t ldp, int d,
-                        float* acc) {
-  __m512 a[kHeads][4];
-  for (int j = 0; j < kHeads; ++j)
-    for (int c = 0; c < 4; ++c) a[j][c] = _mm512_loadu_ps(acc + int64_t{j} * d + 16 * c);
+template <int kRows, typename T>
+void WeightedSumTile512(const T* v, int64_t ld, int64_t rows, const float* const* p,
+                        float* const* acc) {
+  __m512 a[kRows][4];
+  for (int j = 0; j < kRows; ++j)
+    for (int c = 0; c < 4; ++c) a[j][c] = _mm512_loadu_ps(acc[j] + 16 * c);
   for (int64_t i = 0; i < rows; ++i) {
     const T* vi = v + i * ld;
     const __m512 v0 = Load16(vi), v1 = Load16(vi + 16);
     const __m512 v2 = Load16(vi + 32), v3 = Load16(vi + 48);
-    for (int j = 0; j < kHeads; ++j) {
-      const __m512 w = _mm512_set1_ps(p[j * ldp + i]);
+    for (int j = 0; j < kRows; ++j) {
+      const __m512 w = _mm512_set1_ps(p[j][i]);
       a[j][0] = _mm512_fmadd_ps(w, v0, a[j][0]);
       a[j][1] = _mm512_fmadd_ps(w, v1, a[j][1]);
       a[j][2] = _mm512_fmadd_ps(w, v2, a[j][2]);
       a[j][3] = _mm512_fmadd_ps(w, v3, a[j][3]);
     }
   }
-  for (int j = 0; j < kHeads; ++j)
-    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc + int64_t{j} * d + 16 * c, a[j][c]);
+  for (int j = 0; j < kRows; ++j)
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[j] + 16 * c, a[j][c]);
 }
 #endif
+
+// The vector tile a block of values is summed with: its columns and the most rows of weights
+// one call takes (accumulators and four value vectors in the 32 zmm or 16 ymm registers).
+// Columns 0: no tile fits the head dim, a scalar loop instead.
+struct ValueTile {
+  int columns = 0;
+  int max_rows = 1;
+};
+ValueTile ValueTileFor(int d) {
+#if defined(__AVX512F__)
+  if (d % 64 == 0) return {64, 6};
+#endif
+#ifdef YOCO_AVX2
+  if (d % 32 == 0) return {32, 3};
+#endif
+  return {};
+}
+
+// The tile's sums over `rows` value rows from v (stride ld) for `count` rows of weights.
+template <typename T>
+void WeightedSumRows(const ValueTile& tile, const T* v, int64_t ld, int64_t rows,
+                     const float* const* p, float* const* acc, int count) {
+  for (int j0 = 0; j0 < count; j0 += tile.max_rows) {
+    const int n = std::min(tile.max_rows, count - j0);
+    [[maybe_unused]] const float* const* pj = p + j0;
+    [[maybe_unused]] float* const* aj = acc + j0;
+#if defined(__AVX512F__)
+    if (tile.columns == 64) {
+      switch (n) {
+        case 6:
+          WeightedSumTile512<6>(v, ld, rows, pj, aj);
+          break;
+        case 5:
+          WeightedSumTile512<5>(v, ld, rows, pj, aj);
+          break;
+        case 4:
+          WeightedSumTile512<4>(v, ld, rows, pj, aj);
+          break;
+        case 3:
+          WeightedSumTile512<3>(v, ld, rows, pj, aj);
+          break;
+        case 2:
+          WeightedSumTile512<2>(v, ld, rows, pj, aj);
+          break;
+        default:
+          WeightedSumTile512<1>(v, ld, rows, pj, aj);
+      }
+      continue;
+    }
+#endif
+#ifdef YOCO_AVX2
+    if (n == 3) {
+      WeightedSumTile<3>(v, ld, rows, pj, aj);
+    } else if (n == 2) {
+      WeightedSumTile<2>(v, ld, rows, pj, aj);
+    } else {
+      WeightedSumTile<1>(v, ld, rows, pj, aj);
+    }
+#endif
+  }
+}
 
 // Where a tile reads columns [c, c + 64) (or 32) of a block of value rows that starts at
 // `block`: its first row and the row stride. In rows, the rows themselves; in strips, the strip
@@ -393,77 +488,51 @@ ValueSlice<T> SliceOf(const T* block, bool strips, int64_t width, int64_t c) {
   return {block + strip * kValueStripRows + (c - strip), std::min(kValueStripWidth, width - strip)};
 }
 
-// acc_h += Σ_i p_h[i] v_{begin+i}[kv(h)] over the block of kValueBlock rows at b0 of the range
-// [begin, begin + len), for every head; acc is [q_heads, d] in L1. The values are in rows, or in
-// strips; begin and b0 are whole numbers of blocks.
+// acc[m]_h += Σ_i p[m]_h[i] v_{begin+i}[kv(h)] over the block of kValueBlock rows at b0 of the
+// range [begin, begin + len), for every head of `count` queries reading these values (p[m]:
+// query m's [q_heads][len] weights; acc[m]: its [q_heads, d] sums, in L1). The values are in
+// rows, or in strips; begin and b0 are whole numbers of blocks.
 template <typename T>
 void WeightedSumBlock(const GqaShape& shape, const RowBlocks<T>& values, bool strips, int64_t begin,
-                      int64_t len, int64_t b0, const float* p, float* acc) {
+                      int64_t len, int64_t b0, const float* const* p, float* const* acc,
+                      int64_t count) {
   const int d = shape.head_dim;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t ld = int64_t{shape.kv_heads} * d;
-  {
-    const int64_t b1 = std::min(len, b0 + kValueBlock);
-    // Both layouts start a block of rows at the same offset (the vector tiles read from it; the
-    // generic loop below indexes the rows itself).
-    [[maybe_unused]] const T* block = values.Row(begin + b0);
-#if defined(__AVX512F__)
-    if (d % 64 == 0) {
-      for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
-        for (int j0 = 0; j0 < group; j0 += 4) {
-          const int heads = std::min(4, group - j0);
-          const int h0 = kvh * group + j0;
-          const float* pb = p + int64_t{h0} * len + b0;
-          for (int c0 = 0; c0 < d; c0 += 64) {
-            const ValueSlice<T> vs = SliceOf(block, strips, ld, int64_t{kvh} * d + c0);
-            float* ab = acc + int64_t{h0} * d + c0;
-            switch (heads) {
-              case 4:
-                WeightedSumTile512<4>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
-                break;
-              case 3:
-                WeightedSumTile512<3>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
-                break;
-              case 2:
-                WeightedSumTile512<2>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
-                break;
-              default:
-                WeightedSumTile512<1>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
-            }
-          }
+  const int64_t b1 = std::min(len, b0 + kValueBlock);
+  const ValueTile tile = ValueTileFor(d);
+  if (tile.columns > 0) {
+    // Both layouts start a block of rows at the same offset.
+    const T* block = values.Row(begin + b0);
+    const int64_t rows = count * group;
+    // Rows per pass, a multiple of every tile's max_rows: the tile takes them max_rows at a
+    // time, and a narrow tile at the end of each pass would run far below the others.
+    constexpr int kMaxRows = 48;
+    for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
+      for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
+        const int n = static_cast<int>(std::min<int64_t>(kMaxRows, rows - r0));
+        int64_t heads[kMaxRows];
+        const float* pr[kMaxRows];
+        for (int t = 0; t < n; ++t) {
+          heads[t] = kvh * group + (r0 + t) % group;
+          pr[t] = p[(r0 + t) / group] + heads[t] * len + b0;
+        }
+        for (int c0 = 0; c0 < d; c0 += tile.columns) {
+          const ValueSlice<T> vs = SliceOf(block, strips, ld, int64_t{kvh} * d + c0);
+          float* ar[kMaxRows];
+          for (int t = 0; t < n; ++t) ar[t] = acc[(r0 + t) / group] + heads[t] * d + c0;
+          WeightedSumRows(tile, vs.v, vs.ld, b1 - b0, pr, ar, n);
         }
       }
-      return;
     }
-#endif
-#ifdef YOCO_AVX2
-    if (d % 32 == 0) {
-      for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
-        for (int j0 = 0; j0 < group; j0 += 3) {
-          const int heads = std::min(3, group - j0);
-          const int h0 = kvh * group + j0;
-          const float* pb = p + int64_t{h0} * len + b0;
-          for (int c0 = 0; c0 < d; c0 += 32) {
-            const ValueSlice<T> vs = SliceOf(block, strips, ld, int64_t{kvh} * d + c0);
-            float* ab = acc + int64_t{h0} * d + c0;
-            if (heads == 3) {
-              WeightedSumTile<3>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
-            } else if (heads == 2) {
-              WeightedSumTile<2>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
-            } else {
-              WeightedSumTile<1>(vs.v, vs.ld, b1 - b0, pb, len, d, ab);
-            }
-          }
-        }
-      }
-      return;
-    }
-#endif
+    return;
+  }
+  for (int64_t m = 0; m < count; ++m) {
     for (int64_t i = b0; i < b1; ++i) {
       for (int h = 0; h < shape.q_heads; ++h) {
         const int64_t c0 = int64_t{h / group} * d;
-        float* ah = acc + int64_t{h} * d;
-        const float w = p[h * len + i];
+        float* ah = acc[m] + int64_t{h} * d;
+        const float w = p[m][h * len + i];
         if (!strips) {
           const T* vh = values.Row(begin + i) + c0;
           if constexpr (std::is_same_v<T, float>) {
@@ -488,7 +557,7 @@ void TaskWeightedSum(const GqaShape& shape, const RowBlocks<T>& values, bool str
   for (int64_t i = 0; i < int64_t{shape.q_heads} * shape.head_dim; ++i) acc[i] = 0.0f;
   for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
     if (!strips) PrefetchAhead(values, begin, len, next, b0 + kPrefetchValues, kValueBlock);
-    WeightedSumBlock(shape, values, strips, begin, len, b0, p, acc);
+    WeightedSumBlock(shape, values, strips, begin, len, b0, &p, &acc, 1);
   }
 }
 
@@ -636,9 +705,16 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
                     std::min(count, rows.RowsLeft(row))};
   };
 
-  // A shared range's task: each member's arithmetic is that of its own task (the same calls on
-  // the same rows in the same order), interleaved block by block so that a block read for the
-  // first member is still in L1 for the others.
+  // Per thread, for a shared range's members: their queries, scores and sums.
+  if (static_cast<int64_t>(scratch->member_q.size()) < threads * largest_group) {
+    scratch->member_q.resize(threads * largest_group);
+    scratch->member_rows.resize(2 * threads * largest_group);
+  }
+
+  // A shared range's task: each member's arithmetic is that of its own task (every score and
+  // every sum is computed by the same operations in the same order), but each block of keys and
+  // of values is taken once for all members' heads that read it, so the FMA units get enough
+  // independent rows and the block is read from L1 once per up to eight rows.
   auto run_shared = [&](int64_t g, float* scores) {
     const int64_t* members = scratch->group_ranges.data() + scratch->group_begin[g];
     const int64_t m_count = scratch->group_begin[g + 1] - scratch->group_begin[g];
@@ -646,35 +722,52 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
     const DecodeQuery& lq = queries[lead];
     const int64_t begin = (members[0] - first_range[lead]) * kKeysPerRange;
     const int64_t len = std::min(lq.n, begin + kKeysPerRange) - begin;
+    const int thread = omp_get_thread_num();
+    const float** q = scratch->member_q.data() + thread * largest_group;
+    float** member_scores = scratch->member_rows.data() + 2 * thread * largest_group;
+    float** member_sums = member_scores + largest_group;
+    for (int64_t m = 0; m < m_count; ++m) {
+      q[m] = queries[scratch->range_query[members[m]]].q;
+      member_scores[m] = scores + m * scores_floats;
+      member_sums[m] = scratch->partial.data() + members[m] * partial_floats;
+    }
     auto run = [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       const RowBlocks<T> keys{lq.key_blocks, lq.block_rows, row_floats};
       const RowBlocks<T> values{lq.value_blocks, lq.block_rows, row_floats};
+      // A block's arithmetic for every member takes far longer than reading the block, but the
+      // read comes all at once at its first member's first rows, where the hardware prefetcher
+      // has not run ahead of a stream this slow: the next block is asked for while this one is
+      // computed (then the range's first values).
+      const int64_t key_block_bytes = kKeyLaneRows * row_floats * int64_t{sizeof(T)};
+      const int64_t value_block_bytes = kValueBlock * row_floats * int64_t{sizeof(T)};
       for (int64_t i0 = 0; i0 < len; i0 += kKeyLaneRows) {
-        const T* block = keys.Row(begin + i0);
-        for (int64_t m = 0; m < m_count; ++m) {
-          LaneBlockScoresAllHeads(shape, queries[scratch->range_query[members[m]]].q, block, i0,
-                                  len, scale, scores + m * scores_floats);
+        if (i0 + kKeyLaneRows < len) {
+          PrefetchBytes(reinterpret_cast<const char*>(keys.Row(begin + i0 + kKeyLaneRows)),
+                        key_block_bytes);
+        } else {
+          PrefetchBytes(reinterpret_cast<const char*>(values.Row(begin)), value_block_bytes);
         }
+        LaneBlockScoresAllHeads(shape, q, m_count, keys.Row(begin + i0), i0, len, scale,
+                                member_scores);
       }
       for (int64_t m = 0; m < m_count; ++m) {
-        float* part = scratch->partial.data() + members[m] * partial_floats;
-        float* stats = part + sums_floats;
-        float* sm = scores + m * scores_floats;
+        float* stats = member_sums[m] + sums_floats;
         for (int h = 0; h < H; ++h) {
-          float* sh = sm + h * len;
+          float* sh = member_scores[m] + h * len;
           const float mx = MaxOf(sh, len);
           stats[2 * h] = mx;
           stats[2 * h + 1] = ExpShiftSum(sh, len, mx);
         }
-        for (int64_t i = 0; i < int64_t{H} * d; ++i) part[i] = 0.0f;
+        for (int64_t i = 0; i < int64_t{H} * d; ++i) member_sums[m][i] = 0.0f;
       }
       for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
-        for (int64_t m = 0; m < m_count; ++m) {
-          WeightedSumBlock(shape, values, /*strips=*/true, begin, len, b0,
-                           scores + m * scores_floats,
-                           scratch->partial.data() + members[m] * partial_floats);
+        if (b0 + kValueBlock < len) {
+          PrefetchBytes(reinterpret_cast<const char*>(values.Row(begin + b0 + kValueBlock)),
+                        value_block_bytes);
         }
+        WeightedSumBlock(shape, values, /*strips=*/true, begin, len, b0, member_scores, member_sums,
+                         m_count);
       }
     };
     if (lq.blocks_bf16) {
@@ -744,25 +837,37 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
   }
 
   // Merge each sequence's ranges in order: out_h = Σ_r e^(m_r − m) acc_r / Σ_r e^(m_r − m) l_r.
+  // Range by range, every head at once: each range's block is read once, in address order (head
+  // by head, the reads jumped a block's length each time and ran at a fraction of the
+  // bandwidth); every head's sums still run over the ranges in order.
+  const int64_t merge_floats = whole_lines(2 * int64_t{H});
+  if (static_cast<int64_t>(scratch->merge.size()) < threads * merge_floats) {
+    scratch->merge.resize(threads * merge_floats);
+  }
 #pragma omp parallel for schedule(static) if (count > 1)
   for (int64_t s = 0; s < count; ++s) {
+    float* m = scratch->merge.data() + omp_get_thread_num() * merge_floats;  // [H] maxima
+    float* total = m + H;                                                    // [H]
+    for (int h = 0; h < H; ++h) m[h] = -INFINITY;
+    for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
+      const float* stats = scratch->partial.data() + r * partial_floats + sums_floats;
+      for (int h = 0; h < H; ++h) m[h] = std::max(m[h], stats[2 * h]);
+    }
+    float* out = queries[s].out;
+    for (int64_t i = 0; i < int64_t{H} * d; ++i) out[i] = 0.0f;
+    for (int h = 0; h < H; ++h) total[h] = 0.0f;
+    for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
+      const float* part = scratch->partial.data() + r * partial_floats;
+      const float* stats = part + sums_floats;
+      for (int h = 0; h < H; ++h) {
+        const float f = std::exp(stats[2 * h] - m[h]);
+        total[h] += f * stats[2 * h + 1];
+        Axpy(f, part + int64_t{h} * d, out + int64_t{h} * d, d);
+      }
+    }
     for (int h = 0; h < H; ++h) {
-      float m = -INFINITY;
-      for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
-        m = std::max(m, scratch->partial[r * partial_floats + sums_floats + 2 * h]);
-      }
-      float* out = queries[s].out + int64_t{h} * d;
-      for (int c = 0; c < d; ++c) out[c] = 0.0f;
-      float total = 0.0f;
-      for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
-        const float* part = scratch->partial.data() + r * partial_floats;
-        const float* stats = part + sums_floats;
-        const float f = std::exp(stats[2 * h] - m);
-        total += f * stats[2 * h + 1];
-        Axpy(f, part + int64_t{h} * d, out, d);
-      }
-      const float inv = 1.0f / total;
-      for (int c = 0; c < d; ++c) out[c] *= inv;
+      const float inv = 1.0f / total[h];
+      for (int c = 0; c < d; ++c) out[int64_t{h} * d + c] *= inv;
     }
   }
 }

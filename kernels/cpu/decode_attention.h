@@ -78,12 +78,16 @@ struct DecodeAttentionScratch {
   // group_begin[g + 1]).
   std::vector<int64_t> group_of, group_ranges, group_begin;
   std::vector<std::pair<const void*, int64_t>> range_chunks;  // (first key block, range)
+  // Per thread, a shared range's members: their queries, then their scores and sums.
+  std::vector<const float*> member_q;
+  std::vector<float*> member_rows;
   // Cache-line aligned, and so is each range's block of `partial` and each thread's scores: the
   // V pass loads and stores its accumulators (and the K pass its scores) as whole 64-byte
   // vectors, and a vector split across two lines costs two accesses (batch 32 × 2048 bf16 keys:
   // 5% of the kernel's time in `yoco bench-attention`).
   CacheLineVector<float> partial;  // per range: [q_heads, d] sums, then [q_heads][max, sum]
   CacheLineVector<float> scores;   // per thread: q_heads × range length
+  CacheLineVector<float> merge;    // per thread: q_heads maxima and totals
 };
 
 void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t count,

@@ -341,80 +341,88 @@ TEST(DecodeAttentionPagedTest, BlocksGiveTheBitsOfOneArray) {
 }
 
 // Queries whose K/V share blocks (questions on one document: the same chunks, then tails of
-// their own) are read together, block by block, and each gets the bits it gets alone.
+// their own) are read together, block by block, and each gets the bits it gets alone. Shapes:
+// groups of 4, 2 (yoco-tiny), 3 and 1 query heads per KV head (the rows of a shared block are
+// taken several members at a time, in passes that split groups), and head dims for the 64- and
+// 32-column value tiles and for none.
 TEST(DecodeAttentionPagedTest, QueriesSharingBlocksGiveTheirBitsAlone) {
-  const cpu::GqaShape shape{8, 2, 64};
-  const int64_t D = shape.q_heads * shape.head_dim, KV = shape.kv_heads * shape.head_dim;
-  const int64_t B = 128;  // rows per block
-  for (bool bf16 : {false, true}) {
-    // A document of 1100 rows (8 full blocks, then 76 rows) in lanes and strips, cut into
-    // blocks; each query reads the document's first `shared` rows from those blocks, then rows
-    // of its own up to n.
-    struct Query {
-      int64_t shared, n;
-    };
-    const std::vector<Query> plan = {{1024, 1500}, {1024, 1030}, {1024, 2100}, {256, 700},
-                                     {0, 900},     {1024, 1024}, {512, 1500}};
-    std::vector<std::vector<float>> own_k, own_v;  // per query: all its rows (fp32 or bf16 bits)
-    std::vector<std::vector<uint16_t>> own_k16, own_v16;
-    const std::vector<float> doc_k = RandomFloats(2100 * KV, 90),
-                             doc_v = RandomFloats(2100 * KV, 91);
-    std::vector<std::vector<std::vector<float>>> kb(plan.size()), vb(plan.size());
-    std::vector<std::vector<std::vector<uint16_t>>> kb16(plan.size()), vb16(plan.size());
-    std::vector<std::vector<const void*>> key_tables(plan.size()), value_tables(plan.size());
-    std::vector<std::vector<float>> qs, outs(plan.size(), std::vector<float>(D)),
-        alone(plan.size(), std::vector<float>(D));
-    std::vector<cpu::DecodeQuery> queries(plan.size());
-    for (size_t i = 0; i < plan.size(); ++i) {
-      const int64_t n = plan[i].n;
-      std::vector<float> k = RandomFloats(n * KV, 100 + i), v = RandomFloats(n * KV, 200 + i);
-      std::copy(doc_k.begin(), doc_k.begin() + plan[i].shared * KV, k.begin());
-      std::copy(doc_v.begin(), doc_v.begin() + plan[i].shared * KV, v.begin());
-      std::vector<uint16_t> k16, v16;
-      cpu::DecodeQuery q{nullptr, k.data(), v.data(), n, nullptr};
-      if (bf16) ReadBf16Rows(&k, &v, &k16, &v16, &q);
-      std::vector<float> k_lanes, v_strips;
-      std::vector<uint16_t> k16_lanes, v16_strips;
-      ReadKeysInLanes(k, k16, KV, &k_lanes, &k16_lanes, &q);
-      ReadValuesInStrips(v, v16, KV, &v_strips, &v16_strips, &q);
-      if (bf16) {
-        kb16[i] = CutIntoBlocks(k16_lanes, B, KV);
-        vb16[i] = CutIntoBlocks(v16_strips, B, KV);
-        key_tables[i] = TableOf(kb16[i]);
-        value_tables[i] = TableOf(vb16[i]);
-      } else {
-        kb[i] = CutIntoBlocks(k_lanes, B, KV);
-        vb[i] = CutIntoBlocks(v_strips, B, KV);
-        key_tables[i] = TableOf(kb[i]);
-        value_tables[i] = TableOf(vb[i]);
+  const std::vector<cpu::GqaShape> shapes = {{8, 2, 64}, {4, 2, 64}, {6, 2, 64},
+                                             {3, 3, 64}, {4, 2, 32}, {4, 2, 48}};
+  for (const cpu::GqaShape& shape : shapes) {
+    SCOPED_TRACE(::testing::Message()
+                 << "shape " << shape.q_heads << "/" << shape.kv_heads << "/" << shape.head_dim);
+    const int64_t D = shape.q_heads * shape.head_dim, KV = shape.kv_heads * shape.head_dim;
+    const int64_t B = 128;  // rows per block
+    for (bool bf16 : {false, true}) {
+      // A document of 1100 rows (8 full blocks, then 76 rows) in lanes and strips, cut into
+      // blocks; each query reads the document's first `shared` rows from those blocks, then rows
+      // of its own up to n.
+      struct Query {
+        int64_t shared, n;
+      };
+      const std::vector<Query> plan = {{1024, 1500}, {1024, 1030}, {1024, 2100}, {256, 700},
+                                       {0, 900},     {1024, 1024}, {512, 1500}};
+      std::vector<std::vector<float>> own_k, own_v;  // per query: all its rows (fp32 or bf16 bits)
+      std::vector<std::vector<uint16_t>> own_k16, own_v16;
+      const std::vector<float> doc_k = RandomFloats(2100 * KV, 90),
+                               doc_v = RandomFloats(2100 * KV, 91);
+      std::vector<std::vector<std::vector<float>>> kb(plan.size()), vb(plan.size());
+      std::vector<std::vector<std::vector<uint16_t>>> kb16(plan.size()), vb16(plan.size());
+      std::vector<std::vector<const void*>> key_tables(plan.size()), value_tables(plan.size());
+      std::vector<std::vector<float>> qs, outs(plan.size(), std::vector<float>(D)),
+          alone(plan.size(), std::vector<float>(D));
+      std::vector<cpu::DecodeQuery> queries(plan.size());
+      for (size_t i = 0; i < plan.size(); ++i) {
+        const int64_t n = plan[i].n;
+        std::vector<float> k = RandomFloats(n * KV, 100 + i), v = RandomFloats(n * KV, 200 + i);
+        std::copy(doc_k.begin(), doc_k.begin() + plan[i].shared * KV, k.begin());
+        std::copy(doc_v.begin(), doc_v.begin() + plan[i].shared * KV, v.begin());
+        std::vector<uint16_t> k16, v16;
+        cpu::DecodeQuery q{nullptr, k.data(), v.data(), n, nullptr};
+        if (bf16) ReadBf16Rows(&k, &v, &k16, &v16, &q);
+        std::vector<float> k_lanes, v_strips;
+        std::vector<uint16_t> k16_lanes, v16_strips;
+        ReadKeysInLanes(k, k16, KV, &k_lanes, &k16_lanes, &q);
+        ReadValuesInStrips(v, v16, KV, &v_strips, &v16_strips, &q);
+        if (bf16) {
+          kb16[i] = CutIntoBlocks(k16_lanes, B, KV);
+          vb16[i] = CutIntoBlocks(v16_strips, B, KV);
+          key_tables[i] = TableOf(kb16[i]);
+          value_tables[i] = TableOf(vb16[i]);
+        } else {
+          kb[i] = CutIntoBlocks(k_lanes, B, KV);
+          vb[i] = CutIntoBlocks(v_strips, B, KV);
+          key_tables[i] = TableOf(kb[i]);
+          value_tables[i] = TableOf(vb[i]);
+        }
+        qs.push_back(RandomFloats(D, 300 + i, -3.0f, 3.0f));
       }
-      qs.push_back(RandomFloats(D, 300 + i, -3.0f, 3.0f));
-    }
-    // The shared rows' blocks are the first query's (same memory), as chunks of one document.
-    for (size_t i = 1; i < plan.size(); ++i) {
-      for (int64_t b = 0; b < plan[i].shared / B; ++b) {
-        key_tables[i][b] = key_tables[0][b];
-        value_tables[i][b] = value_tables[0][b];
+      // The shared rows' blocks are the first query's (same memory), as chunks of one document.
+      for (size_t i = 1; i < plan.size(); ++i) {
+        for (int64_t b = 0; b < plan[i].shared / B; ++b) {
+          key_tables[i][b] = key_tables[0][b];
+          value_tables[i][b] = value_tables[0][b];
+        }
       }
-    }
-    for (size_t i = 0; i < plan.size(); ++i) {
-      cpu::DecodeQuery& q = queries[i];
-      q = cpu::DecodeQuery{qs[i].data(), nullptr, nullptr, plan[i].n, outs[i].data()};
-      q.key_blocks = key_tables[i].data();
-      q.value_blocks = value_tables[i].data();
-      q.block_rows = B;
-      q.blocks_bf16 = bf16;
-      q.keys_in_lanes = q.values_in_strips = true;
-    }
-    cpu::DecodeAttentionScratch scratch;
-    cpu::DecodeAttention(shape, queries.data(), static_cast<int64_t>(queries.size()), &scratch);
-    EXPECT_GT(scratch.group_begin.size(), 1u) << "no range was read for several queries";
-    for (size_t i = 0; i < plan.size(); ++i) {
-      cpu::DecodeQuery q = queries[i];
-      q.out = alone[i].data();
-      cpu::DecodeAttention(shape, &q, 1, &scratch);
-      ASSERT_EQ(0, std::memcmp(alone[i].data(), outs[i].data(), D * sizeof(float)))
-          << (bf16 ? "bf16" : "f32") << " query " << i;
+      for (size_t i = 0; i < plan.size(); ++i) {
+        cpu::DecodeQuery& q = queries[i];
+        q = cpu::DecodeQuery{qs[i].data(), nullptr, nullptr, plan[i].n, outs[i].data()};
+        q.key_blocks = key_tables[i].data();
+        q.value_blocks = value_tables[i].data();
+        q.block_rows = B;
+        q.blocks_bf16 = bf16;
+        q.keys_in_lanes = q.values_in_strips = true;
+      }
+      cpu::DecodeAttentionScratch scratch;
+      cpu::DecodeAttention(shape, queries.data(), static_cast<int64_t>(queries.size()), &scratch);
+      EXPECT_GT(scratch.group_begin.size(), 1u) << "no range was read for several queries";
+      for (size_t i = 0; i < plan.size(); ++i) {
+        cpu::DecodeQuery q = queries[i];
+        q.out = alone[i].data();
+        cpu::DecodeAttention(shape, &q, 1, &scratch);
+        ASSERT_EQ(0, std::memcmp(alone[i].data(), outs[i].data(), D * sizeof(float)))
+            << (bf16 ? "bf16" : "f32") << " query " << i;
+      }
     }
   }
 }

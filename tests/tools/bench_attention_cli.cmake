@@ -1,7 +1,8 @@
 # Runs a small `yoco bench-attention` and checks the JSON report has every field the README
-# documents, with positive times and the two key layouts agreeing to rounding.
+# documents, with positive times and the two key layouts agreeing to rounding, and the shared
+# document's measurement (the command itself fails if a shared query's bits differ from alone).
 execute_process(COMMAND ${YOCO} bench-attention --params ${PARAMS} --json ${OUT}
-                        --shapes 1x300,4x100 --rounds 3 --kv-dtype ${KV_DTYPE}
+                        --shapes 1x300,4x100 --shared 5x700 --rounds 3 --kv-dtype ${KV_DTYPE}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE table ERROR_VARIABLE log)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "yoco bench-attention failed (${rc}): ${log}")
@@ -44,3 +45,24 @@ string(JSON diff GET "${json}" attention 1 lanes_rows_difference)
 if(diff LESS 0 OR diff GREATER 0.0001)
   message(FATAL_ERROR "attention.lanes_rows_difference = ${diff}")
 endif()
+string(JSON sgemm GET "${json}" sgemm_gflops)
+if(NOT sgemm GREATER 0)
+  message(FATAL_ERROR "sgemm_gflops = ${sgemm}")
+endif()
+string(JSON n LENGTH "${json}" shared)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "shared has ${n} shapes, asked for 1")
+endif()
+string(JSON batch GET "${json}" shared 0 batch)
+string(JSON context GET "${json}" shared 0 context)
+if(NOT batch EQUAL 5 OR NOT context EQUAL 700)
+  message(FATAL_ERROR "shared shape is ${batch}x${context}, asked for 5x700")
+endif()
+foreach(spread alone_ms shared_ms speedup gflops)
+  string(JSON lo GET "${json}" shared 0 ${spread} min)
+  string(JSON mid GET "${json}" shared 0 ${spread} median)
+  string(JSON hi GET "${json}" shared 0 ${spread} max)
+  if(NOT lo GREATER 0 OR lo GREATER mid OR mid GREATER hi)
+    message(FATAL_ERROR "shared.${spread}: min ${lo}, median ${mid}, max ${hi}")
+  endif()
+endforeach()

@@ -144,6 +144,43 @@ AttentionCase MakeCase(const ModelConfig& c, const AttentionBenchShape& shape, u
   return ac;
 }
 
+// batch questions on one document: per cross layer one K/V in the engine's layout, read by every
+// query through the same chunks.
+struct SharedCase {
+  std::vector<KvRows> keys, values;                    // [layer]
+  std::vector<std::vector<float>> q, out;              // [layer]: [batch, dim]
+  std::vector<float> alone_out;                        // query 0 alone, one layer at a time
+  std::vector<std::vector<cpu::DecodeQuery>> queries;  // [layer]
+};
+
+SharedCase MakeSharedCase(const ModelConfig& c, const AttentionBenchShape& shape, uint64_t seed) {
+  const int64_t width = c.kv_dim(), dim = c.dim, n = shape.context;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> rows(n * width);
+  SharedCase sc;
+  sc.alone_out.resize(dim);
+  for (int l = 0; l < c.n_cross_layers(); ++l) {
+    sc.keys.push_back(KvRows::SharedKeys(c.kv_dtype, width));
+    sc.values.push_back(KvRows::SharedValues(c.kv_dtype, width));
+    for (float& x : rows) x = uniform(rng);
+    sc.keys.back().Append(rows.data(), n);
+    for (float& x : rows) x = uniform(rng);
+    sc.values.back().Append(rows.data(), n);
+  }
+  for (int l = 0; l < c.n_cross_layers(); ++l) {
+    std::vector<float>& q = sc.q.emplace_back(shape.batch * dim);
+    for (float& x : q) x = uniform(rng);
+    std::vector<float>& out = sc.out.emplace_back(shape.batch * dim);
+    auto& queries = sc.queries.emplace_back();
+    for (int s = 0; s < shape.batch; ++s) {
+      queries.push_back(
+          DecodeQueryOver(q.data() + s * dim, sc.keys[l], sc.values[l], n, out.data() + s * dim));
+    }
+  }
+  return sc;
+}
+
 double LargestRelativeDifference(const AttentionCase& ac) {
   double largest = 0, diff = 0;
   for (size_t l = 0; l < ac.out_rows.size(); ++l) {
@@ -172,6 +209,19 @@ absl::StatusOr<AttentionBenchReport> RunAttentionBench(const AttentionBenchOptio
           "batch %d x context %d needs %.1f GB of K/V, more than the %.1f GB this benchmark "
           "holds",
           s.batch, s.context, bytes / 1e9, kMaxShapeBytes / 1e9));
+    }
+  }
+  for (const AttentionBenchShape& s : options.shared) {
+    if (s.batch < 1 || s.context < 1) {
+      return absl::InvalidArgumentError("every shared shape needs a batch and a context of >= 1");
+    }
+    const double bytes =
+        2.0 * c.n_cross_layers() * s.context * c.kv_dim() * KvDtypeBytes(c.kv_dtype);
+    if (bytes > kMaxShapeBytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("a document of %d keys needs %.1f GB of K/V, more than the %.1f GB this "
+                          "benchmark holds",
+                          s.context, bytes / 1e9, kMaxShapeBytes / 1e9));
     }
   }
   AttentionBenchReport report;
@@ -236,6 +286,62 @@ absl::StatusOr<AttentionBenchReport> RunAttentionBench(const AttentionBenchOptio
     }
     report.rows.push_back(m);
   }
+  if (!options.shared.empty()) {
+    log << "probing the sgemm rate\n";
+    report.sgemm_gflops = SgemmProbe().MeasureGflops();
+  }
+  for (const AttentionBenchShape& shape : options.shared) {
+    log << "attention: " << shape.batch << " questions on one document of " << shape.context
+        << " keys\n";
+    SharedCase sc = MakeSharedCase(c, shape, seed++);
+    auto run_alone = [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (auto& layer : sc.queries) {
+        cpu::DecodeQuery q = layer[0];
+        q.out = sc.alone_out.data();
+        cpu::DecodeAttention(gqa, &q, 1, &scratch);
+      }
+      return Milliseconds(t0);
+    };
+    auto run_shared = [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (auto& layer : sc.queries) cpu::DecodeAttention(gqa, layer.data(), shape.batch, &scratch);
+      return Milliseconds(t0);
+    };
+    run_alone();  // warm-up: page faults, scratch growth
+    run_shared();
+    // The last layer's query 0: alone (run_alone's last call) and shared, the same bits.
+    if (std::memcmp(sc.alone_out.data(), sc.out.back().data(), sizeof(float) * c.dim) != 0) {
+      return absl::InternalError(absl::StrCat("a query sharing a document with ", shape.batch - 1,
+                                              " others differs from its output alone"));
+    }
+    // Multiply-adds: every query head's scores and weighted sums over every key, d each.
+    const double flop = 4.0 * shape.batch * c.n_cross_layers() * c.n_attn_heads * shape.context *
+                        c.cross_head_dim();
+    std::vector<double> alone_ms, shared_ms, speedup, gflops;
+    for (int r = 0; r < options.rounds; ++r) {
+      double alone, shared;
+      if (r % 2 == 0) {
+        alone = run_alone();
+        shared = run_shared();
+      } else {
+        shared = run_shared();
+        alone = run_alone();
+      }
+      alone_ms.push_back(alone);
+      shared_ms.push_back(shared);
+      speedup.push_back(shape.batch * alone / shared);
+      gflops.push_back(flop / shared / 1e6);
+    }
+    SharedAttentionMeasurement m;
+    m.shape = shape;
+    m.layers = c.n_cross_layers();
+    m.alone_ms = SpreadOf(alone_ms);
+    m.shared_ms = SpreadOf(shared_ms);
+    m.speedup = SpreadOf(speedup);
+    m.gflops = SpreadOf(gflops);
+    report.shared.push_back(m);
+  }
   return report;
 }
 
@@ -265,6 +371,17 @@ std::string AttentionBenchReport::ToJson() const {
                               {"rows_over_lanes", spread(m.rows_over_lanes)},
                               {"lanes_rows_difference", m.lanes_rows_difference}});
   }
+  j["sgemm_gflops"] = sgemm_gflops;
+  j["shared"] = nlohmann::json::array();
+  for (const SharedAttentionMeasurement& m : shared) {
+    j["shared"].push_back({{"batch", m.shape.batch},
+                           {"context", m.shape.context},
+                           {"layers", m.layers},
+                           {"alone_ms", spread(m.alone_ms)},
+                           {"shared_ms", spread(m.shared_ms)},
+                           {"speedup", spread(m.speedup)},
+                           {"gflops", spread(m.gflops)}});
+  }
   return j.dump(2) + "\n";
 }
 
@@ -282,6 +399,18 @@ std::string AttentionBenchReport::ToTable() const {
         m.lanes_ms.median, m.bytes / m.lanes_ms.median / 1e6, 100 * m.lanes_over_read.median,
         100 * m.lanes_over_read.min, 100 * m.lanes_over_read.max, m.rows_over_lanes.median,
         m.rows_over_lanes.min, m.rows_over_lanes.max);
+  }
+  if (!shared.empty()) {
+    out += absl::StrFormat(
+        "questions on one document (keys in lanes, values in strips; sgemm probe %.0f GFLOP/s)\n"
+        "%6s %8s %9s %9s %20s %20s\n",
+        sgemm_gflops, "batch", "context", "alone ms", "batch ms", "batch x alone/batch", "GFLOP/s");
+    for (const SharedAttentionMeasurement& m : shared) {
+      out += absl::StrFormat("%6d %8d %9.2f %9.2f %6.2fx [%.2f-%.2f] %6.0f [%.0f-%.0f]\n",
+                             m.shape.batch, m.shape.context, m.alone_ms.median, m.shared_ms.median,
+                             m.speedup.median, m.speedup.min, m.speedup.max, m.gflops.median,
+                             m.gflops.min, m.gflops.max);
+    }
   }
   return out;
 }

@@ -353,7 +353,8 @@ absl::Status RunBenchCache(const std::vector<std::string>& args, std::ostream& o
 namespace {
 
 // "1x32768,32x2048": batch x context pairs.
-absl::StatusOr<std::vector<AttentionBenchShape>> ParseAttentionShapes(const std::string& list) {
+absl::StatusOr<std::vector<AttentionBenchShape>> ParseAttentionShapes(const std::string& list,
+                                                                      absl::string_view flag) {
   std::vector<AttentionBenchShape> shapes;
   for (absl::string_view item : absl::StrSplit(list, ',')) {
     const std::vector<absl::string_view> parts = absl::StrSplit(item, 'x');
@@ -362,11 +363,11 @@ absl::StatusOr<std::vector<AttentionBenchShape>> ParseAttentionShapes(const std:
     if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &shape.batch) ||
         !absl::SimpleAtoi(parts[1], &context)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--shapes: '", item, "' is not BATCHxCONTEXT (e.g. 1x32768,32x2048)"));
+          absl::StrCat(flag, ": '", item, "' is not BATCHxCONTEXT (e.g. 1x32768,32x2048)"));
     }
     if (shape.batch < 1 || shape.batch > 4096 || context < 1 || context > (1 << 20)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--shapes: '", item, "' needs a batch in [1, 4096] and a context in [1, 1048576]"));
+          flag, ": '", item, "' needs a batch in [1, 4096] and a context in [1, 1048576]"));
     }
     shape.context = context;
     shapes.push_back(shape);
@@ -404,13 +405,21 @@ absl::Status RunBenchStructured(const std::vector<std::string>& args, std::ostre
 
 absl::Status RunBenchAttention(const std::vector<std::string>& args, std::ostream& out,
                                std::ostream& log) {
-  ASSIGN_OR_RETURN(CommandLine cl, CommandLine::Parse(args, {"params", "threads", "json",
-                                                             "kv-dtype", "shapes", "rounds"}));
+  ASSIGN_OR_RETURN(CommandLine cl,
+                   CommandLine::Parse(args, {"params", "threads", "json", "kv-dtype", "shapes",
+                                             "shared", "rounds"}));
   AttentionBenchOptions options;
   ASSIGN_OR_RETURN(options.config, ReadBenchConfig(cl));
   if (!cl.Has("kv-dtype")) options.config.kv_dtype = KvDtype::kBF16;
   if (cl.Has("shapes")) {
-    ASSIGN_OR_RETURN(options.shapes, ParseAttentionShapes(*cl.String("shapes")));
+    ASSIGN_OR_RETURN(options.shapes, ParseAttentionShapes(*cl.String("shapes"), "--shapes"));
+  }
+  if (cl.Has("shared")) {
+    if (*cl.String("shared") == "none") {
+      options.shared.clear();
+    } else {
+      ASSIGN_OR_RETURN(options.shared, ParseAttentionShapes(*cl.String("shared"), "--shared"));
+    }
   }
   ASSIGN_OR_RETURN(int64_t rounds, cl.Int("rounds", 5));
   if (rounds < 1 || rounds > 100) return absl::InvalidArgumentError("--rounds must be in [1, 100]");

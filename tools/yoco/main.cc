@@ -32,7 +32,8 @@ constexpr char kUsage[] =
     "  bench-structured [--params P.json] [--threads T] [--json OUT.json] [--rounds R]\n"
     "             [--steps S] [--tiktoken-ranks cl100k_base.tiktoken] [--temperature T]\n"
     "  bench-attention [--params P.json] [--threads T] [--json OUT.json]\n"
-    "             [--kv-dtype bf16|f32] [--shapes 1x32768,32x2048] [--rounds R]\n";
+    "             [--kv-dtype bf16|f32] [--shapes 1x32768,32x2048] [--shared 32x16384|none]\n"
+    "             [--rounds R]\n";
 
 }  // namespace
 
