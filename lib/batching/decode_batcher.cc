@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -98,6 +99,12 @@ class DecodeBatcher::Loop {
     cv_.SignalAll();
   }
 
+  void CancelChoice(uint64_t id, uint32_t choice) {
+    absl::MutexLock lock(&mu_);
+    cancelled_choices_.push_back({id, choice});
+    cv_.SignalAll();
+  }
+
   DecodeBatcherStats stats() const {
     absl::MutexLock lock(&mu_);
     DecodeBatcherStats s = stats_;
@@ -129,7 +136,8 @@ class DecodeBatcher::Loop {
       bool stopping = false;
       {
         absl::MutexLock lock(&mu_);
-        while (!stopping_ && active.empty() && queue_.empty() && cancelled_.empty()) {
+        while (!stopping_ && active.empty() && queue_.empty() && cancelled_.empty() &&
+               cancelled_choices_.empty()) {
           cv_.Wait(&mu_);
         }
         stopping = stopping_;
@@ -151,6 +159,18 @@ class DecodeBatcher::Loop {
           }
         }
         cancelled_.clear();
+        for (const auto& [id, choice] : cancelled_choices_) {
+          for (auto& e : active) e->cancelled |= e->id == id && e->seq.choice == choice;
+          for (auto queued = queue_.lower_bound(id);
+               queued != queue_.end() && queued->second->id == id; ++queued) {
+            if (queued->second->seq.choice != choice) continue;
+            order_.Remove(queued->first);
+            retired_queued.push_back(std::move(queued->second));
+            queue_.erase(queued);
+            break;
+          }
+        }
+        cancelled_choices_.clear();
         // The next in FairOrder joins while it fits; one that does not waits for room, and the
         // others behind it (a smaller one passing it could starve it).
         while (!stopping_ && !order_.empty() &&
@@ -292,6 +312,7 @@ class DecodeBatcher::Loop {
     stats_.memory_in_use_bytes = in_use;
     if (batch > 0) {
       ++stats_.steps;
+      stats_.tokens += static_cast<uint64_t>(batch);
       stats_.last_batch_size = batch;
     }
   }
@@ -305,6 +326,7 @@ class DecodeBatcher::Loop {
   std::map<uint64_t, std::unique_ptr<Entry>> queue_ ABSL_GUARDED_BY(mu_);  // by id
   FairOrder order_ ABSL_GUARDED_BY(mu_);                                   // of queue_'s ids
   std::vector<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<uint64_t, uint32_t>> cancelled_choices_ ABSL_GUARDED_BY(mu_);
   DecodeBatcherStats stats_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -324,6 +346,7 @@ absl::StatusOr<uint64_t> DecodeBatcher::AdmitChoices(std::vector<DecodeSequence>
   return loop_->Admit(std::move(choices));
 }
 void DecodeBatcher::Cancel(uint64_t id) { loop_->Cancel(id); }
+void DecodeBatcher::CancelChoice(uint64_t id, uint32_t choice) { loop_->CancelChoice(id, choice); }
 DecodeBatcherStats DecodeBatcher::stats() const { return loop_->stats(); }
 
 }  // namespace yoco

@@ -67,6 +67,7 @@ struct DecodeSequence {
   bool stop_at_eos = false;  // the sampling's stop ids always stop
   std::function<void(const DecodeEvent&)> on_event;
   SchedulingClass scheduling;  // its place among the waiting ones
+  uint32_t choice = 0;         // which of its request's choices (CancelChoice)
 };
 
 struct DecodeBatcherStats {
@@ -75,6 +76,7 @@ struct DecodeBatcherStats {
   int64_t memory_in_use_bytes = 0;  // reserved for the active sequences (StateLedger)
   int64_t memory_budget_bytes = 0;  // DecodeBatcherOptions::memory_budget_bytes
   uint64_t steps = 0;
+  uint64_t tokens = 0;  // decoded: one per active sequence per step
   int last_batch_size = 0;
 };
 
@@ -97,6 +99,9 @@ class DecodeBatcher {
   // Ends a sequence (or a request's choices), queued or active, with kCancelled at the next
   // step boundary; its memory is released then. Unknown ids are ignored.
   void Cancel(uint64_t id);
+  // Ends the sequence of `choice` (DecodeSequence::choice) among those queued under `id` the
+  // same way; the others go on. A choice the request does not have is ignored.
+  void CancelChoice(uint64_t id, uint32_t choice);
   DecodeBatcherStats stats() const;
 
   // Memory a sequence reserves: its state now plus the K/V rows of max_new_tokens more tokens

@@ -309,7 +309,7 @@ absl::StatusOr<uint64_t> DecodeWorker::AdmitChoices(
                            e.generated += counted;
                            (*shared_on_event)(e);
                          },
-                         scheduling});
+                         scheduling, c.choice});
   }
   return batcher_->AdmitChoices(std::move(sequences));
 }

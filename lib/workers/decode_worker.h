@@ -147,6 +147,10 @@ class DecodeWorker {
   uint64_t local_prefills() const { return local_prefills_.load(); }
 
   void Cancel(uint64_t sequence_id) { batcher_->Cancel(sequence_id); }
+  // Ends one choice of a request with choices (its number, DecodeChoiceCall::choice).
+  void CancelChoice(uint64_t sequence_id, uint32_t choice) {
+    batcher_->CancelChoice(sequence_id, choice);
+  }
 
   // Decode without blocking the caller: `on_admitted` gets the sequence id (or the error) as
   // soon as the bundle is there (at once when it already is; on the transport thread when it

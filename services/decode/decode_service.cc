@@ -23,7 +23,15 @@ grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeService::Decode(
   if (grpc::Status st = callers_.Check(*context, "DecodeWorker.Decode"); !st.ok()) {
     return new RefusedDecode(st);
   }
-  return new DecodeStream(worker_, context, request);
+  return new DecodeStream(worker_, calls_, context, request);
+}
+
+grpc::Status DecodeService::EndChoice(grpc::ServerContext* context,
+                                      const v1::EndChoiceRequest* request,
+                                      v1::EndChoiceResponse* response) {
+  if (grpc::Status st = callers_.Check(*context, "DecodeWorker.EndChoice"); !st.ok()) return st;
+  response->set_found(calls_.EndChoice(request->call_id(), request->choice()));
+  return grpc::Status::OK;
 }
 
 grpc::Status DecodeService::GetWorkerInfo(grpc::ServerContext* context,

@@ -1,7 +1,7 @@
 // DecodeService: the DecodeWorker gRPC service over a DecodeWorker. Each Decode call streams
 // its sequence's tokens from the batching loop (DecodeStream); cancelling the call (the router's
-// cancel or deadline) cancels the sequence, and nothing else can. Every method answers only
-// callers on the worker's allow-list (--allowed-callers).
+// cancel or deadline) cancels the sequence, EndChoice one of its choices, and nothing else can.
+// Every method answers only callers on the worker's allow-list (--allowed-callers).
 #ifndef YOCO_SERVICES_DECODE_DECODE_SERVICE_H_
 #define YOCO_SERVICES_DECODE_DECODE_SERVICE_H_
 
@@ -9,11 +9,12 @@
 
 #include "lib/auth/caller_allow_list.h"
 #include "lib/workers/decode_worker.h"
+#include "services/decode/decode_calls.h"
 #include "yoco/v1/worker.grpc.pb.h"
 
 namespace yoco {
 
-// Decode is on gRPC's callback API (DecodeStream); GetWorkerInfo is synchronous.
+// Decode is on gRPC's callback API (DecodeStream); EndChoice and GetWorkerInfo are synchronous.
 class DecodeService final
     : public v1::DecodeWorker::WithCallbackMethod_Decode<v1::DecodeWorker::Service> {
  public:
@@ -27,11 +28,14 @@ class DecodeService final
 
   grpc::ServerWriteReactor<v1::DecodeEvent>* Decode(grpc::CallbackServerContext* context,
                                                     const v1::DecodeRequest* request) override;
+  grpc::Status EndChoice(grpc::ServerContext* context, const v1::EndChoiceRequest* request,
+                         v1::EndChoiceResponse* response) override;
   grpc::Status GetWorkerInfo(grpc::ServerContext* context, const v1::GetWorkerInfoRequest* request,
                              v1::WorkerInfo* response) override;
 
  private:
   DecodeWorker& worker_;
+  DecodeCalls calls_;
   const std::string worker_id_;
   const std::string backend_;
   const CallerAllowList callers_;

@@ -66,9 +66,9 @@ absl::Status CheckChoices(const v1::DecodeRequest& request) {
 
 }  // namespace
 
-DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* context,
-                           const v1::DecodeRequest* request)
-    : worker_(worker) {
+DecodeStream::DecodeStream(DecodeWorker& worker, DecodeCalls& calls,
+                           grpc::CallbackServerContext* context, const v1::DecodeRequest* request)
+    : worker_(worker), calls_(calls) {
   {
     const std::optional<TraceContext> parent = TraceFromMetadata(context->client_metadata());
     std::shared_ptr<const Tracer> tracer = GlobalTracer();
@@ -91,6 +91,10 @@ DecodeStream::DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* co
   {
     absl::MutexLock lock(&mu_);
     choices_left_ = unfinished_events_ = std::max<int>(1, request->choices_size());
+    for (const v1::DecodeChoice& c : request->choices()) going_.insert(c.choice());
+  }
+  if (!request->choices().empty() && calls_.Add(request->call_id(), this)) {
+    call_id_ = request->call_id();
   }
   // Validated with the rest of the sampling where it is used (a prefill, AdmitBundle).
   const SamplingParams sampling = FromProto(request->sampling());
@@ -153,14 +157,34 @@ void DecodeStream::OnAdmitted(const absl::StatusOr<uint64_t>& id) {
     return;
   }
   bool cancel;
+  std::vector<uint32_t> ended;  // by EndChoice before the sequence had an id
   {
     absl::MutexLock lock(&mu_);
     sequence_ = *id;
     ticket_ = 0;
     cancel = cancelled_.load() || finished_;
+    for (uint32_t c : ended_) {
+      if (going_.contains(c)) ended.push_back(c);
+    }
   }
   if (cancel) worker_.Cancel(*id);
+  for (uint32_t c : ended) worker_.CancelChoice(*id, c);
   EngineDone(/*admission=*/true, /*events=*/false);
+}
+
+bool DecodeStream::EndChoice(uint32_t choice) {
+  uint64_t sequence;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || !going_.contains(choice) || !ended_.insert(choice).second) return false;
+    sequence = sequence_;  // 0 until admitted: OnAdmitted cancels it then
+  }
+  if (sequence != 0) worker_.CancelChoice(sequence, choice);
+  return true;
+}
+
+DecodeStream::~DecodeStream() {
+  if (call_id_ != 0) calls_.Remove(call_id_, this);
 }
 
 void DecodeStream::OnEvent(const DecodeEvent& event) {
@@ -173,6 +197,7 @@ void DecodeStream::OnEvent(const DecodeEvent& event) {
       span_.AddEvent("first_token");
     }
     if (event.finished) {
+      going_.erase(event.choice);
       output_tokens_ += event.generated;
       all_finished = --unfinished_events_ == 0;
       if (all_finished) span_.SetAttribute("gen_ai.usage.output_tokens", output_tokens_);
@@ -194,14 +219,17 @@ void DecodeStream::Pump() {
       FinishOnce(ToGrpcStatus(e.status));
       return;
     }
-    if (e.reason == DecodeFinish::kCancelled) {
-      // Only this call cancels its sequence, and then nobody reads this; should anything else
-      // ever cut it, the router must see a failure to retry, never a finished stream.
+    const bool ended_by_caller = e.reason == DecodeFinish::kCancelled && ended_.contains(e.choice);
+    if (e.reason == DecodeFinish::kCancelled && !ended_by_caller) {
+      // Only this call cancels its sequence (or a choice it ended), and then nobody reads this;
+      // should anything else ever cut it, the router must see a failure to retry, never a
+      // finished stream.
       lock.Release();
       FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, "the sequence was cancelled"));
       return;
     }
-    out_.mutable_finish()->set_reason(ToProto(e.reason));
+    out_.mutable_finish()->set_reason(ended_by_caller ? v1::FINISH_REASON_CANCELLED
+                                                      : ToProto(e.reason));
     out_.mutable_finish()->mutable_usage()->set_generated_tokens(e.generated);
     out_.set_choice(e.choice);
     final_write_ = --choices_left_ == 0;

@@ -2,8 +2,9 @@
 // blocking the RPC thread (its bundle may still be on its way, or it is prefilled here on the
 // worker's own thread); its events come from the batching thread into a queue that is written
 // to the caller one message at a time. An open stream holds no thread, and a cancelled call
-// cancels its sequence at once (no polling). Only its call can cancel a sequence, so a stream
-// ends OK only with the reasons its caller asked for (length, stop, EOS).
+// cancels its sequence at once (no polling). Only its caller can cancel a sequence (the call, or
+// one choice through EndChoice), so a stream ends OK only with the reasons its caller asked for
+// (length, stop, EOS, and a choice it ended).
 #ifndef YOCO_SERVICES_DECODE_DECODE_STREAM_H_
 #define YOCO_SERVICES_DECODE_DECODE_STREAM_H_
 
@@ -12,9 +13,11 @@
 #include <atomic>
 #include <deque>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/trace/span.h"
 #include "lib/workers/decode_worker.h"
+#include "services/decode/decode_calls.h"
 #include "yoco/v1/worker.grpc.pb.h"
 
 namespace yoco {
@@ -23,15 +26,19 @@ class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
  public:
   // Starts the call; it deletes itself when gRPC is done with it and the worker will not call
   // back any more.
-  DecodeStream(DecodeWorker& worker, grpc::CallbackServerContext* context,
+  DecodeStream(DecodeWorker& worker, DecodeCalls& calls, grpc::CallbackServerContext* context,
                const v1::DecodeRequest* request);
+
+  // Ends one of the call's choices (DecodeCalls::EndChoice): its sequence is cancelled and its
+  // finish streams with FINISH_REASON_CANCELLED. False when the call has no such choice going.
+  bool EndChoice(uint32_t choice);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
-  ~DecodeStream() override = default;
+  ~DecodeStream() override;
   void OnEvent(const DecodeEvent& event);               // batching (or prefill) thread
   void OnAdmitted(const absl::StatusOr<uint64_t>& id);  // any thread
   // Writes the next queued event unless a write is in flight.
@@ -43,6 +50,8 @@ class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
   void EngineDone(bool admission, bool events);
 
   DecodeWorker& worker_;
+  DecodeCalls& calls_;
+  uint64_t call_id_ = 0;                // named in calls_ (0: not)
   std::atomic<bool> cancelled_{false};  // polled by a local prefill
 
   absl::Mutex mu_;
@@ -65,8 +74,10 @@ class DecodeStream final : public grpc::ServerWriteReactor<v1::DecodeEvent> {
   int choices_left_ ABSL_GUARDED_BY(mu_) = 1;       // finish messages still to write
   int unfinished_events_ ABSL_GUARDED_BY(mu_) = 1;  // finished events still to come
   int output_tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t index_ = 0;   // the next token's index (Pump's)
-  v1::DecodeEvent out_;  // the write in flight
+  absl::flat_hash_set<uint32_t> going_ ABSL_GUARDED_BY(mu_);  // choices with no finished event
+  absl::flat_hash_set<uint32_t> ended_ ABSL_GUARDED_BY(mu_);  // by EndChoice
+  uint32_t index_ = 0;                                        // the next token's index (Pump's)
+  v1::DecodeEvent out_;                                       // the write in flight
 };
 
 }  // namespace yoco

@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
                  [w] { return static_cast<double>(w->bundle_buffer_stats().kept_bytes); });
   callbacks->Add("yoco_decode_steps_total", "Batched decode steps", Type::kCounter,
                  [w] { return static_cast<double>(w->stats().steps); });
+  callbacks->Add("yoco_decode_tokens_total",
+                 "Tokens decoded (one per sequence per step, replayed ones included)",
+                 Type::kCounter, [w] { return static_cast<double>(w->stats().tokens); });
   callbacks->Add("yoco_decode_local_prefills_total",
                  "Prompts prefilled on this decode worker instead of a prefill worker",
                  Type::kCounter, [w] { return static_cast<double>(w->local_prefills()); });

@@ -30,6 +30,9 @@ class DecodeRelay final : public grpc::ClientReadReactor<v1::DecodeEvent> {
   void Abandon();
   // From any thread: ends an outstanding read, and with it the reading.
   void Cancel() { context_.TryCancel(); }
+  // Asks the worker to end one of the call's choices (a stop string ended it here), so that it
+  // stops decoding it; its finish then comes with FINISH_REASON_CANCELLED. After Start.
+  void EndChoice(uint32_t choice);
 
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override { on_done_(status); }
@@ -37,7 +40,8 @@ class DecodeRelay final : public grpc::ClientReadReactor<v1::DecodeEvent> {
  private:
   void Release();
 
-  const v1::DecodeRequest request_;
+  const v1::DecodeRequest request_;                  // with a call_id when it has choices
+  v1::DecodeWorker::StubInterface* stub_ = nullptr;  // Start's
   const std::function<void(const v1::DecodeEvent&)> on_event_;
   const std::function<void(const grpc::Status&)> on_done_;
   grpc::ClientContext context_;

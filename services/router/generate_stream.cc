@@ -243,8 +243,11 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     return;
   }
   if (event.has_finish()) {
-    attempt_.decode_reason = event.finish().reason();
-    choices_.WorkerFinished(c, attempt_.decode_reason);
+    // (A choice this router ended comes back CANCELLED, which ends nothing.)
+    if (event.finish().reason() != v1::FINISH_REASON_CANCELLED) {
+      attempt_.decode_reason = event.finish().reason();
+    }
+    choices_.WorkerFinished(c, event.finish().reason());
     relay->ReadNext();  // to the end of the stream
     return;
   }
@@ -257,7 +260,7 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
     attempt_.prefill_ends_at_first_token = false;
     ledger_.report().AddPrefillMs(MsSince(attempt_.decode_start));
   }
-  if (choices_.ended(c)) {  // a stop string ended it; the worker goes on to its length
+  if (choices_.ended(c)) {  // a stop string ended it; the worker was asked to end it too
     relay->ReadNext();
     return;
   }
@@ -271,6 +274,8 @@ void GenerateStream::OnDecodeEvent(const v1::DecodeEvent& event) {
           relay->Abandon();
           return;
         }
+        // A stop string ended it (or a local prefill's first token): the worker stops it too.
+        if (choices_.ended(c)) relay->EndChoice(c);
         relay->ReadNext();
       },
       c);

@@ -319,6 +319,50 @@ TEST_F(DecodeBatcherTest, ChoicesRunAsTheirSequencesAloneAndCancelTogether) {
   EXPECT_EQ(never.TokenCount(), 0u);
 }
 
+// One choice ends alone (a stop string the router saw): running or queued, it finishes
+// kCancelled and the others go on to their own ends with the tokens they have alone; a choice
+// the request does not have, or an id that is not the request's, cancels nothing.
+TEST_F(DecodeBatcherTest, OneChoiceCancelsAloneRunningOrQueued) {
+  int32_t first;
+  const Generation shared = Prefilled(200, 11, Sampling(11), &first);
+  auto choice = [&](uint64_t seed) {
+    Generation g = shared;
+    g.set_sampling(Sampling(seed));
+    return g;
+  };
+  Generation alone = choice(13);
+  std::vector<int32_t> run;
+  for (int t = 0; t < 12; ++t) run.push_back(*alone.Next(*prefill_backend_));
+
+  DecodeBatcherOptions options;
+  options.max_batch = 2;  // the third choice waits in the queue
+  DecodeBatcher batcher(*decode_backend_, options);
+  Collector running, goes_on, queued;
+  std::vector<DecodeSequence> choices;
+  // Choices 5, 2 and 7 (a request's choice numbers need not be its positions).
+  choices.push_back({choice(12), 1000000, false, running.Callback(), {}, 5});
+  choices.push_back({choice(13), 12, false, goes_on.Callback(), {}, 2});
+  choices.push_back({choice(14), 1000000, false, queued.Callback(), {}, 7});
+  absl::StatusOr<uint64_t> id = batcher.AdmitChoices(std::move(choices));
+  ASSERT_TRUE(id.ok());
+  while (running.TokenCount() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  batcher.CancelChoice(*id, 1);      // no such choice
+  batcher.CancelChoice(*id + 1, 2);  // not the request's id
+  batcher.CancelChoice(*id, 7);      // queued
+  batcher.CancelChoice(*id, 5);      // running
+  ASSERT_TRUE(running.WaitFinished());
+  ASSERT_TRUE(queued.WaitFinished());
+  EXPECT_EQ(running.reason, DecodeFinish::kCancelled);
+  EXPECT_EQ(queued.reason, DecodeFinish::kCancelled);
+  EXPECT_TRUE(queued.tokens.empty());
+  ASSERT_TRUE(goes_on.WaitFinished());
+  EXPECT_EQ(goes_on.reason, DecodeFinish::kLength);
+  EXPECT_EQ(goes_on.tokens, run);
+  for (int i = 0; i < 5000 && batcher.stats().memory_in_use_bytes != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(batcher.stats().memory_in_use_bytes, 0);
+}
+
 TEST_F(DecodeBatcherTest, CancelAndStopEndSequencesAndFreeMemory) {
   DecodeBatcher batcher(*decode_backend_, {});
   int32_t first;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -505,6 +506,50 @@ TEST_F(ClusterServingTest, ChoicesAreTheEnginesTokensOfTheirSeedsThroughADecodeD
   v1::GenerateRequest too_many = Request(RandomPrompt(9, 10), 4);
   too_many.mutable_sampling()->set_n(kMaxChoices + 1);
   ExpectRefused(too_many, "n must be");
+}
+
+// A stop string that ends one of several choices ends it on the decode worker too: the worker
+// stops decoding it (yoco_decode_tokens_total counts what it decoded), and the other choice
+// goes on to its length with the tokens it has without the stop string.
+TEST_F(ClusterServingTest, AStopStringEndsItsChoiceOnTheDecodeWorker) {
+  constexpr int kLength = 1500;
+  v1::GenerateRequest request = Request(RandomPrompt(97, 300), kLength, Sampled(1.0f, 0, 1.0f, 41));
+  request.mutable_sampling()->set_n(2);
+  double decoded = DecodeMetric("yoco_decode_tokens_total");
+  const Generated full = cluster_->Generate(request);
+  ASSERT_TRUE(full.status.ok()) << full.status.error_message();
+  // The first token of each choice is the prefill worker's.
+  EXPECT_EQ(DecodeMetric("yoco_decode_tokens_total") - decoded, 2 * (kLength - 1));
+  std::string text[2];
+  size_t early_end = 0;  // choice 0's text after its first 100 tokens
+  for (const v1::GeneratedToken& m : full.messages) {
+    text[m.choice()] += m.text();
+    if (m.choice() == 0 && m.index() < 100) early_end = text[0].size();
+  }
+  // Three ASCII characters that end early in choice 0 and never come in choice 1.
+  std::string stop;
+  for (size_t i = 0; i + 3 <= early_end && stop.empty(); ++i) {
+    const std::string s = text[0].substr(i, 3);
+    const bool ascii = std::all_of(s.begin(), s.end(), [](char c) { return c > 0; });
+    if (ascii && text[1].find(s) == std::string::npos) stop = s;
+  }
+  ASSERT_FALSE(stop.empty()) << "no stop string for choice 0 alone in: " << text[0];
+
+  request.mutable_sampling()->add_stop_strings(stop);
+  decoded = DecodeMetric("yoco_decode_tokens_total");
+  const Generated cut = cluster_->Generate(request);
+  ASSERT_TRUE(cut.status.ok()) << cut.status.error_message();
+  ASSERT_EQ(cut.finish.choices_size(), 2);
+  EXPECT_EQ(cut.finish.choices(0).reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(cut.finish.choices(1).reason(), v1::FINISH_REASON_LENGTH);
+  const std::vector<std::vector<int32_t>> before = ByChoice(full, 2), after = ByChoice(cut, 2);
+  EXPECT_EQ(after[1], before[1]);
+  ASSERT_LT(after[0].size(), 110u);
+  EXPECT_TRUE(std::equal(after[0].begin(), after[0].end(), before[0].begin()));
+  // Choice 0 went on for what the worker decoded before the router's word came (about 100
+  // tokens here), not for its whole length (then this would be 2 * (kLength - 1)).
+  EXPECT_LT(DecodeMetric("yoco_decode_tokens_total") - decoded, kLength + kLength / 2);
+  EXPECT_TRUE(DecodeFreed());
 }
 
 // Structured output wherever the prompt is prefilled (on the decode worker, or shipped from a

@@ -176,6 +176,12 @@ int Outsider(const std::string& prefill_address, const std::string& decode_addre
     yoco::v1::WorkerInfo response;
     return decode->GetWorkerInfo(c, {}, &response);
   });
+  call("DecodeWorker.EndChoice", [&](grpc::ClientContext* c) {
+    yoco::v1::EndChoiceRequest request;
+    request.set_call_id(1);
+    yoco::v1::EndChoiceResponse response;
+    return decode->EndChoice(c, request, &response);
+  });
   int events = 0;
   call("DecodeWorker.Decode", [&](grpc::ClientContext* c) {
     yoco::v1::DecodeRequest request;
