@@ -22,12 +22,15 @@ class ClusterRouterWaitsTest : public ::testing::Test {
   std::vector<std::string> WorkerFlags() const {
     return {"--model", TinyModelDir(), "--tls", "tcp", "--net-devices", "lo", "--threads", "1"};
   }
-  // A router over workers at these ports, whether or not anything listens there yet.
+  // A router over workers at these ports, whether or not anything listens there yet. Requests
+  // wait for workers as long as their deadlines allow: under a loaded ctest two workers can take
+  // longer to start than the default 10 s.
   absl::StatusOr<std::unique_ptr<Service>> StartRouter(int prefill_port, int decode_port) {
     return Service::Start(
         Role::kRouter,
         {"--model", TinyModelDir(), "--prefill", absl::StrCat("127.0.0.1:", prefill_port),
-         "--decode", absl::StrCat("127.0.0.1:", decode_port), "--probe-interval-ms", "200"},
+         "--decode", absl::StrCat("127.0.0.1:", decode_port), "--probe-interval-ms", "200",
+         "--wait-for-workers-ms", "600000"},
         dir_ + "/router");
   }
 
