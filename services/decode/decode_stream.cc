@@ -221,9 +221,9 @@ void DecodeStream::Pump() {
     }
     const bool ended_by_caller = e.reason == DecodeFinish::kCancelled && ended_.contains(e.choice);
     if (e.reason == DecodeFinish::kCancelled && !ended_by_caller) {
-      // Only this call cancels its sequence (or a choice it ended), and then nobody reads this;
-      // should anything else ever cut it, the router must see a failure to retry, never a
-      // finished stream.
+      // A cancel that was not an EndChoice: only this call cancels its sequence, and then
+      // nobody reads this; should anything else ever cut it, the router must see a failure to
+      // retry, never a finished stream.
       lock.Release();
       FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, "the sequence was cancelled"));
       return;
