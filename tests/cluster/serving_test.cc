@@ -418,9 +418,6 @@ TEST_F(ClusterServingTest, BadInputIsRefusedAndServingGoesOn) {
   ExpectEngineTokens(RandomPrompt(6, 20), 10);
 }
 
-// A killed prefill worker fails nothing; a killed decode worker's stream continues on the other
-// with exactly the engine's tokens; SIGTERM to the last decode worker mid-stream lets the stream
-// run to its end, then the worker exits 0.
 // The tokens of each choice of a Generate with n > 1, by the choice its messages name.
 std::vector<std::vector<int32_t>> ByChoice(const Generated& got, int n) {
   std::vector<std::vector<int32_t>> tokens(n);
@@ -642,6 +639,9 @@ TEST_F(ClusterServingTest, StructuredAnswersFollowTheirSchemaWhereverPrefilled) 
   ExpectRefused(lookahead, "regex: at offset 3: lookahead");
 }
 
+// A killed prefill worker fails nothing; a killed decode worker's stream continues on the other
+// with exactly the engine's tokens; SIGTERM to the last decode worker mid-stream lets the stream
+// run to its end, then the worker exits 0.
 TEST_F(ClusterServingTest, WorkersDyingOrDrainingLoseNoToken) {
   cluster_->prefill(0).process().Kill();
   ExpectEngineTokens(RandomPrompt(7, 60), 12);
