@@ -219,6 +219,17 @@ void TaskScores(const GqaShape& shape, const float* q, const RowBlocks<T>& keys,
   }
 }
 
+// Calls f(std::integral_constant<int, n>{}) for a count n in [1, kMax] known only at run time:
+// the tiles take their row count as a template parameter, so that their accumulators are
+// registers.
+template <int kMax, typename F>
+void WithRowCount(int n, F&& f) {
+  if constexpr (kMax > 1) {
+    if (n < kMax) return WithRowCount<kMax - 1>(n, std::forward<F>(f));
+  }
+  f(std::integral_constant<int, kMax>{});
+}
+
 // Scores of one block of keys in lanes for kRows query rows that share its KV head (heads of one
 // group, of one query or of several reading the same chunk): out[j][i] = scale · q[j]·k_i for
 // the block's rows i < valid, where kb is the KV head's [d][kKeyLaneRows] slice of the block. A
@@ -292,31 +303,9 @@ void LaneBlockScoresRows(const float* const* q, int rows, const T* kb, int d, fl
   for (int j0 = 0; j0 < rows; j0 += kMaxScoreRows) {
     const float* const* qj = q + j0;
     float* const* oj = out + j0;
-    switch (std::min(kMaxScoreRows, rows - j0)) {
-      case 8:
-        LaneBlockScores<8>(qj, kb, d, scale, oj, valid);
-        break;
-      case 7:
-        LaneBlockScores<7>(qj, kb, d, scale, oj, valid);
-        break;
-      case 6:
-        LaneBlockScores<6>(qj, kb, d, scale, oj, valid);
-        break;
-      case 5:
-        LaneBlockScores<5>(qj, kb, d, scale, oj, valid);
-        break;
-      case 4:
-        LaneBlockScores<4>(qj, kb, d, scale, oj, valid);
-        break;
-      case 3:
-        LaneBlockScores<3>(qj, kb, d, scale, oj, valid);
-        break;
-      case 2:
-        LaneBlockScores<2>(qj, kb, d, scale, oj, valid);
-        break;
-      default:
-        LaneBlockScores<1>(qj, kb, d, scale, oj, valid);
-    }
+    WithRowCount<kMaxScoreRows>(std::min(kMaxScoreRows, rows - j0), [&](auto n) {
+      LaneBlockScores<decltype(n)::value>(qj, kb, d, scale, oj, valid);
+    });
   }
 }
 
@@ -419,12 +408,14 @@ struct ValueTile {
   int columns = 0;
   int max_rows = 1;
 };
+constexpr int kValueRows512 = 6;   // 24 accumulators and 4 value vectors of 32 zmm
+constexpr int kValueRowsAvx2 = 3;  // 12 and 4 of 16 ymm
 ValueTile ValueTileFor(int d) {
 #if defined(__AVX512F__)
-  if (d % 64 == 0) return {64, 6};
+  if (d % 64 == 0) return {64, kValueRows512};
 #endif
 #ifdef YOCO_AVX2
-  if (d % 32 == 0) return {32, 3};
+  if (d % 32 == 0) return {32, kValueRowsAvx2};
 #endif
   return {};
 }
@@ -439,36 +430,14 @@ void WeightedSumRows(const ValueTile& tile, const T* v, int64_t ld, int64_t rows
     [[maybe_unused]] float* const* aj = acc + j0;
 #if defined(__AVX512F__)
     if (tile.columns == 64) {
-      switch (n) {
-        case 6:
-          WeightedSumTile512<6>(v, ld, rows, pj, aj);
-          break;
-        case 5:
-          WeightedSumTile512<5>(v, ld, rows, pj, aj);
-          break;
-        case 4:
-          WeightedSumTile512<4>(v, ld, rows, pj, aj);
-          break;
-        case 3:
-          WeightedSumTile512<3>(v, ld, rows, pj, aj);
-          break;
-        case 2:
-          WeightedSumTile512<2>(v, ld, rows, pj, aj);
-          break;
-        default:
-          WeightedSumTile512<1>(v, ld, rows, pj, aj);
-      }
+      WithRowCount<kValueRows512>(
+          n, [&](auto k) { WeightedSumTile512<decltype(k)::value>(v, ld, rows, pj, aj); });
       continue;
     }
 #endif
 #ifdef YOCO_AVX2
-    if (n == 3) {
-      WeightedSumTile<3>(v, ld, rows, pj, aj);
-    } else if (n == 2) {
-      WeightedSumTile<2>(v, ld, rows, pj, aj);
-    } else {
-      WeightedSumTile<1>(v, ld, rows, pj, aj);
-    }
+    WithRowCount<kValueRowsAvx2>(
+        n, [&](auto k) { WeightedSumTile<decltype(k)::value>(v, ld, rows, pj, aj); });
 #endif
   }
 }
