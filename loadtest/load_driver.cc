@@ -158,6 +158,11 @@ class LoadGenerateCall final : public grpc::ClientReadReactor<v1::GenerateRespon
       record_.prompt_tokens = f.usage().prompt_tokens();  // a text prompt's, as tokenised
       record_.cache_tier = f.cache_tier();
       record_.finish_reason = FinishName(f.reason());
+      if (f.has_timings()) {
+        record_.server_ttft_ms = f.timings().ttft_ms();
+        record_.prefill_ms = f.timings().prefill_ms();
+        record_.transfer_ms = f.timings().transfer_ms();
+      }
     }
     StartRead(&event_);
   }

@@ -24,6 +24,10 @@ nlohmann::json RequestRecord::ToJson() const {
       {"cached_tokens", cached_tokens},
       {"cache_tier", cache_tier},
       {"finish_reason", finish_reason}};
+  if (server_ttft_ms >= 0) {
+    j["server"] = {
+        {"ttft_ms", server_ttft_ms}, {"prefill_ms", prefill_ms}, {"transfer_ms", transfer_ms}};
+  }
   if (!error.empty()) j["error"] = error;
   return j;
 }

@@ -25,6 +25,11 @@ struct RequestRecord {
   uint32_t cached_tokens = 0;
   std::string cache_tier;     // memory, disk, none
   std::string finish_reason;  // length, stop, eos, cancelled
+  // Where the time went, as the router's Finish reports it (gRPC only): its own TTFT, from the
+  // request's arrival, and the prefill worker's compute and bundle transfer. -1: not reported.
+  double server_ttft_ms = -1;
+  double prefill_ms = -1;
+  double transfer_ms = -1;
 
   bool ok() const { return status == "OK"; }
   // Time per output token after the first: (e2e - ttft) / (tokens - 1), as vLLM and

@@ -94,5 +94,18 @@ TEST(LoadSummaryTest, RecordTpotExcludesTheFirstToken) {
   EXPECT_TRUE(j["tpot_ms"].is_null());
 }
 
+// The router's timings go into the record's JSON line only when the router reported them.
+TEST(LoadSummaryTest, RecordCarriesTheServersTimingsWhenReported) {
+  RequestRecord r = Record(100, 1000, 10, 1, 0);
+  EXPECT_FALSE(r.ToJson().contains("server"));
+  r.server_ttft_ms = 90;
+  r.prefill_ms = 60;
+  r.transfer_ms = 5;
+  const nlohmann::json j = r.ToJson();
+  EXPECT_EQ(j["server"]["ttft_ms"], 90);
+  EXPECT_EQ(j["server"]["prefill_ms"], 60);
+  EXPECT_EQ(j["server"]["transfer_ms"], 5);
+}
+
 }  // namespace
 }  // namespace yoco
