@@ -82,7 +82,7 @@ v1::CacheEvent ToProto(const CacheEvent& e) {
 SchedulingClass FromProto(const v1::Scheduling& p) {
   SchedulingClass c;
   c.tenant = p.tenant();
-  c.priority = std::clamp(p.priority(), -kMaxSchedulingPriority, kMaxSchedulingPriority);
+  c.priority = std::clamp(p.priority(), -kMaxSchedulingPriority, kBackgroundPriority);
   c.weight = std::clamp<uint32_t>(p.weight(), 1, kMaxSchedulingWeight);
   return c;
 }

@@ -46,6 +46,11 @@ std::optional<uint64_t> FairOrder::Peek() const {
   return *Next(levels_.begin()->second)->second.ids.begin();
 }
 
+std::optional<int32_t> FairOrder::FirstPriority() const {
+  if (levels_.empty()) return std::nullopt;
+  return levels_.begin()->first;
+}
+
 void FairOrder::Pop() {
   if (levels_.empty()) return;
   auto level = levels_.begin();

@@ -31,6 +31,8 @@ class FairOrder {
   bool Remove(uint64_t id);
   // The id that goes next, without taking it.
   std::optional<uint64_t> Peek() const;
+  // The priority Peek()'s id has; nullopt when empty.
+  std::optional<int32_t> FirstPriority() const;
   // Takes Peek()'s id, charging its tenant one turn.
   void Pop();
   size_t size() const { return where_.size(); }

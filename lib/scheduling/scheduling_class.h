@@ -12,6 +12,9 @@ namespace yoco {
 // The ranges a priority and a weight are held to (the tenant file's and the request's).
 inline constexpr int32_t kMaxSchedulingPriority = 100;  // priorities: [-100, 100]
 inline constexpr uint32_t kMaxSchedulingWeight = 1000;  // weights: [1, 1000]
+// Work no client waits for (the router's snapshot of a finished conversation): after every
+// request, whatever its priority. Beyond the range a request may ask for.
+inline constexpr int32_t kBackgroundPriority = kMaxSchedulingPriority + 1;
 
 struct SchedulingClass {
   std::string tenant;    // "" without tenants: everyone is one tenant

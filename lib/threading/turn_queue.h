@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -25,7 +26,8 @@ class TurnQueue {
   // Held while alive (when `ok()`).
   class Turn {
    public:
-    Turn(Turn&& other) noexcept : queue_(other.queue_), status_(std::move(other.status_)) {
+    Turn(Turn&& other) noexcept
+        : queue_(other.queue_), ticket_(other.ticket_), status_(std::move(other.status_)) {
       other.queue_ = nullptr;
     }
     Turn& operator=(Turn&&) = delete;
@@ -35,10 +37,26 @@ class TurnQueue {
     bool ok() const { return status_.ok(); }
     const absl::Status& status() const { return status_; }
 
+    // Between steps of long work held as `mine`: when a caller of a higher priority (a lower
+    // value) waits, hands it the turn and waits for it again as `mine`, so a long prefill at
+    // background priority holds up a request by one step, not by the whole prefill. It waits
+    // with its first ticket, so it keeps its place before those of its tenant that came after
+    // it; within one priority turns are not taken back (FairOrder shares them per turn). Not OK
+    // (cancelled while waiting): the turn is no longer held and the caller stops.
+    absl::Status YieldToHigherPriority(const std::function<bool()>& cancelled,
+                                       const SchedulingClass& mine) {
+      if (queue_ == nullptr) return status_;
+      absl::Status st = queue_->Yield(ticket_, cancelled, mine);
+      if (!st.ok()) queue_ = nullptr;
+      return st;
+    }
+
    private:
     friend class TurnQueue;
-    Turn(TurnQueue* queue, absl::Status status) : queue_(queue), status_(std::move(status)) {}
+    Turn(TurnQueue* queue, uint64_t ticket, absl::Status status)
+        : queue_(queue), ticket_(ticket), status_(std::move(status)) {}
     TurnQueue* queue_;  // null: nothing to release
+    uint64_t ticket_;   // its place in line (FairOrder id)
     absl::Status status_;
   };
 
@@ -47,30 +65,22 @@ class TurnQueue {
   Turn Acquire(const std::function<bool()>& cancelled = nullptr,
                const SchedulingClass& scheduling = {}) {
     absl::MutexLock lock(&mu_);
+    const uint64_t ticket = next_ticket_++;
     if (!busy_ && waiting_.empty()) {
       busy_ = true;
-      return Turn(this, absl::OkStatus());
+      return Turn(this, ticket, absl::OkStatus());
     }
     if (waiting_.size() >= max_waiting_) {
       ++refused_;
-      return Turn(nullptr, absl::ResourceExhaustedError(
-                               absl::StrCat(waiting_.size(),
-                                            " requests already wait for this worker's "
-                                            "engine (its bound); try another worker")));
+      return Turn(
+          nullptr, ticket,
+          absl::ResourceExhaustedError(absl::StrCat(waiting_.size(),
+                                                    " requests already wait for this worker's "
+                                                    "engine (its bound); try another worker")));
     }
-    const uint64_t ticket = next_ticket_++;
-    waiting_.Add(ticket, scheduling);
-    while (busy_ || waiting_.Peek() != ticket) {
-      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
-      if (cancelled && cancelled() && (busy_ || waiting_.Peek() != ticket)) {
-        waiting_.Remove(ticket);
-        cv_.SignalAll();  // the next in line may be first now
-        return Turn(nullptr, absl::CancelledError("cancelled while waiting for the engine"));
-      }
-    }
-    waiting_.Pop();
-    busy_ = true;
-    return Turn(this, absl::OkStatus());
+    absl::Status st = WaitForTurn(ticket, cancelled, scheduling);
+    TurnQueue* holder = st.ok() ? this : nullptr;  // before `st` is moved from
+    return Turn(holder, ticket, std::move(st));
   }
 
   size_t waiting() const {
@@ -90,8 +100,47 @@ class TurnQueue {
     absl::MutexLock lock(&mu_);
     return refused_;
   }
+  // Turns handed to a higher priority mid-work (Turn::YieldToHigherPriority).
+  uint64_t yields() const {
+    absl::MutexLock lock(&mu_);
+    return yields_;
+  }
 
  private:
+  // Queues `ticket` as `scheduling` and waits until first in line with the turn free, then
+  // takes it.
+  absl::Status WaitForTurn(uint64_t ticket, const std::function<bool()>& cancelled,
+                           const SchedulingClass& scheduling) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    waiting_.Add(ticket, scheduling);
+    while (busy_ || waiting_.Peek() != ticket) {
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
+      if (cancelled && cancelled() && (busy_ || waiting_.Peek() != ticket)) {
+        waiting_.Remove(ticket);
+        cv_.SignalAll();  // the next in line may be first now
+        return absl::CancelledError("cancelled while waiting for the engine");
+      }
+    }
+    waiting_.Pop();
+    busy_ = true;
+    return absl::OkStatus();
+  }
+
+  // The turn's holder steps aside for a higher priority (Turn::YieldToHigherPriority). Its place
+  // is not bounded by max_waiting: it held the turn.
+  absl::Status Yield(uint64_t ticket, const std::function<bool()>& cancelled,
+                     const SchedulingClass& mine) {
+    {
+      absl::MutexLock lock(&mu_);
+      const std::optional<int32_t> first = waiting_.FirstPriority();
+      if (!first.has_value() || *first >= mine.priority) return absl::OkStatus();
+      busy_ = false;
+      ++yields_;
+    }
+    cv_.SignalAll();
+    absl::MutexLock lock(&mu_);
+    return WaitForTurn(ticket, cancelled, mine);
+  }
+
   void Release() {
     {
       absl::MutexLock lock(&mu_);
@@ -106,6 +155,7 @@ class TurnQueue {
   FairOrder waiting_ ABSL_GUARDED_BY(mu_);  // tickets
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t yields_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace yoco

@@ -12,6 +12,7 @@
 #include "lib/engine/generation.h"
 #include "lib/engine/prompt_scoring.h"
 #include "lib/engine/state_bundle.h"
+#include "lib/threading/turn_hand_over.h"
 
 namespace yoco {
 
@@ -122,16 +123,17 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     request.sampling = call.sampling;
     request.salt = call.cache_salt;
     request.policy = Policy();
-    request.cancelled = call.cancelled;
+    TurnHandOver hand_over(turn, call.cancelled, call.scheduling);
+    request.cancelled = hand_over.cancelled();
     request.block_keys = &block_keys;
     request.generated_tail = call.generated_tail;
     request.constraint = constraint->get();
-    if (parts != nullptr) {
-      request.on_block = [&parts](const SequenceState& state) {
-        parts->SendReady(state, state.position);
-      };
-    }
+    request.on_block = [&parts, &hand_over](const SequenceState& state) {
+      if (parts != nullptr) parts->SendReady(state, state.position);
+      hand_over.BetweenBlocks();
+    };
     absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*backend_, cache_.get(), request);
+    if (!hand_over.status().ok()) return hand_over.status();
     if (!prefill.ok()) return prefill.status();
     result.first_token = prefill->first_token;
     result.first_logprobs = prefill->generation.pending_logprobs();
@@ -287,7 +289,7 @@ absl::StatusOr<std::vector<TokenLogprobs>> PrefillWorker::Score(
 absl::StatusOr<PrecacheResult> PrefillWorker::Precache(
     const std::vector<int32_t>& document, const std::string& cache_salt,
     const SnapshotRetention& retention, const std::function<bool()>& cancelled,
-    const std::function<void(int64_t tokens_done)>& progress) {
+    const std::function<void(int64_t tokens_done)>& progress, const SchedulingClass& scheduling) {
   if (cache_ == nullptr) {
     return absl::FailedPreconditionError("this prefill worker runs without a prefix cache");
   }
@@ -297,16 +299,19 @@ absl::StatusOr<PrecacheResult> PrefillWorker::Precache(
                                                    document.size()));
   }
   if (absl::Status st = CheckPrompt(backend_->model().config(), document); !st.ok()) return st;
-  TurnQueue::Turn turn = engine_.Acquire(cancelled);
+  TurnQueue::Turn turn = engine_.Acquire(cancelled, scheduling);
   if (!turn.ok()) return turn.status();
   CachedPrefillRequest request;
   request.prompt = document;
   request.salt = cache_salt;
   request.policy = Policy();
   request.policy.last_block_retention = retention;
-  request.cancelled = cancelled;
+  TurnHandOver hand_over(turn, cancelled, scheduling);
+  request.cancelled = hand_over.cancelled();
+  request.on_block = [&hand_over](const SequenceState&) { hand_over.BetweenBlocks(); };
   request.progress = progress;
   absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*backend_, cache_.get(), request);
+  if (!hand_over.status().ok()) return hand_over.status();
   if (!prefill.ok()) return prefill.status();
   if (!prefill->last_block_snapshot.has_value()) {
     return absl::ResourceExhaustedError(

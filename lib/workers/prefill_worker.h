@@ -143,7 +143,8 @@ class PrefillWorker {
   absl::StatusOr<PrecacheResult> Precache(
       const std::vector<int32_t>& document, const std::string& cache_salt,
       const SnapshotRetention& retention, const std::function<bool()>& cancelled,
-      const std::function<void(int64_t tokens_done)>& progress = nullptr);
+      const std::function<void(int64_t tokens_done)>& progress = nullptr,
+      const SchedulingClass& scheduling = {});
 
   // Every token's logprobs given those before it (ScorePrompt), on the engine in its turn.
   // INVALID_ARGUMENT for a bad prompt; CANCELLED.
@@ -173,6 +174,8 @@ class PrefillWorker {
   // Whether the next prefill would be refused (readiness: this worker cannot admit).
   bool engine_queue_full() const { return engine_.full(); }
   uint64_t engine_refused() const { return engine_.refused(); }
+  // Times a pre-cache or prefill handed the engine to a higher priority between its blocks.
+  uint64_t engine_yields() const { return engine_.yields(); }
   WarmBufferPoolStats bundle_buffer_stats() const { return bundle_buffers_.stats(); }
   // Snapshot files the disk tier refused (and deleted) when it opened.
   const std::vector<DiscardedSnapshot>& discarded_at_start() const { return discarded_; }

@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
                  "Prefills refused with RESOURCE_EXHAUSTED because --max-queue already waited",
                  yoco::ScrapeCallbacks::Type::kCounter,
                  [&worker] { return static_cast<double>(worker.engine_refused()); });
+  callbacks->Add("yoco_prefill_engine_yields_total",
+                 "Times a pre-cache or prefill let a higher priority use the engine between blocks "
+                 "(a conversation's snapshot runs behind every request)",
+                 yoco::ScrapeCallbacks::Type::kCounter,
+                 [&worker] { return static_cast<double>(worker.engine_yields()); });
   callbacks->Add("yoco_prefill_bundle_buffer_idle_bytes",
                  "Memory kept for the next bundles (bounded by --transfer-buffer-mb)",
                  yoco::ScrapeCallbacks::Type::kGauge, [&worker] {

@@ -245,7 +245,7 @@ grpc::Status PrefillService::RunPrecache(grpc::ServerContext* context,
   if (request.ttl_seconds() > 0) retention.ttl = absl::Seconds(request.ttl_seconds());
   auto result = worker_.Precache(
       document, request.cache_salt(), retention, [context] { return context->IsCancelled(); },
-      progress);
+      progress, FromProto(request.scheduling()));
   if (!result.ok()) return ToGrpcStatus(result.status());
   response->set_handle(result->snapshot.key.Hex());
   response->set_tokens(static_cast<uint32_t>(result->tokens));

@@ -390,7 +390,7 @@ void GenerateStream::Complete(v1::FinishReason reason) {
     const std::vector<int32_t>& sent = choices_.sent(0).ids();
     conversation.insert(conversation.end(), sent.begin(), sent.end());
     pool_.SnapshotConversation(*last_prefill_, admitted_.call.prompt.size(),
-                               std::move(conversation), admitted_.scope.salt);
+                               std::move(conversation), admitted_.scope.salt, admitted_.scheduling);
   }
   out_.Clear();
   *out_.mutable_finish() = Finished(reason);

@@ -13,6 +13,7 @@
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_status.h"
 #include "lib/rpc/proto_convert.h"
+#include "lib/scheduling/scheduling_class.h"
 #include "services/router/request_checks.h"
 #include "services/router/router_service.h"
 
@@ -264,14 +265,18 @@ void RouterService::CopySnapshotLater(const WorkerChoice& choice,
 }
 
 void RouterService::SnapshotConversation(size_t prefill_index, size_t prompt_tokens,
-                                         std::vector<int32_t> tokens, const std::string& salt) {
+                                         std::vector<int32_t> tokens, const std::string& salt,
+                                         const v1::Scheduling& scheduling) {
   // Worth it only when the generated tokens complete a block the prompt's snapshot lacks.
   const size_t B = static_cast<size_t>(kCacheBlockTokens);
   if (tokens.size() / B <= (prompt_tokens - 1) / B) return;
-  auto job = [this, prefill_index, salt, tokens = std::move(tokens)] {
+  v1::Scheduling background = scheduling;
+  background.set_priority(kBackgroundPriority);
+  auto job = [this, prefill_index, salt, background, tokens = std::move(tokens)] {
     v1::WorkerPrecacheRequest req;
     req.mutable_tokens()->Add(tokens.begin(), tokens.end());
     req.set_cache_salt(salt);
+    *req.mutable_scheduling() = background;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     v1::PrecacheResponse response;

@@ -118,7 +118,7 @@ class RouterService final : public v1::Yoco::WithCallbackMethod_Generate<v1::Yoc
   std::optional<ForgottenReason> WhyForgotten(absl::Span<const BlockKey> keys) const override;
   void CopySnapshotLater(const WorkerChoice& choice, const std::vector<BlockKey>& keys) override;
   void SnapshotConversation(size_t prefill_index, size_t prompt_tokens, std::vector<int32_t> tokens,
-                            const std::string& salt) override;
+                            const std::string& salt, const v1::Scheduling& scheduling) override;
   LoadWaitQueue& load_queue() override { return load_queue_; }
   StallWatch& stall_watch() override { return *stall_watch_; }
 

@@ -102,8 +102,10 @@ class WorkerPool {
   // Queues a copy of the prompt's longest snapshot to the worker chosen instead of its holder.
   virtual void CopySnapshotLater(const WorkerChoice& choice, const std::vector<BlockKey>& keys) = 0;
   // Queues the snapshot of `tokens` (prompt + generated) on a prefill worker.
+  // It waits there behind every request (background priority), as the request's tenant.
   virtual void SnapshotConversation(size_t prefill_index, size_t prompt_tokens,
-                                    std::vector<int32_t> tokens, const std::string& salt) = 0;
+                                    std::vector<int32_t> tokens, const std::string& salt,
+                                    const v1::Scheduling& scheduling) = 0;
 
   virtual LoadWaitQueue& load_queue() = 0;
   virtual StallWatch& stall_watch() = 0;

@@ -64,7 +64,9 @@ TEST(FairOrderTest, LowerPriorityValuesGoFirst) {
   order.Add(2, {.tenant = "a", .priority = 0});
   order.Add(3, {.tenant = "b", .priority = 1});
   order.Add(4, {.tenant = "b", .priority = -1});
+  EXPECT_EQ(order.FirstPriority(), -1);
   EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{4, 2, 3, 1}));
+  EXPECT_EQ(order.FirstPriority(), std::nullopt);
 }
 
 // Tenant a queued a backlog of six; b's two requests arrive later and alternate with a's from

@@ -103,5 +103,73 @@ TEST(TurnQueueTest, ACancelledWaiterLeavesAndTheNextStillGetsItsTurn) {
   EXPECT_TRUE(second_got_it);
 }
 
+// Background work (priority 5) holds the turn; a request of its tenant at the same priority
+// and one at priority 0 wait. Between blocks the work hands the turn to priority 0 only, then
+// takes it back before the later request of its own priority.
+TEST(TurnQueueTest, LongWorkHandsItsTurnToAHigherPriorityBetweenBlocks) {
+  TurnQueue queue(8);
+  const SchedulingClass background{.tenant = "a", .priority = 5};
+  std::vector<std::string> order;
+  std::mutex mu;
+  auto note = [&](const std::string& who) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(who);
+  };
+  TurnQueue::Turn work = queue.Acquire(nullptr, background);
+  ASSERT_TRUE(work.ok());
+  std::thread later([&] {
+    TurnQueue::Turn turn = queue.Acquire(nullptr, background);
+    ASSERT_TRUE(turn.ok());
+    note("later");
+  });
+  WaitUntil([&] { return queue.waiting() == 1; });
+  // Only the same priority waits: nothing to hand over.
+  ASSERT_TRUE(work.YieldToHigherPriority(nullptr, background).ok());
+  EXPECT_EQ(queue.yields(), 0u);
+  std::thread urgent([&] {
+    TurnQueue::Turn turn = queue.Acquire(nullptr, {.tenant = "b", .priority = 0});
+    ASSERT_TRUE(turn.ok());
+    note("urgent");  // while holding the turn
+  });
+  WaitUntil([&] { return queue.waiting() == 2; });
+  ASSERT_TRUE(work.YieldToHigherPriority(nullptr, background).ok());
+  note("work again");
+  EXPECT_EQ(queue.yields(), 1u);
+  { TurnQueue::Turn done = std::move(work); }  // released
+  urgent.join();
+  later.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"urgent", "work again", "later"}));
+  EXPECT_FALSE(queue.busy());
+}
+
+// Cancelled while waiting to get its turn back: the work no longer holds it, and the turn it
+// handed over is released once, to the next in line.
+TEST(TurnQueueTest, WorkCancelledWhileHandedOverLosesTheTurnOnce) {
+  TurnQueue queue(8);
+  const SchedulingClass background{.priority = 5};
+  std::atomic<bool> cancel{false}, release_urgent{false};
+  auto work = std::make_unique<TurnQueue::Turn>(queue.Acquire(nullptr, background));
+  std::thread urgent([&] {
+    TurnQueue::Turn turn = queue.Acquire(nullptr, {.priority = 0});
+    ASSERT_TRUE(turn.ok());
+    WaitUntil([&] { return release_urgent.load(); });
+  });
+  WaitUntil([&] { return queue.waiting() == 1; });
+  std::thread yielder([&] {
+    EXPECT_EQ(work->YieldToHigherPriority([&] { return cancel.load(); }, background).code(),
+              absl::StatusCode::kCancelled);
+  });
+  WaitUntil([&] { return queue.waiting() == 1 && queue.busy() && queue.yields() == 1; });
+  cancel = true;
+  yielder.join();
+  EXPECT_EQ(queue.waiting(), 0u);
+  work.reset();  // releases nothing: the urgent caller holds the turn
+  EXPECT_TRUE(queue.busy());
+  release_urgent = true;
+  urgent.join();
+  EXPECT_FALSE(queue.busy());
+  EXPECT_TRUE(queue.Acquire().ok());
+}
+
 }  // namespace
 }  // namespace yoco

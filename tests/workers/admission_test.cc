@@ -7,7 +7,9 @@
 #include <atomic>
 #include <thread>
 
+#include "lib/cache/block_key.h"
 #include "lib/engine/cpu_backend.h"
+#include "lib/scheduling/scheduling_class.h"
 #include "lib/workers/bundle_transport.h"
 #include "lib/workers/decode_worker.h"
 #include "lib/workers/prefill_worker.h"
@@ -66,6 +68,61 @@ TEST(AdmissionTest, PrefillsBeyondTheQueueBoundAreRefusedAtOnce) {
   b.join();
   EXPECT_FALSE(w.engine_queue_full());
   EXPECT_TRUE(w.Prefill(call(4)).ok());
+}
+
+// A pre-cache at background priority (the router's conversation snapshots) holds the engine;
+// a request queued meanwhile runs at its next block boundary, not after the whole document, and
+// the document's snapshot is the same as an uninterrupted one's: a question on it gives the
+// first token of an uncached prefill.
+TEST(AdmissionTest, ABackgroundPrecacheHandsTheEngineToARequestBetweenBlocks) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 73, "precache_yields");
+  ASSERT_NE(model, nullptr);
+  PrefillWorkerOptions options;
+  options.cache_budget_bytes = int64_t{64} << 20;
+  auto worker = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback(), options);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  PrefillWorker& w = **worker;
+  const int vocab = model->config().vocab_size;
+  const std::vector<int32_t> document = RandomTokens(4 * kCacheBlockTokens, vocab, 5);
+
+  // The pre-cache's cancellation poll (before each block) holds it after its first block until
+  // the request waits for the engine.
+  std::atomic<int> polls{0};
+  std::atomic<bool> precache_done{false}, request_done_first{false};
+  auto poll = [&] {
+    if (++polls == 2) WaitUntil([&] { return w.engine_waiting() == 1; });
+    return false;
+  };
+  std::thread background([&] {
+    auto done = w.Precache(document, "", SnapshotRetention{}, poll, nullptr,
+                           {.tenant = "t", .priority = kBackgroundPriority});
+    EXPECT_TRUE(done.ok()) << done.status();
+    precache_done = true;
+  });
+  WaitUntil([&] { return polls.load() >= 2; });
+  PrefillCall request;
+  request.prompt = RandomTokens(40, vocab, 6);
+  request.max_new_tokens = 1;
+  request.scheduling = {.tenant = "t", .priority = 0};
+  EXPECT_TRUE(w.Prefill(request).ok());
+  request_done_first = !precache_done;
+  background.join();
+  EXPECT_TRUE(request_done_first);
+  EXPECT_EQ(w.engine_yields(), 1u);
+
+  PrefillCall question;
+  question.prompt = document;
+  question.prompt.push_back(7);
+  question.max_new_tokens = 1;
+  auto hit = w.Prefill(question);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ(hit->cached_tokens, 4 * kCacheBlockTokens);
+  auto fresh = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback());
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  auto miss = (*fresh)->Prefill(question);
+  ASSERT_TRUE(miss.ok()) << miss.status();
+  EXPECT_EQ(miss->cached_tokens, 0);
+  EXPECT_EQ(hit->first_token, miss->first_token);
 }
 
 TEST(AdmissionTest, DecodeWorkerCannotAdmitWhenStateMemoryIsTaken) {

@@ -1,0 +1,44 @@
+// TurnHandOver: long work on a TurnQueue's turn (a prefill, a pre-cache) steps aside between its
+// blocks for callers of a higher priority, and stops once it has lost the turn. Without it a
+// background pre-cache of a long document would hold every request on that worker until it ended.
+#ifndef YOCO_LIB_THREADING_TURN_HAND_OVER_H_
+#define YOCO_LIB_THREADING_TURN_HAND_OVER_H_
+
+#include <functional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "lib/scheduling/scheduling_class.h"
+#include "lib/threading/turn_queue.h"
+
+namespace yoco {
+
+// Used by the thread that holds the turn; the turn must outlive it.
+class TurnHandOver {
+ public:
+  TurnHandOver(TurnQueue::Turn& turn, std::function<bool()> cancelled, SchedulingClass mine)
+      : turn_(turn), cancelled_(std::move(cancelled)), mine_(std::move(mine)) {}
+  TurnHandOver(const TurnHandOver&) = delete;
+  TurnHandOver& operator=(const TurnHandOver&) = delete;
+
+  // The work's cancellation poll: the caller's, or the turn lost while handed over.
+  std::function<bool()> cancelled() const {
+    return [this] { return !status_.ok() || (cancelled_ && cancelled_()); };
+  }
+  // At a block boundary: a waiting higher priority goes first, then the work goes on.
+  void BetweenBlocks() {
+    if (status_.ok()) status_ = turn_.YieldToHigherPriority(cancelled_, mine_);
+  }
+  // Not OK once the turn was lost (cancelled while waiting to get it back).
+  const absl::Status& status() const { return status_; }
+
+ private:
+  TurnQueue::Turn& turn_;
+  const std::function<bool()> cancelled_;
+  const SchedulingClass mine_;
+  absl::Status status_;
+};
+
+}  // namespace yoco
+
+#endif  // YOCO_LIB_THREADING_TURN_HAND_OVER_H_
