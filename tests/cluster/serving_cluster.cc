@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -427,7 +428,10 @@ std::vector<std::string> ServingCluster::CliFlags() const {
   return flags;
 }
 
-int FreePort() {
+namespace {
+
+// A port the OS has no listener on now.
+int UnboundPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 0;
   sockaddr_in address{};
@@ -441,6 +445,22 @@ int FreePort() {
   }
   close(fd);
   return port;
+}
+
+}  // namespace
+
+int FreePort() {
+  // The OS may give a port just closed again before the service named with it binds it (a test's
+  // HTTP port came back as the router's metrics port): never hand one out twice in a process.
+  static absl::Mutex mu(absl::kConstInit);
+  static std::set<int>* given = new std::set<int>();
+  absl::MutexLock lock(&mu);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = UnboundPort();
+    if (port == 0) return 0;
+    if (given->insert(port).second) return port;
+  }
+  return 0;
 }
 
 absl::Status ServingCluster::WaitUntilServing(absl::Duration timeout) {
