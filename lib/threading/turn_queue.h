@@ -112,6 +112,12 @@ class TurnQueue {
   absl::Status WaitForTurn(uint64_t ticket, const std::function<bool()>& cancelled,
                            const SchedulingClass& scheduling) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     waiting_.Add(ticket, scheduling);
+    return AwaitTurn(ticket, cancelled);
+  }
+
+  // Waits until the queued `ticket` is first in line with the turn free, then takes it.
+  absl::Status AwaitTurn(uint64_t ticket, const std::function<bool()>& cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (busy_ || waiting_.Peek() != ticket) {
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
       if (cancelled && cancelled() && (busy_ || waiting_.Peek() != ticket)) {
@@ -125,20 +131,19 @@ class TurnQueue {
     return absl::OkStatus();
   }
 
-  // The turn's holder steps aside for a higher priority (Turn::YieldToHigherPriority). Its place
-  // is not bounded by max_waiting: it held the turn.
+  // The turn's holder steps aside for a higher priority (Turn::YieldToHigherPriority): it
+  // queues again in the same critical section that frees the turn, so only those ahead of it
+  // can take the turn meanwhile. Its place is not bounded by max_waiting: it held the turn.
   absl::Status Yield(uint64_t ticket, const std::function<bool()>& cancelled,
                      const SchedulingClass& mine) {
-    {
-      absl::MutexLock lock(&mu_);
-      const std::optional<int32_t> first = waiting_.FirstPriority();
-      if (!first.has_value() || *first >= mine.priority) return absl::OkStatus();
-      busy_ = false;
-      ++yields_;
-    }
-    cv_.SignalAll();
     absl::MutexLock lock(&mu_);
-    return WaitForTurn(ticket, cancelled, mine);
+    const std::optional<int32_t> first = waiting_.FirstPriority();
+    if (!first.has_value() || *first >= mine.priority) return absl::OkStatus();
+    busy_ = false;
+    ++yields_;
+    waiting_.Add(ticket, mine);
+    cv_.SignalAll();
+    return AwaitTurn(ticket, cancelled);
   }
 
   void Release() {
