@@ -23,20 +23,19 @@ class TurnHandOver {
 
   // The work's cancellation poll: the caller's, or the turn lost while handed over.
   std::function<bool()> cancelled() const {
-    return [this] { return !status_.ok() || (cancelled_ && cancelled_()); };
+    return [this] { return !turn_.ok() || (cancelled_ && cancelled_()); };
   }
   // At a block boundary: a waiting higher priority goes first, then the work goes on.
   void BetweenBlocks() {
-    if (status_.ok()) status_ = turn_.YieldToHigherPriority(cancelled_, mine_);
+    if (turn_.ok()) turn_.YieldToHigherPriority(cancelled_, mine_).IgnoreError();
   }
   // Not OK once the turn was lost (cancelled while waiting to get it back).
-  const absl::Status& status() const { return status_; }
+  const absl::Status& status() const { return turn_.status(); }
 
  private:
   TurnQueue::Turn& turn_;
   const std::function<bool()> cancelled_;
   const SchedulingClass mine_;
-  absl::Status status_;
 };
 
 }  // namespace yoco

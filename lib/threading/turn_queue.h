@@ -46,9 +46,9 @@ class TurnQueue {
     absl::Status YieldToHigherPriority(const std::function<bool()>& cancelled,
                                        const SchedulingClass& mine) {
       if (queue_ == nullptr) return status_;
-      absl::Status st = queue_->Yield(ticket_, cancelled, mine);
-      if (!st.ok()) queue_ = nullptr;
-      return st;
+      status_ = queue_->Yield(ticket_, cancelled, mine);
+      if (!status_.ok()) queue_ = nullptr;  // no longer held: ok() says so too
+      return status_;
     }
 
    private:
@@ -78,7 +78,8 @@ class TurnQueue {
                                                     " requests already wait for this worker's "
                                                     "engine (its bound); try another worker")));
     }
-    absl::Status st = WaitForTurn(ticket, cancelled, scheduling);
+    waiting_.Add(ticket, scheduling);
+    absl::Status st = AwaitTurn(ticket, cancelled);
     TurnQueue* holder = st.ok() ? this : nullptr;  // before `st` is moved from
     return Turn(holder, ticket, std::move(st));
   }
@@ -107,14 +108,6 @@ class TurnQueue {
   }
 
  private:
-  // Queues `ticket` as `scheduling` and waits until first in line with the turn free, then
-  // takes it.
-  absl::Status WaitForTurn(uint64_t ticket, const std::function<bool()>& cancelled,
-                           const SchedulingClass& scheduling) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    waiting_.Add(ticket, scheduling);
-    return AwaitTurn(ticket, cancelled);
-  }
-
   // Waits until the queued `ticket` is first in line with the turn free, then takes it.
   absl::Status AwaitTurn(uint64_t ticket, const std::function<bool()>& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
