@@ -430,33 +430,55 @@ std::vector<std::string> ServingCluster::CliFlags() const {
 
 namespace {
 
-// A port the OS has no listener on now.
-int UnboundPort() {
+// Whether a loopback listener could bind `port` now (0: any port; the one bound is returned).
+int BindablePort(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 0;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t size = sizeof(address);
-  int port = 0;
+  int bound = 0;
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0) {
-    port = ntohs(address.sin_port);
+    bound = ntohs(address.sin_port);
   }
   close(fd);
-  return port;
+  return bound;
+}
+
+// The first port of the kernel's ephemeral range (ports it hands to bind(0) and to every
+// outgoing connection's local end).
+int EphemeralRangeStart() {
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  return low;
 }
 
 }  // namespace
 
 int FreePort() {
-  // The OS may give a port just closed again before the service named with it binds it (a test's
-  // HTTP port came back as the router's metrics port): never hand one out twice in a process.
+  // A port from the ephemeral range can be taken between this call and the service's bind: by a
+  // service binding port 0, or as the local end of any connection a test process opens (a test's
+  // HTTP port was taken so, and its router exited "Address already in use"). So the port comes
+  // from below that range, at random (tests run in parallel processes), checked free now, and
+  // never twice in a process.
   static absl::Mutex mu(absl::kConstInit);
   static std::set<int>* given = new std::set<int>();
+  static std::mt19937* random = new std::mt19937(std::random_device{}());
   absl::MutexLock lock(&mu);
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int port = UnboundPort();
+  constexpr int kLowest = 10000;
+  const int high = EphemeralRangeStart() - 1;
+  for (int attempt = 0; high > kLowest && attempt < 1000; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(kLowest, high)(*random);
+    if (given->count(port) == 0 && BindablePort(port) == port) {
+      given->insert(port);
+      return port;
+    }
+  }
+  for (int attempt = 0; attempt < 1000; ++attempt) {  // a kernel whose range starts low
+    const int port = BindablePort(0);
     if (port == 0) return 0;
     if (given->insert(port).second) return port;
   }

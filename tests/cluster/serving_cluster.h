@@ -186,8 +186,9 @@ struct ToolRun {
 ToolRun RunToCompletion(const std::string& binary, const std::vector<std::string>& args,
                         const std::string& log_path, absl::Duration timeout = absl::Seconds(60));
 
-// A loopback port nothing listens on now, from the OS (for a service that must be named before
-// it starts); never the same one twice in a process.
+// A loopback port nothing listens on now (for a service that must be named before it starts), from
+// below the kernel's ephemeral range so no connection takes it meanwhile; never the same one twice
+// in a process.
 int FreePort();
 
 // Polls `done` every 20 ms until it holds or `timeout` passes; says whether it held.
