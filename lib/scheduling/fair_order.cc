@@ -15,6 +15,33 @@ void FairOrder::Add(uint64_t id, const SchedulingClass& c) {
   where_[id] = {c.priority, c.tenant};
 }
 
+void FairOrder::AddHolder(uint64_t id, const SchedulingClass& c) {
+  const double pass = HolderPass(levels_[c.priority], c);
+  Add(id, c);
+  levels_[c.priority].tenants[c.tenant].pass = pass;
+}
+
+double FairOrder::HolderPass(const Level& level, const SchedulingClass& holder) {
+  // No turn is given while the holder holds one, so the level's pass is that of the holder's
+  // own turn (given by Pop) or of one before it (taken without queueing, never charged).
+  double pass = level.pass + 1.0 / std::max<uint32_t>(holder.weight, 1);
+  auto queued = level.tenants.find(holder.tenant);
+  if (queued != level.tenants.end()) pass = std::max(pass, queued->second.pass);
+  return pass;
+}
+
+bool FairOrder::AnyBefore(const SchedulingClass& holder) const {
+  if (levels_.empty()) return false;
+  const auto& [priority, level] = *levels_.begin();
+  if (priority != holder.priority) return priority < holder.priority;
+  const double mine = HolderPass(level, holder);
+  // Equal passes: the holder, whose ticket came before any queued since it took the turn.
+  for (const auto& [name, tenant] : level.tenants) {
+    if (name != holder.tenant && tenant.pass < mine) return true;
+  }
+  return false;
+}
+
 bool FairOrder::Remove(uint64_t id) {
   auto found = where_.find(id);
   if (found == where_.end()) return false;
@@ -44,11 +71,6 @@ std::map<std::string, FairOrder::Tenant>::const_iterator FairOrder::Next(const L
 std::optional<uint64_t> FairOrder::Peek() const {
   if (levels_.empty()) return std::nullopt;
   return *Next(levels_.begin()->second)->second.ids.begin();
-}
-
-std::optional<int32_t> FairOrder::FirstPriority() const {
-  if (levels_.empty()) return std::nullopt;
-  return levels_.begin()->first;
 }
 
 void FairOrder::Pop() {

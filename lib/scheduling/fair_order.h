@@ -6,6 +6,11 @@
 // and a tenant flooding the queue cannot push a newcomer behind its backlog: the newcomer is
 // next or nearly so.
 //
+// Long work that holds a turn (a prefill, block by block) can hand it back between its steps:
+// AnyBefore says whether a waiter goes before it, and AddHolder queues it again. Its tenant is
+// charged per turn held, so a long prefill and another tenant's requests take turns block by
+// block.
+//
 // Ids order a tenant's own requests: give them in arrival order, and a request that leaves and
 // comes back with its old id (a router waiter woken that found no room) keeps its turn.
 //
@@ -27,12 +32,17 @@ class FairOrder {
  public:
   // Queues `id` (unique among those queued) of class `c`.
   void Add(uint64_t id, const SchedulingClass& c);
+  // Queues `id`, the holder of the turn of class `c` handing it back, its tenant charged for the
+  // turn it held: it may have got that turn without queueing (uncharged), and would otherwise
+  // win every tie against the tenants it hands over to.
+  void AddHolder(uint64_t id, const SchedulingClass& c);
+  // Whether a queued id would go before the holder of class `holder` queued by AddHolder now: a
+  // higher priority, or at its priority another tenant with a lower pass.
+  bool AnyBefore(const SchedulingClass& holder) const;
   // Takes `id` out (it gave up); false when it is not queued.
   bool Remove(uint64_t id);
   // The id that goes next, without taking it.
   std::optional<uint64_t> Peek() const;
-  // The priority Peek()'s id has; nullopt when empty.
-  std::optional<int32_t> FirstPriority() const;
   // Takes Peek()'s id, charging its tenant one turn.
   void Pop();
   size_t size() const { return where_.size(); }
@@ -52,6 +62,8 @@ class FairOrder {
     std::map<std::string, Tenant> tenants;  // those with ids queued
     double pass = 0;                        // of the last turn given at this priority
   };
+  // The pass `holder`'s tenant is at, its turn charged: what AddHolder gives it.
+  static double HolderPass(const Level& level, const SchedulingClass& holder);
   // The tenant whose turn it is at `level` (non-empty).
   static std::map<std::string, Tenant>::const_iterator Next(const Level& level);
 

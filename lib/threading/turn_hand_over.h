@@ -1,6 +1,8 @@
 // TurnHandOver: long work on a TurnQueue's turn (a prefill, a pre-cache) steps aside between its
-// blocks for callers of a higher priority, and stops once it has lost the turn. Without it a
-// background pre-cache of a long document would hold every request on that worker until it ended.
+// blocks for the waiters that go before it (a higher priority, or another tenant whose share is
+// behind), and stops once it has lost the turn. Without it a background pre-cache of a long
+// document would hold every request on that worker until it ended, and one tenant's long prompts
+// would hold up another's short ones.
 #ifndef YOCO_LIB_THREADING_TURN_HAND_OVER_H_
 #define YOCO_LIB_THREADING_TURN_HAND_OVER_H_
 
@@ -25,9 +27,9 @@ class TurnHandOver {
   std::function<bool()> cancelled() const {
     return [this] { return !turn_.ok() || (cancelled_ && cancelled_()); };
   }
-  // At a block boundary: a waiting higher priority goes first, then the work goes on.
+  // At a block boundary: waiters that go before this work go first, then it goes on.
   void BetweenBlocks() {
-    if (turn_.ok()) turn_.YieldToHigherPriority(cancelled_, mine_).IgnoreError();
+    if (turn_.ok()) turn_.YieldToWaitersAhead(cancelled_, mine_).IgnoreError();
   }
   // Not OK once the turn was lost (cancelled while waiting to get it back).
   const absl::Status& status() const { return turn_.status(); }

@@ -37,14 +37,15 @@ class TurnQueue {
     bool ok() const { return status_.ok(); }
     const absl::Status& status() const { return status_; }
 
-    // Between steps of long work held as `mine`: when a caller of a higher priority (a lower
-    // value) waits, hands it the turn and waits for it again as `mine`, so a long prefill at
-    // background priority holds up a request by one step, not by the whole prefill. It waits
-    // with its first ticket, so it keeps its place before those of its tenant that came after
-    // it; within one priority turns are not taken back (FairOrder shares them per turn). Not OK
-    // (cancelled while waiting): the turn is no longer held and the caller stops.
-    absl::Status YieldToHigherPriority(const std::function<bool()>& cancelled,
-                                       const SchedulingClass& mine) {
+    // Between steps of long work held as `mine`: when a waiter goes before it (a higher priority,
+    // or at its priority another tenant whose share is behind; FairOrder::AnyBefore), hands it
+    // the turn and waits to take it back. So a background pre-cache holds up a request by one
+    // step, not by the whole document, and a tenant's long prefills take turns with another
+    // tenant's requests step by step. It waits with its first ticket, so it keeps its place
+    // before its own tenant's later requests. Not OK (cancelled while waiting): the turn is no
+    // longer held and the caller stops.
+    absl::Status YieldToWaitersAhead(const std::function<bool()>& cancelled,
+                                     const SchedulingClass& mine) {
       if (queue_ == nullptr) return status_;
       status_ = queue_->Yield(ticket_, cancelled, mine);
       if (!status_.ok()) queue_ = nullptr;  // no longer held: ok() says so too
@@ -101,7 +102,7 @@ class TurnQueue {
     absl::MutexLock lock(&mu_);
     return refused_;
   }
-  // Turns handed to a higher priority mid-work (Turn::YieldToHigherPriority).
+  // Turns handed over mid-work (Turn::YieldToWaitersAhead).
   uint64_t yields() const {
     absl::MutexLock lock(&mu_);
     return yields_;
@@ -124,17 +125,16 @@ class TurnQueue {
     return absl::OkStatus();
   }
 
-  // The turn's holder steps aside for a higher priority (Turn::YieldToHigherPriority): it
+  // The turn's holder steps aside for those ahead of it (Turn::YieldToWaitersAhead): it
   // queues again in the same critical section that frees the turn, so only those ahead of it
   // can take the turn meanwhile. Its place is not bounded by max_waiting: it held the turn.
   absl::Status Yield(uint64_t ticket, const std::function<bool()>& cancelled,
                      const SchedulingClass& mine) {
     absl::MutexLock lock(&mu_);
-    const std::optional<int32_t> first = waiting_.FirstPriority();
-    if (!first.has_value() || *first >= mine.priority) return absl::OkStatus();
+    if (!waiting_.AnyBefore(mine)) return absl::OkStatus();
     busy_ = false;
     ++yields_;
-    waiting_.Add(ticket, mine);
+    waiting_.AddHolder(ticket, mine);
     cv_.SignalAll();
     return AwaitTurn(ticket, cancelled);
   }

@@ -64,9 +64,7 @@ TEST(FairOrderTest, LowerPriorityValuesGoFirst) {
   order.Add(2, {.tenant = "a", .priority = 0});
   order.Add(3, {.tenant = "b", .priority = 1});
   order.Add(4, {.tenant = "b", .priority = -1});
-  EXPECT_EQ(order.FirstPriority(), -1);
   EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{4, 2, 3, 1}));
-  EXPECT_EQ(order.FirstPriority(), std::nullopt);
 }
 
 // Tenant a queued a backlog of six; b's two requests arrive later and alternate with a's from
@@ -115,6 +113,53 @@ TEST(FairOrderTest, BackloggedTenantsShareByWeight) {
   }
   EXPECT_EQ(turns["heavy"], 90);
   EXPECT_EQ(turns["light"], 30);
+}
+
+// Long work of class `holder` (ticket 1) that took its turn without queueing runs `blocks` blocks;
+// between them it hands the turn to whoever goes before it (as TurnQueue does) and takes it
+// back. Returns who ran each block or turn, in order.
+std::vector<uint64_t> RunHolder(FairOrder& order, const SchedulingClass& holder, int blocks) {
+  std::vector<uint64_t> ran = {1};
+  for (int block = 1; block < blocks; ++block) {
+    if (order.AnyBefore(holder)) {
+      order.AddHolder(1, holder);
+      while (*order.Peek() != 1) {
+        ran.push_back(*order.Peek());
+        order.Pop();
+      }
+      order.Pop();
+    }
+    ran.push_back(1);
+  }
+  return ran;
+}
+
+// At one priority, a's long work and b's requests take turns block by block, b's share by its
+// weight (worked by hand from the passes: b joins at 0, a is charged a turn per block it holds).
+TEST(FairOrderTest, AHolderTakesTurnsBlockByBlockWithAnotherTenant) {
+  FairOrder order;
+  for (uint64_t id = 10; id <= 12; ++id) order.Add(id, {.tenant = "b"});
+  EXPECT_EQ(RunHolder(order, {.tenant = "a"}, 5),
+            (std::vector<uint64_t>{1, 10, 1, 11, 1, 12, 1, 1}));
+  for (uint64_t id = 10; id <= 12; ++id) order.Add(id, {.tenant = "b", .weight = 2});
+  EXPECT_EQ(RunHolder(order, {.tenant = "a"}, 4), (std::vector<uint64_t>{1, 10, 11, 1, 12, 1, 1}));
+}
+
+// The holder does not hand over to its own tenant's later requests, nor to a lower priority;
+// a higher priority goes before it whatever the passes.
+TEST(FairOrderTest, AHolderHandsOverToAHigherPriorityOrAnotherTenantOnly) {
+  FairOrder order;
+  order.Add(2, {.tenant = "a"});
+  order.Add(3, {.tenant = "b", .priority = 1});
+  EXPECT_FALSE(order.AnyBefore({.tenant = "a"}));
+  order.Add(4, {.tenant = "b", .priority = -1});
+  EXPECT_TRUE(order.AnyBefore({.tenant = "a"}));
+  order.Remove(4);
+  // a's later request queued first, both at pass 0: the holder's turn counts against a.
+  order.Add(5, {.tenant = "b"});
+  EXPECT_TRUE(order.AnyBefore({.tenant = "a"}));
+  order.AddHolder(1, {.tenant = "a"});
+  EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{5, 1, 2, 3}));
 }
 
 TEST(FairOrderTest, RemovedIdsAreSkipped) {

@@ -6,8 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace yoco {
 namespace {
@@ -124,7 +129,7 @@ TEST(TurnQueueTest, LongWorkHandsItsTurnToAHigherPriorityBetweenBlocks) {
   });
   WaitUntil([&] { return queue.waiting() == 1; });
   // Only the same priority waits: nothing to hand over.
-  ASSERT_TRUE(work.YieldToHigherPriority(nullptr, background).ok());
+  ASSERT_TRUE(work.YieldToWaitersAhead(nullptr, background).ok());
   EXPECT_EQ(queue.yields(), 0u);
   std::thread urgent([&] {
     TurnQueue::Turn turn = queue.Acquire(nullptr, {.tenant = "b", .priority = 0});
@@ -132,7 +137,7 @@ TEST(TurnQueueTest, LongWorkHandsItsTurnToAHigherPriorityBetweenBlocks) {
     note("urgent");  // while holding the turn
   });
   WaitUntil([&] { return queue.waiting() == 2; });
-  ASSERT_TRUE(work.YieldToHigherPriority(nullptr, background).ok());
+  ASSERT_TRUE(work.YieldToWaitersAhead(nullptr, background).ok());
   note("work again");
   EXPECT_EQ(queue.yields(), 1u);
   { TurnQueue::Turn done = std::move(work); }  // released
@@ -140,6 +145,39 @@ TEST(TurnQueueTest, LongWorkHandsItsTurnToAHigherPriorityBetweenBlocks) {
   later.join();
   EXPECT_EQ(order, (std::vector<std::string>{"urgent", "work again", "later"}));
   EXPECT_FALSE(queue.busy());
+}
+
+// At one priority, long work of tenant a and requests of tenant b take the turn block by block:
+// each block boundary hands it to the b request waiting then, and a takes it back after it.
+TEST(TurnQueueTest, LongWorkTakesTurnsWithAnotherTenantBetweenBlocks) {
+  TurnQueue queue(8);
+  const SchedulingClass a{.tenant = "a"};
+  std::vector<std::string> order;
+  std::mutex mu;
+  auto note = [&](const std::string& who) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(who);
+  };
+  TurnQueue::Turn work = queue.Acquire(nullptr, a);
+  ASSERT_TRUE(work.ok());
+  for (int block = 1; block <= 2; ++block) {
+    std::thread request([&, block] {
+      // Gives up rather than hangs when the work never hands the turn over.
+      const absl::Time give_up = absl::Now() + absl::Seconds(10);
+      TurnQueue::Turn turn = queue.Acquire([&] { return absl::Now() > give_up; }, {.tenant = "b"});
+      ASSERT_TRUE(turn.ok());
+      note(absl::StrCat("b", block));
+    });
+    WaitUntil([&] { return queue.waiting() == 1; });
+    ASSERT_TRUE(work.YieldToWaitersAhead(nullptr, a).ok());
+    note(absl::StrCat("a", block));
+    request.join();
+  }
+  EXPECT_EQ(queue.yields(), 2u);
+  // Nobody waits: the work goes on.
+  ASSERT_TRUE(work.YieldToWaitersAhead(nullptr, a).ok());
+  EXPECT_EQ(queue.yields(), 2u);
+  EXPECT_EQ(order, (std::vector<std::string>{"b1", "a1", "b2", "a2"}));
 }
 
 // Cancelled while waiting to get its turn back: the work no longer holds it, and the turn it
@@ -156,7 +194,7 @@ TEST(TurnQueueTest, WorkCancelledWhileHandedOverLosesTheTurnOnce) {
   });
   WaitUntil([&] { return queue.waiting() == 1; });
   std::thread yielder([&] {
-    EXPECT_EQ(work->YieldToHigherPriority([&] { return cancel.load(); }, background).code(),
+    EXPECT_EQ(work->YieldToWaitersAhead([&] { return cancel.load(); }, background).code(),
               absl::StatusCode::kCancelled);
   });
   WaitUntil([&] { return queue.waiting() == 1 && queue.busy() && queue.yields() == 1; });

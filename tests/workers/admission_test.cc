@@ -70,11 +70,12 @@ TEST(AdmissionTest, PrefillsBeyondTheQueueBoundAreRefusedAtOnce) {
   EXPECT_TRUE(w.Prefill(call(4)).ok());
 }
 
-// A pre-cache at background priority (the router's conversation snapshots) holds the engine;
-// a request queued meanwhile runs at its next block boundary, not after the whole document, and
-// the document's snapshot is the same as an uninterrupted one's: a question on it gives the
-// first token of an uncached prefill.
-TEST(AdmissionTest, ABackgroundPrecacheHandsTheEngineToARequestBetweenBlocks) {
+// A pre-cache of class `holder` holds the engine; a request of class `waiter` queued meanwhile
+// runs at the pre-cache's next block boundary, not after the whole document, and the document's
+// snapshot is the same as an uninterrupted one's: a question on it gives the first token of an
+// uncached prefill.
+void ExpectARequestRunsBetweenThePrecachesBlocks(const SchedulingClass& holder,
+                                                 const SchedulingClass& waiter) {
   auto model = testing::MakeModel(testing::SmallConfig(), 73, "precache_yields");
   ASSERT_NE(model, nullptr);
   PrefillWorkerOptions options;
@@ -94,8 +95,7 @@ TEST(AdmissionTest, ABackgroundPrecacheHandsTheEngineToARequestBetweenBlocks) {
     return false;
   };
   std::thread background([&] {
-    auto done = w.Precache(document, "", SnapshotRetention{}, poll, nullptr,
-                           {.tenant = "t", .priority = kBackgroundPriority});
+    auto done = w.Precache(document, "", SnapshotRetention{}, poll, nullptr, holder);
     EXPECT_TRUE(done.ok()) << done.status();
     precache_done = true;
   });
@@ -103,7 +103,7 @@ TEST(AdmissionTest, ABackgroundPrecacheHandsTheEngineToARequestBetweenBlocks) {
   PrefillCall request;
   request.prompt = RandomTokens(40, vocab, 6);
   request.max_new_tokens = 1;
-  request.scheduling = {.tenant = "t", .priority = 0};
+  request.scheduling = waiter;
   EXPECT_TRUE(w.Prefill(request).ok());
   request_done_first = !precache_done;
   background.join();
@@ -123,6 +123,17 @@ TEST(AdmissionTest, ABackgroundPrecacheHandsTheEngineToARequestBetweenBlocks) {
   ASSERT_TRUE(miss.ok()) << miss.status();
   EXPECT_EQ(miss->cached_tokens, 0);
   EXPECT_EQ(hit->first_token, miss->first_token);
+}
+
+// The router's conversation snapshots run at background priority, behind its tenant's requests.
+TEST(AdmissionTest, ABackgroundPrecacheHandsTheEngineToARequestBetweenBlocks) {
+  ExpectARequestRunsBetweenThePrecachesBlocks({.tenant = "t", .priority = kBackgroundPriority},
+                                              {.tenant = "t", .priority = 0});
+}
+
+// At one priority, one tenant's long document and another tenant's request take turns by block.
+TEST(AdmissionTest, ALongPrefillHandsTheEngineToAnotherTenantBetweenBlocks) {
+  ExpectARequestRunsBetweenThePrecachesBlocks({.tenant = "documents"}, {.tenant = "chat"});
 }
 
 TEST(AdmissionTest, DecodeWorkerCannotAdmitWhenStateMemoryIsTaken) {
