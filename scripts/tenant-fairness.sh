@@ -45,6 +45,7 @@ P=127.0.0.1:$((base + 1)) D=127.0.0.1:$((base + 2)) R=127.0.0.1:$base
   --max-batch 8 --max-queue 256 2>"$log/decode" &
 pids+=($!)
 "${serving[@]}" $B/yoco-prefill --listen $P --model "$M" --tls tcp --net-devices lo \
+  --metrics-listen 127.0.0.1:0 \
   2>"$log/prefill" &
 pids+=($!)
 "${serving[@]}" $B/yoco-router --listen $R --model "$M" --prefill $P --decode $D \
@@ -70,12 +71,21 @@ flood_start() {  # the flood: 48 long requests in flight until killed
 }
 flood_stop() { kill "$flood" 2>/dev/null; wait "$flood" 2>/dev/null || true; sleep 3; }
 
+metrics=$(grep -o "metrics on port [0-9]*" "$log/prefill" | grep -o "[0-9]*$")
+yields() {  # times the prefill worker's engine was handed over mid-prompt so far
+  curl -s "http://127.0.0.1:$metrics/metrics" |
+    awk '/^yoco_prefill_engine_yields_total/ { print int($2) }'
+}
+fair_yields=0
 for r in $(seq 1 "$ROUNDS"); do
   quiet "$log/quiet.token" "$REQUESTS" "$log/alone.$r.jsonl"
   flood_start
+  before=$(yields)
   quiet "$log/quiet.token" "$REQUESTS" "$log/fair.$r.jsonl"
+  fair_yields=$((fair_yields + $(yields) - before))
   flood_stop
 done
+echo "engine hand-overs between blocks while the quiet tenant ran under the flood: $fair_yields"
 # Under the flood's tenant the quiet client waits for decode seats behind the flood's long
 # answers (seconds a request), so the control runs a sixth as many requests.
 flood_start
