@@ -12,12 +12,16 @@
 # the prefill worker and the quiet client the other, as separate nodes would: on a 2-core machine
 # the services otherwise share both cores, and the quiet request's prefill runs beside the flood's
 # decode batch.
-#   [SPLIT=1] [ROUNDS=3] scripts/tenant-fairness.sh [MODEL] [REQUESTS]
+#
+# FLOOD_IN / FLOOD_OUT set the flood's prompt and answer lengths (256 / 512: a flood that waits
+# for decode seats; 2048 / 16: one that keeps the prefill engine busy).
+#   [SPLIT=1] [ROUNDS=3] [FLOOD_IN=256] [FLOOD_OUT=512] scripts/tenant-fairness.sh [MODEL] [REQUESTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/bin
 M=${1:-build/models/yoco-tiny} REQUESTS=${2:-60}
 ROUNDS=${ROUNDS:-3}
+FLOOD_IN=${FLOOD_IN:-256} FLOOD_OUT=${FLOOD_OUT:-512}
 export UCX_WARN_UNUSED_ENV_VARS=n
 log=$(mktemp -d)
 pids=()
@@ -64,7 +68,7 @@ quiet() {  # quiet TOKEN REQUESTS OUT_JSONL: the interactive client, one request
 }
 flood_start() {  # the flood: 48 long requests in flight until killed
   "${decoding[@]}" $B/yoco-loadtest --router $R --token-file "$log/flood.token" \
-    --workload random --input-tokens 256 --output-tokens 512 --requests 0 \
+    --workload random --input-tokens "$FLOOD_IN" --output-tokens "$FLOOD_OUT" --requests 0 \
     --duration-seconds 600 --concurrency 48 --seed 3 --quiet > /dev/null 2>&1 &
   flood=$!
   sleep 5  # the queues fill

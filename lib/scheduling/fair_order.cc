@@ -30,10 +30,11 @@ double FairOrder::HolderPass(const Level& level, const SchedulingClass& holder) 
   return pass;
 }
 
-bool FairOrder::AnyBefore(const SchedulingClass& holder) const {
+bool FairOrder::AnyBefore(const SchedulingClass& holder, bool within_priority) const {
   if (levels_.empty()) return false;
   const auto& [priority, level] = *levels_.begin();
   if (priority != holder.priority) return priority < holder.priority;
+  if (!within_priority) return false;
   const double mine = HolderPass(level, holder);
   // Equal passes: the holder, whose ticket came before any queued since it took the turn.
   for (const auto& [name, tenant] : level.tenants) {

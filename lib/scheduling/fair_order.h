@@ -37,8 +37,8 @@ class FairOrder {
   // win every tie against the tenants it hands over to.
   void AddHolder(uint64_t id, const SchedulingClass& c);
   // Whether a queued id would go before the holder of class `holder` queued by AddHolder now: a
-  // higher priority, or at its priority another tenant with a lower pass.
-  bool AnyBefore(const SchedulingClass& holder) const;
+  // higher priority, or (`within_priority`) at its priority another tenant with a lower pass.
+  bool AnyBefore(const SchedulingClass& holder, bool within_priority = true) const;
   // Takes `id` out (it gave up); false when it is not queued.
   bool Remove(uint64_t id);
   // The id that goes next, without taking it.

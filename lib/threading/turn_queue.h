@@ -38,16 +38,16 @@ class TurnQueue {
     const absl::Status& status() const { return status_; }
 
     // Between steps of long work held as `mine`: when a waiter goes before it (a higher priority,
-    // or at its priority another tenant whose share is behind; FairOrder::AnyBefore), hands it
-    // the turn and waits to take it back. So a background pre-cache holds up a request by one
-    // step, not by the whole document, and a tenant's long prefills take turns with another
-    // tenant's requests step by step. It waits with its first ticket, so it keeps its place
-    // before its own tenant's later requests. Not OK (cancelled while waiting): the turn is no
-    // longer held and the caller stops.
+    // or with `within_priority` another tenant of its priority whose share is behind;
+    // FairOrder::AnyBefore), hands it the turn and waits to take it back. So a background
+    // pre-cache holds up a request by one step, not by the whole document, and a tenant's long
+    // document takes turns with another tenant's requests step by step. It waits with its first
+    // ticket, so it keeps its place before its own tenant's later requests. Not OK (cancelled
+    // while waiting): the turn is no longer held and the caller stops.
     absl::Status YieldToWaitersAhead(const std::function<bool()>& cancelled,
-                                     const SchedulingClass& mine) {
+                                     const SchedulingClass& mine, bool within_priority = true) {
       if (queue_ == nullptr) return status_;
-      status_ = queue_->Yield(ticket_, cancelled, mine);
+      status_ = queue_->Yield(ticket_, cancelled, mine, within_priority);
       if (!status_.ok()) queue_ = nullptr;  // no longer held: ok() says so too
       return status_;
     }
@@ -129,9 +129,9 @@ class TurnQueue {
   // queues again in the same critical section that frees the turn, so only those ahead of it
   // can take the turn meanwhile. Its place is not bounded by max_waiting: it held the turn.
   absl::Status Yield(uint64_t ticket, const std::function<bool()>& cancelled,
-                     const SchedulingClass& mine) {
+                     const SchedulingClass& mine, bool within_priority) {
     absl::MutexLock lock(&mu_);
-    if (!waiting_.AnyBefore(mine)) return absl::OkStatus();
+    if (!waiting_.AnyBefore(mine, within_priority)) return absl::OkStatus();
     busy_ = false;
     ++yields_;
     waiting_.AddHolder(ticket, mine);

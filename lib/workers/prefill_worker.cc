@@ -80,6 +80,11 @@ SnapshotPolicy PrefillWorker::Policy() const {
 
 namespace {
 
+// A prefill with this many tokens or fewer left finishes before another tenant of its priority
+// gets the engine (TurnHandOver): a short prompt runs whole, a long document shares the engine
+// block by block.
+constexpr int64_t kFinishWithinTokens = 4 * kCacheBlockTokens;
+
 // A bundle nobody will decode would wait on the decode worker until it expired.
 bool EndsOnFirstToken(const PrefillCall& call, int32_t first_token) {
   return call.max_new_tokens == 1 ||
@@ -123,14 +128,14 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     request.sampling = call.sampling;
     request.salt = call.cache_salt;
     request.policy = Policy();
-    TurnHandOver hand_over(turn, call.cancelled, call.scheduling);
+    TurnHandOver hand_over(turn, call.cancelled, call.scheduling, kFinishWithinTokens);
     request.cancelled = hand_over.cancelled();
     request.block_keys = &block_keys;
     request.generated_tail = call.generated_tail;
     request.constraint = constraint->get();
-    request.on_block = [&parts, &hand_over](const SequenceState& state) {
+    request.on_block = [&parts, &hand_over, &call](const SequenceState& state) {
       if (parts != nullptr) parts->SendReady(state, state.position);
-      hand_over.BetweenBlocks();
+      hand_over.BetweenBlocks(static_cast<int64_t>(call.prompt.size()) - state.position);
     };
     absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*backend_, cache_.get(), request);
     if (!hand_over.status().ok()) return hand_over.status();
@@ -306,9 +311,11 @@ absl::StatusOr<PrecacheResult> PrefillWorker::Precache(
   request.salt = cache_salt;
   request.policy = Policy();
   request.policy.last_block_retention = retention;
-  TurnHandOver hand_over(turn, cancelled, scheduling);
+  TurnHandOver hand_over(turn, cancelled, scheduling, kFinishWithinTokens);
   request.cancelled = hand_over.cancelled();
-  request.on_block = [&hand_over](const SequenceState&) { hand_over.BetweenBlocks(); };
+  request.on_block = [&hand_over, &document](const SequenceState& state) {
+    hand_over.BetweenBlocks(static_cast<int64_t>(document.size()) - state.position);
+  };
   request.progress = progress;
   absl::StatusOr<CachedPrefillResult> prefill = CachedPrefill(*backend_, cache_.get(), request);
   if (!hand_over.status().ok()) return hand_over.status();

@@ -161,8 +161,14 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
   if (!InPhase(Phase::kPrefilling)) return;
   trace_.PrefillDone(status, attempt_.prefill_response);
   attempt_.prefill_load.reset();
-  // A prefill worker's queue has one more place: the next waiter's turn.
-  if (pool_.load_queue().waiting() > 0) pool_.load_queue().WakeNext();
+  // A prefill worker's queue has one more place: the next waiter's turn. Not after a refusal,
+  // which freed nothing: the woken waiter would be refused in turn and wake the next, a loop of
+  // refusals at RPC speed in which whoever tried when a place did free took it, not the first in
+  // line. (A bundle the decode worker refused did free a place; the queue's tick wakes for it.)
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED &&
+      pool_.load_queue().waiting() > 0) {
+    pool_.load_queue().WakeNext();
+  }
   if (!status.ok()) {
     AttemptEnd end;
     end.call = WorkerRole::kPrefill;
@@ -285,8 +291,12 @@ void GenerateStream::OnDecodeDone(const grpc::Status& status) {
   ledger_.report().AddDecodeMs(MsSince(attempt_.decode_start));
   trace_.DecodeDone(status, attempt_.decode_reason);
   pool_.stall_watch().Unwatch(attempt_.stall_id);
-  // A decode worker has room for one more sequence: the next waiter's turn.
-  if (pool_.load_queue().waiting() > 0) pool_.load_queue().WakeNext();
+  // A decode worker has room for one more sequence: the next waiter's turn (not after a refusal,
+  // as above).
+  if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED &&
+      pool_.load_queue().waiting() > 0) {
+    pool_.load_queue().WakeNext();
+  }
   const bool stalled = stalled_.exchange(false);
   if (phase_ == Phase::kFinished) {  // the client went away while a token was being written
     EndOp();

@@ -39,6 +39,20 @@ void PairSearch::Start(const PairRequest& want, const SchedulingClass& schedulin
   workers_wait_until_ = std::min(context_.deadline(),
                                  std::chrono::system_clock::now() +
                                      absl::ToChronoMilliseconds(pool_.options().wait_for_workers));
+  // While others wait for room, a new request queues behind them in their order and the first
+  // in line tries now. Trying the workers at once instead would take the place a waiter was
+  // woken for: a flooding tenant's next request, sent as its last one ends, took it again and
+  // again, and another tenant's request waited seconds at the head of the queue. Only a
+  // newcomer wakes the first in line: a later attempt (after a refusal) that did so would wake
+  // one that is refused in turn and wakes the next, a loop of refusals at RPC speed.
+  const bool newcomer = !started_;
+  started_ = true;
+  LoadWaitQueue& queue = pool_.load_queue();
+  if (newcomer && queue.waiting() > 0) {
+    WaitForRoom();
+    queue.WakeNext();  // (this search may be gone by now)
+    return;
+  }
   Choose();
 }
 

@@ -66,6 +66,7 @@ class PairSearch {
   grpc::Status if_none_;
   std::chrono::system_clock::time_point workers_wait_until_;  // this attempt's
   Wait wait_ = Wait::kNone;
+  bool started_ = false;  // a first attempt's search has begun: the request is no newcomer
   AvoidedWorkers avoided_;
   LoadQueuePlace room_;  // in the load queue while every pair refuses for load
 };

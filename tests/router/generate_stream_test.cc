@@ -533,6 +533,31 @@ TEST_F(GenerateStreamTest, RefusedForLoadPastTheWaitIsResourceExhausted) {
   EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 0);
 }
 
+// Requests waiting for room try again at the queue's pace (a place freed, its tick), not each
+// time another waiter is refused: a refusal frees no place, and waking the next waiter on it
+// made the waiters refuse each other in a loop at RPC speed (thousands of calls a second), in
+// which whoever tried when a place did free took it, not the first in line.
+TEST_F(GenerateStreamTest, ARefusalWakesNoOtherWaiter) {
+  options_.max_load_wait = absl::Milliseconds(500);
+  AddPrefill().before = [](grpc::ServerContext*) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
+  };
+  AddDecode();
+  StartRouter();
+  std::vector<std::thread> clients;
+  std::atomic<int> exhausted{0};
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&] {
+      if (Generate(6).status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++exhausted;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(exhausted.load(), 4);
+  // Four first tries, then about one a 20 ms tick (25 in the 500 ms wait), each its newcomer's
+  // wake once. A loop would make thousands.
+  EXPECT_LT(prefills_[0]->calls.load(), 100);
+}
+
 TEST_F(GenerateStreamTest, TheClientsDeadlineMarksNobody) {
   AddPrefill().before = [](grpc::ServerContext* context) {
     // Slow: still working when the client's deadline (propagated here) passes.

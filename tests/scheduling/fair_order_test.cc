@@ -146,7 +146,8 @@ TEST(FairOrderTest, AHolderTakesTurnsBlockByBlockWithAnotherTenant) {
 }
 
 // The holder does not hand over to its own tenant's later requests, nor to a lower priority;
-// a higher priority goes before it whatever the passes.
+// a higher priority goes before it whatever the passes, another tenant of its priority only when
+// asked (`within_priority`).
 TEST(FairOrderTest, AHolderHandsOverToAHigherPriorityOrAnotherTenantOnly) {
   FairOrder order;
   order.Add(2, {.tenant = "a"});
@@ -154,10 +155,12 @@ TEST(FairOrderTest, AHolderHandsOverToAHigherPriorityOrAnotherTenantOnly) {
   EXPECT_FALSE(order.AnyBefore({.tenant = "a"}));
   order.Add(4, {.tenant = "b", .priority = -1});
   EXPECT_TRUE(order.AnyBefore({.tenant = "a"}));
+  EXPECT_TRUE(order.AnyBefore({.tenant = "a"}, /*within_priority=*/false));
   order.Remove(4);
   // a's later request queued first, both at pass 0: the holder's turn counts against a.
   order.Add(5, {.tenant = "b"});
   EXPECT_TRUE(order.AnyBefore({.tenant = "a"}));
+  EXPECT_FALSE(order.AnyBefore({.tenant = "a"}, /*within_priority=*/false));
   order.AddHolder(1, {.tenant = "a"});
   EXPECT_EQ(PopAll(order), (std::vector<uint64_t>{5, 1, 2, 3}));
 }

@@ -70,12 +70,14 @@ TEST(AdmissionTest, PrefillsBeyondTheQueueBoundAreRefusedAtOnce) {
   EXPECT_TRUE(w.Prefill(call(4)).ok());
 }
 
-// A pre-cache of class `holder` holds the engine; a request of class `waiter` queued meanwhile
-// runs at the pre-cache's next block boundary, not after the whole document, and the document's
-// snapshot is the same as an uninterrupted one's: a question on it gives the first token of an
-// uncached prefill.
+// A pre-cache of `blocks` blocks and class `holder` holds the engine; a request of class `waiter`
+// queues after its first block boundary. With `hands_over` the request runs at the pre-cache's next
+// block boundary, not after the whole document; else after it. Either way the document's snapshot
+// is the same as an uninterrupted one's: a question on it gives the first token of an uncached
+// prefill.
 void ExpectARequestRunsBetweenThePrecachesBlocks(const SchedulingClass& holder,
-                                                 const SchedulingClass& waiter) {
+                                                 const SchedulingClass& waiter, int64_t blocks,
+                                                 bool hands_over) {
   auto model = testing::MakeModel(testing::SmallConfig(), 73, "precache_yields");
   ASSERT_NE(model, nullptr);
   PrefillWorkerOptions options;
@@ -84,7 +86,7 @@ void ExpectARequestRunsBetweenThePrecachesBlocks(const SchedulingClass& holder,
   ASSERT_TRUE(worker.ok()) << worker.status();
   PrefillWorker& w = **worker;
   const int vocab = model->config().vocab_size;
-  const std::vector<int32_t> document = RandomTokens(4 * kCacheBlockTokens, vocab, 5);
+  const std::vector<int32_t> document = RandomTokens(blocks * kCacheBlockTokens, vocab, 5);
 
   // The pre-cache's cancellation poll (before each block) holds it after its first block until
   // the request waits for the engine.
@@ -107,8 +109,8 @@ void ExpectARequestRunsBetweenThePrecachesBlocks(const SchedulingClass& holder,
   EXPECT_TRUE(w.Prefill(request).ok());
   request_done_first = !precache_done;
   background.join();
-  EXPECT_TRUE(request_done_first);
-  EXPECT_EQ(w.engine_yields(), 1u);
+  EXPECT_EQ(request_done_first, hands_over);
+  EXPECT_EQ(w.engine_yields(), hands_over ? 1u : 0u);
 
   PrefillCall question;
   question.prompt = document;
@@ -116,7 +118,7 @@ void ExpectARequestRunsBetweenThePrecachesBlocks(const SchedulingClass& holder,
   question.max_new_tokens = 1;
   auto hit = w.Prefill(question);
   ASSERT_TRUE(hit.ok()) << hit.status();
-  EXPECT_EQ(hit->cached_tokens, 4 * kCacheBlockTokens);
+  EXPECT_EQ(hit->cached_tokens, blocks * kCacheBlockTokens);
   auto fresh = PrefillWorker::Create(std::make_unique<CpuBackend>(model), Loopback());
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   auto miss = (*fresh)->Prefill(question);
@@ -125,15 +127,20 @@ void ExpectARequestRunsBetweenThePrecachesBlocks(const SchedulingClass& holder,
   EXPECT_EQ(hit->first_token, miss->first_token);
 }
 
-// The router's conversation snapshots run at background priority, behind its tenant's requests.
+// The router's conversation snapshots run at background priority, behind its tenant's requests,
+// however little of them is left.
 TEST(AdmissionTest, ABackgroundPrecacheHandsTheEngineToARequestBetweenBlocks) {
   ExpectARequestRunsBetweenThePrecachesBlocks({.tenant = "t", .priority = kBackgroundPriority},
-                                              {.tenant = "t", .priority = 0});
+                                              {.tenant = "t", .priority = 0}, 4, true);
 }
 
-// At one priority, one tenant's long document and another tenant's request take turns by block.
+// At one priority, one tenant's long document and another tenant's request take turns by block;
+// one that has 512 tokens or fewer left at the boundary after the request came (its second)
+// finishes first.
 TEST(AdmissionTest, ALongPrefillHandsTheEngineToAnotherTenantBetweenBlocks) {
-  ExpectARequestRunsBetweenThePrecachesBlocks({.tenant = "documents"}, {.tenant = "chat"});
+  ExpectARequestRunsBetweenThePrecachesBlocks({.tenant = "documents"}, {.tenant = "chat"}, 7, true);
+  ExpectARequestRunsBetweenThePrecachesBlocks({.tenant = "documents"}, {.tenant = "chat"}, 6,
+                                              false);
 }
 
 TEST(AdmissionTest, DecodeWorkerCannotAdmitWhenStateMemoryIsTaken) {
