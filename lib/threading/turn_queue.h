@@ -2,14 +2,20 @@
 // in FairOrder (priority, then tenants by weight, then arrival), at most `max_waiting` of them. One
 // more is refused at once with RESOURCE_EXHAUSTED, which the router reads as "try another worker",
 // instead of queueing without bound behind a plain mutex (unordered, so an unlucky request could
-// wait forever). A waiter whose call is cancelled (or whose deadline passes) leaves the queue.
+// wait forever) — unless another tenant waits with at least two more than the caller's, whose
+// newest waiter is then refused in its place. A waiter whose call is cancelled (or whose deadline
+// passes) leaves the queue.
 #ifndef YOCO_LIB_THREADING_TURN_QUEUE_H_
 #define YOCO_LIB_THREADING_TURN_QUEUE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
+#include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -71,7 +77,7 @@ class TurnQueue {
       busy_ = true;
       return Turn(this, ticket, absl::OkStatus());
     }
-    if (waiting_.size() >= max_waiting_) {
+    if (waiting_.size() >= max_waiting_ && !DisplaceForLocked(scheduling.tenant)) {
       ++refused_;
       return Turn(
           nullptr, ticket,
@@ -109,11 +115,38 @@ class TurnQueue {
   }
 
  private:
+  // The queue is full and a caller of `tenant` comes: when another tenant waits with at least
+  // two more, its newest waiter gives its place up (RESOURCE_EXHAUSTED: the router queues it
+  // again in its own fair order) and true. Otherwise one tenant's flood, once it fills the
+  // bound, would keep every other tenant out of the queue whose order is meant to be fair. A
+  // holder that handed its turn over mid-work keeps its place (its work is half done).
+  bool DisplaceForLocked(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::map<std::string, size_t> counts = waiting_.CountsByTenant();
+    auto busiest = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
+      return a.second < b.second;
+    });
+    auto mine = counts.find(tenant);
+    const size_t my_count = mine == counts.end() ? 0 : mine->second;
+    if (busiest == counts.end() || busiest->second <= my_count + 1) return false;
+    const uint64_t newest = *waiting_.Newest(busiest->first);
+    if (handed_over_.contains(newest)) return false;
+    waiting_.Remove(newest);
+    displaced_.insert(newest);
+    ++refused_;
+    cv_.SignalAll();
+    return true;
+  }
+
   // Waits until the queued `ticket` is first in line with the turn free, then takes it.
   absl::Status AwaitTurn(uint64_t ticket, const std::function<bool()>& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (busy_ || waiting_.Peek() != ticket) {
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
+      if (displaced_.erase(ticket) > 0) {
+        return absl::ResourceExhaustedError(
+            "this worker's engine queue is full and this request gave its place to a tenant "
+            "with fewer waiting; try another worker");
+      }
       if (cancelled && cancelled() && (busy_ || waiting_.Peek() != ticket)) {
         waiting_.Remove(ticket);
         cv_.SignalAll();  // the next in line may be first now
@@ -135,8 +168,11 @@ class TurnQueue {
     busy_ = false;
     ++yields_;
     waiting_.AddHolder(ticket, mine);
+    handed_over_.insert(ticket);
     cv_.SignalAll();
-    return AwaitTurn(ticket, cancelled);
+    absl::Status back = AwaitTurn(ticket, cancelled);
+    handed_over_.erase(ticket);
+    return back;
   }
 
   void Release() {
@@ -154,6 +190,8 @@ class TurnQueue {
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t yields_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<uint64_t> handed_over_ ABSL_GUARDED_BY(mu_);  // holders queued again
+  absl::flat_hash_set<uint64_t> displaced_ ABSL_GUARDED_BY(mu_);    // gave their places up
 };
 
 }  // namespace yoco

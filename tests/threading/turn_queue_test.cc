@@ -86,6 +86,40 @@ TEST(TurnQueueTest, BeyondTheBoundIsRefusedAtOnce) {
   EXPECT_TRUE(queue.Acquire().ok());
 }
 
+// The bound full of one tenant's waiters: another tenant's caller takes the place of the
+// flood's newest waiter (refused), not refused itself; once tenants wait evenly, the next caller
+// of either is refused.
+TEST(TurnQueueTest, AFullQueueMakesRoomForATenantWithFewerWaiting) {
+  TurnQueue queue(3);
+  TurnQueue::Turn holder = queue.Acquire(nullptr, {.tenant = "flood"});
+  std::vector<absl::StatusCode> flood(3);
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back(
+        [&, i] { flood[i] = queue.Acquire(nullptr, {.tenant = "flood"}).status().code(); });
+    WaitUntil([&] { return queue.waiting() == static_cast<size_t>(i + 1); });
+  }
+  absl::StatusCode quiet = absl::StatusCode::kUnknown;
+  std::thread quiet_waiter(
+      [&] { quiet = queue.Acquire(nullptr, {.tenant = "quiet"}).status().code(); });
+  waiters.back().join();  // the newest flood waiter gave its place up
+  EXPECT_EQ(flood[2], absl::StatusCode::kResourceExhausted);
+  WaitUntil([&] { return queue.waiting() == 3; });
+  // flood 2, quiet 1: neither may push the other out.
+  EXPECT_EQ(queue.Acquire(nullptr, {.tenant = "flood"}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(queue.Acquire(nullptr, {.tenant = "quiet"}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(queue.refused(), 3u);
+  { TurnQueue::Turn done = std::move(holder); }  // released
+  waiters[0].join();
+  waiters[1].join();
+  quiet_waiter.join();
+  EXPECT_EQ(flood[0], absl::StatusCode::kOk);
+  EXPECT_EQ(flood[1], absl::StatusCode::kOk);
+  EXPECT_EQ(quiet, absl::StatusCode::kOk);
+}
+
 TEST(TurnQueueTest, ACancelledWaiterLeavesAndTheNextStillGetsItsTurn) {
   TurnQueue queue(4);
   std::atomic<bool> cancel{false}, second_got_it{false};
