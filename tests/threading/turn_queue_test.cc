@@ -92,23 +92,26 @@ TEST(TurnQueueTest, BeyondTheBoundIsRefusedAtOnce) {
 TEST(TurnQueueTest, AFullQueueMakesRoomForATenantWithFewerWaiting) {
   TurnQueue queue(3);
   TurnQueue::Turn holder = queue.Acquire(nullptr, {.tenant = "flood"});
+  // Waiters give up (CANCELLED) rather than hang when nobody is refused in their place.
+  const absl::Time give_up_at = absl::Now() + absl::Seconds(10);
+  auto give_up = [&] { return absl::Now() > give_up_at; };
   std::vector<absl::StatusCode> flood(3);
   std::vector<std::thread> waiters;
   for (int i = 0; i < 3; ++i) {
     waiters.emplace_back(
-        [&, i] { flood[i] = queue.Acquire(nullptr, {.tenant = "flood"}).status().code(); });
+        [&, i] { flood[i] = queue.Acquire(give_up, {.tenant = "flood"}).status().code(); });
     WaitUntil([&] { return queue.waiting() == static_cast<size_t>(i + 1); });
   }
   absl::StatusCode quiet = absl::StatusCode::kUnknown;
   std::thread quiet_waiter(
-      [&] { quiet = queue.Acquire(nullptr, {.tenant = "quiet"}).status().code(); });
+      [&] { quiet = queue.Acquire(give_up, {.tenant = "quiet"}).status().code(); });
   waiters.back().join();  // the newest flood waiter gave its place up
   EXPECT_EQ(flood[2], absl::StatusCode::kResourceExhausted);
   WaitUntil([&] { return queue.waiting() == 3; });
   // flood 2, quiet 1: neither may push the other out.
-  EXPECT_EQ(queue.Acquire(nullptr, {.tenant = "flood"}).status().code(),
+  EXPECT_EQ(queue.Acquire(give_up, {.tenant = "flood"}).status().code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(queue.Acquire(nullptr, {.tenant = "quiet"}).status().code(),
+  EXPECT_EQ(queue.Acquire(give_up, {.tenant = "quiet"}).status().code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(queue.refused(), 3u);
   { TurnQueue::Turn done = std::move(holder); }  // released
