@@ -13,9 +13,9 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -190,8 +190,8 @@ class TurnQueue {
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t yields_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_set<uint64_t> handed_over_ ABSL_GUARDED_BY(mu_);  // holders queued again
-  absl::flat_hash_set<uint64_t> displaced_ ABSL_GUARDED_BY(mu_);    // gave their places up
+  std::set<uint64_t> handed_over_ ABSL_GUARDED_BY(mu_);  // holders queued again
+  std::set<uint64_t> displaced_ ABSL_GUARDED_BY(mu_);    // gave their places up
 };
 
 }  // namespace yoco
