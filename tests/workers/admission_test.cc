@@ -97,9 +97,13 @@ void ExpectARequestRunsBetweenThePrecachesBlocks(const SchedulingClass& holder,
     return false;
   };
   std::thread background([&] {
-    auto done = w.Precache(document, "", SnapshotRetention{}, poll, nullptr, holder);
+    // Done once its last block is (the engine still held): set after Precache returned, the
+    // request, run as soon as the turn was released, could end first.
+    auto progress = [&](int64_t tokens_done) {
+      if (tokens_done == static_cast<int64_t>(document.size())) precache_done = true;
+    };
+    auto done = w.Precache(document, "", SnapshotRetention{}, poll, progress, holder);
     EXPECT_TRUE(done.ok()) << done.status();
-    precache_done = true;
   });
   WaitUntil([&] { return polls.load() >= 2; });
   PrefillCall request;
