@@ -160,6 +160,7 @@ absl::StatusOr<PrefillResult> PrefillWorker::Prefill(const PrefillCall& call) {
     prefilled.resident_chunks = bundle.resident_chunks;
     bundle = std::move(prefilled);
   }
+  if (call.on_first_token) call.on_first_token(result);
   if (absl::Status st = ShipBundle(call, parts.get(), bundle, &result); !st.ok()) {
     absl::Status blamed = st;
     blamed.SetPayload(kDecodePeerFailedPayload, absl::Cord());

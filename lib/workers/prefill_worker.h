@@ -65,6 +65,8 @@ struct PrefillWorkerOptions {
   int64_t bundle_part_bytes = kDefaultBundlePartBytes;
 };
 
+struct PrefillResult;
+
 struct PrefillCall {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
@@ -87,6 +89,11 @@ struct PrefillCall {
   // Sent in the bundle transfer's UCX header, for the decode worker's span of its receipt: only
   // when that worker reads it (WorkerInfo.reads_traced_transfers).
   std::optional<TraceContext> transfer_trace;
+  // When a bundle will ship: called with the result's first-token fields (the first token, its
+  // logprobs, the cache fields, prefill_ms) once the prefill has them and the engine is free,
+  // before the bundle goes, so that the caller can stream the token while a long bundle is
+  // still on its way.
+  std::function<void(const PrefillResult&)> on_first_token;
 };
 
 // The payload of a Prefill error whose cause is the decode worker: the state bundle could not

@@ -28,6 +28,30 @@ void ToProto(const SnapshotInfo& info, const std::string& worker, v1::CacheEntry
       info.expires == absl::InfiniteFuture() ? 0 : absl::ToUnixMillis(info.expires));
 }
 
+// The fields a first-token message carries (PrefillResponse.first_token_only), which the whole
+// response repeats.
+void FirstTokenToProto(const PrefillResult& result, v1::PrefillResponse* response) {
+  response->set_first_token(result.first_token);
+  if (result.first_logprobs.has_value()) {
+    ToProto(*result.first_logprobs, response->mutable_first_token_logprob(),
+            response->mutable_first_token_top_logprobs());
+  }
+  for (const ChoiceDraw& draw : result.choice_first) {
+    v1::GeneratedToken* first = response->add_choice_first_tokens();
+    first->set_id(draw.token);
+    first->set_choice(draw.choice);
+    if (draw.logprobs.has_value()) {
+      ToProto(*draw.logprobs, first->mutable_logprob(), first->mutable_top_logprobs());
+    }
+  }
+  response->set_prefill_ms(result.prefill_ms);
+  response->set_cached_tokens(static_cast<uint32_t>(result.cached_tokens));
+  response->set_cache_tier(CacheTierName(result.cache_tier));
+  if (result.cache_miss != CacheMiss::kHit) {
+    response->set_cache_miss_reason(CacheMissName(result.cache_miss));
+  }
+}
+
 }  // namespace
 
 grpc::Status PrefillService::CheckTokens(
@@ -46,12 +70,33 @@ grpc::Status PrefillService::CheckTokens(
 grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
                                      const v1::PrefillRequest* request,
                                      v1::PrefillResponse* response) {
+  return TracedPrefill(context, request, response, nullptr);
+}
+
+grpc::Status PrefillService::PrefillStream(grpc::ServerContext* context,
+                                           const v1::PrefillRequest* request,
+                                           grpc::ServerWriter<v1::PrefillResponse>* writer) {
+  if (grpc::Status st = callers_.Check(*context, "PrefillWorker.PrefillStream"); !st.ok()) {
+    return st;
+  }
+  v1::PrefillResponse response;
+  // (A write that fails means the caller went: the prefill's cancel check sees it.)
+  const grpc::Status status =
+      TracedPrefill(context, request, &response,
+                    [writer](const v1::PrefillResponse& first) { writer->Write(first); });
+  if (status.ok()) writer->Write(response);
+  return status;
+}
+
+grpc::Status PrefillService::TracedPrefill(
+    grpc::ServerContext* context, const v1::PrefillRequest* request, v1::PrefillResponse* response,
+    const std::function<void(const v1::PrefillResponse&)>& first_token) {
   // Under the router's prefill span (its context came in the call's metadata).
   const std::optional<TraceContext> parent = TraceFromMetadata(context->client_metadata());
   Span span = GlobalTracer()->StartSpan("yoco.prefill.run", SpanKind::kServer,
                                         parent.has_value() ? &*parent : nullptr);
   span.SetAttribute("gen_ai.usage.input_tokens", request->prompt_size());
-  const grpc::Status status = RunPrefill(context, request, span.context(), response);
+  const grpc::Status status = RunPrefill(context, request, span.context(), response, first_token);
   if (status.ok() && span.recording()) {
     span.SetAttribute("yoco.cached_tokens", response->cached_tokens())
         .SetAttribute("yoco.cache.tier", response->cache_tier())
@@ -76,9 +121,10 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   return status;
 }
 
-grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
-                                        const v1::PrefillRequest* request, const TraceContext& span,
-                                        v1::PrefillResponse* response) {
+grpc::Status PrefillService::RunPrefill(
+    grpc::ServerContext* context, const v1::PrefillRequest* request, const TraceContext& span,
+    v1::PrefillResponse* response,
+    const std::function<void(const v1::PrefillResponse&)>& first_token) {
   if (grpc::Status st = callers_.Check(*context, "PrefillWorker.Prefill"); !st.ok()) return st;
   if (grpc::Status st = CheckTokens(request->prompt()); !st.ok()) return st;
   if (request->choices_size() > kMaxChoices) {
@@ -107,6 +153,14 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   call.scheduling = FromProto(request->scheduling());
   call.generated_tail = request->generated_tokens();
   if (request->trace_transfer() && span.valid()) call.transfer_trace = span;
+  if (first_token) {
+    call.on_first_token = [&first_token](const PrefillResult& result) {
+      v1::PrefillResponse first;
+      first.set_first_token_only(true);
+      FirstTokenToProto(result, &first);
+      first_token(first);
+    };
+  }
   auto result = worker_.Prefill(call);
   if (!result.ok()) {
     if (result.status().code() == absl::StatusCode::kCancelled) ++cancelled_;
@@ -115,33 +169,15 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
     }
     return ToGrpcStatus(result.status());
   }
-  response->set_first_token(result->first_token);
-  if (result->first_logprobs.has_value()) {
-    ToProto(*result->first_logprobs, response->mutable_first_token_logprob(),
-            response->mutable_first_token_top_logprobs());
-  }
-  for (const ChoiceDraw& draw : result->choice_first) {
-    v1::GeneratedToken* first = response->add_choice_first_tokens();
-    first->set_id(draw.token);
-    first->set_choice(draw.choice);
-    if (draw.logprobs.has_value()) {
-      ToProto(*draw.logprobs, first->mutable_logprob(), first->mutable_top_logprobs());
-    }
-  }
+  FirstTokenToProto(*result, response);
   response->set_bundle_shipped(result->shipped);
   response->set_bundle_bytes(result->bundle_bytes);
-  response->set_prefill_ms(result->prefill_ms);
   response->set_transfer_ms(result->transfer_ms);
   response->set_transfer_id(result->transfer_id);
   response->set_sender_transport(result->sender);
-  response->set_cached_tokens(static_cast<uint32_t>(result->cached_tokens));
   response->set_resident_blocks(static_cast<uint32_t>(result->resident_chunks));
   response->set_bundle_parts(static_cast<uint32_t>(result->bundle_parts));
   response->set_early_parts(static_cast<uint32_t>(result->early_parts));
-  response->set_cache_tier(CacheTierName(result->cache_tier));
-  if (result->cache_miss != CacheMiss::kHit) {
-    response->set_cache_miss_reason(CacheMissName(result->cache_miss));
-  }
   return grpc::Status::OK;
 }
 
@@ -187,6 +223,7 @@ grpc::Status PrefillService::GetWorkerInfo(grpc::ServerContext* context,
   response->set_worker_id(worker_id_);
   response->set_backend(backend_);
   response->set_ucx_address(worker_.transport().address());
+  response->set_streams_first_token(true);
   response->set_model_fingerprint(worker_.model().fingerprint());
   response->set_vocabulary_fingerprint(worker_.vocabulary_fingerprint());
   response->set_active_requests(static_cast<uint32_t>(active_requests()));

@@ -27,6 +27,8 @@ class PrefillService final : public v1::PrefillWorker::Service {
 
   grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override;
+  grpc::Status PrefillStream(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                             grpc::ServerWriter<v1::PrefillResponse>* writer) override;
   grpc::Status GetWorkerInfo(grpc::ServerContext* context, const v1::GetWorkerInfoRequest* request,
                              v1::WorkerInfo* response) override;
   grpc::Status Precache(grpc::ServerContext* context, const v1::WorkerPrecacheRequest* request,
@@ -50,10 +52,16 @@ class PrefillService final : public v1::PrefillWorker::Service {
   uint64_t cancelled_requests() const { return cancelled_.load(); }
 
  private:
-  // The Prefill call without its span.
+  // Prefill and PrefillStream: `first_token` (may be null) gets the first-token message when a
+  // bundle will ship, before it goes.
+  grpc::Status TracedPrefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                             v1::PrefillResponse* response,
+                             const std::function<void(const v1::PrefillResponse&)>& first_token);
+  // The same without its span.
   // `span`: the call's, which the bundle transfer carries when the request asks for it.
   grpc::Status RunPrefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
-                          const TraceContext& span, v1::PrefillResponse* response);
+                          const TraceContext& span, v1::PrefillResponse* response,
+                          const std::function<void(const v1::PrefillResponse&)>& first_token);
   grpc::Status CheckTokens(const google::protobuf::RepeatedField<int32_t>& tokens) const;
   // Precache and PrecacheWithProgress: `progress` may be null.
   grpc::Status RunPrecache(grpc::ServerContext* context, const v1::WorkerPrecacheRequest& request,

@@ -140,6 +140,11 @@ void GenerateStream::StartRemotePrefill() {
   // A decode worker too old to read a trace context in a transfer's header would refuse it.
   attempt_.prefill_request.set_trace_transfer(decode.info.reads_traced_transfers());
   attempt_.prefill_load = pool_.CountRequest(WorkerRole::kPrefill, prefill.index);
+  // (Choices stay on the plain call: their first tokens may end some of them.)
+  if (prefill.info.streams_first_token() && !multi()) {
+    StartPrefillStream();
+    return;
+  }
   // Propagates the client's deadline and cancellation to the prefill worker.
   grpc::ClientContext* context =
       ops_.Keep(grpc::ClientContext::FromCallbackServerContext(*context_));
@@ -155,6 +160,62 @@ void GenerateStream::StartRemotePrefill() {
                                             blamed->second == kFailedPeerDecode);
                   EndOp();
                 });
+}
+
+void GenerateStream::StartPrefillStream() {
+  const size_t index = attempt_.pair.prefill->index;
+  auto relay = std::make_unique<PrefillRelay>(
+      grpc::ClientContext::FromCallbackServerContext(*context_),
+      std::move(attempt_.prefill_request),
+      [this](const v1::PrefillResponse& message) { OnPrefillMessage(message); },
+      [this](const grpc::Status& status) { OnPrefillStreamDone(status); });
+  trace_.StartPrefill(pool_.WorkerAddress(WorkerRole::kPrefill, index), relay->context());
+  attempt_.prefill_relay = ops_.Keep(std::move(relay));
+  attempt_.prefill_relay->Start(pool_.PrefillStub(index));
+  if (ops_.cancelled()) attempt_.prefill_relay->Cancel();
+}
+
+void GenerateStream::OnPrefillMessage(const v1::PrefillResponse& message) {
+  PrefillRelay* relay = attempt_.prefill_relay;
+  if (!InPhase(Phase::kPrefilling)) {
+    relay->Abandon();
+    return;
+  }
+  if (!message.first_token_only()) {
+    attempt_.prefill_response = message;
+    attempt_.prefill_answered = true;
+    relay->ReadNext();  // to the stream's end, which says how the call ended
+    return;
+  }
+  absl::StatusOr<std::vector<v1::GeneratedToken>> first = choices_.FirstTokensToSend(message);
+  if (attempt_.first_sent_early || !first.ok()) {
+    FinishWith(grpc::Status(grpc::StatusCode::INTERNAL,
+                            first.ok() ? "the prefill worker sent its first token twice"
+                                       : std::string(first.status().message())));
+    relay->Abandon();
+    return;
+  }
+  attempt_.first_tokens = *std::move(first);
+  attempt_.first_sent_early = true;
+  EmitFirstTokens(0);
+}
+
+void GenerateStream::OnPrefillStreamDone(const grpc::Status& status) {
+  if (phase_ == Phase::kFinished) {  // the client went, or the first token ended the request
+    EndOp();
+    return;
+  }
+  const auto& trailers = attempt_.prefill_relay->context()->GetServerTrailingMetadata();
+  const auto blamed = trailers.find(kFailedPeerMetadata);
+  if (status.ok() && !attempt_.prefill_answered) {
+    OnPrefillDone(grpc::Status(grpc::StatusCode::INTERNAL,
+                               "the prefill worker's stream ended without its answer"),
+                  false);
+  } else {
+    OnPrefillDone(status,
+                  !status.ok() && blamed != trailers.end() && blamed->second == kFailedPeerDecode);
+  }
+  EndOp();
 }
 
 void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blamed) {
@@ -184,6 +245,11 @@ void GenerateStream::OnPrefillDone(const grpc::Status& status, bool decode_blame
   if (pre.transfer_id() != 0 && !attempt_.keys.empty()) {
     pool_.NoteHeld(attempt_.pair.decode->index, attempt_.keys.back());
   }
+  if (attempt_.first_sent_early) {  // the client has it: the bundle is at the decode worker
+    phase_ = Phase::kDecoding;
+    ContinueAfterFirstToken();
+    return;
+  }
   absl::StatusOr<std::vector<v1::GeneratedToken>> first = choices_.FirstTokensToSend(pre);
   if (!first.ok()) {
     FinishWith(ToGrpcStatus(first.status()));
@@ -205,7 +271,12 @@ void GenerateStream::EmitFirstTokens(size_t i) {
         },
         first.choice());
   } else if (choices_.AllEnded()) {
+    PrefillRelay* streaming = phase_ == Phase::kPrefilling ? attempt_.prefill_relay : nullptr;
     Complete(choices_.FirstEnd(v1::FINISH_REASON_LENGTH));
+    // No decode call comes for its bundle (after Complete, whose phase its end must see).
+    if (streaming != nullptr) streaming->Abandon();
+  } else if (phase_ == Phase::kPrefilling) {
+    attempt_.prefill_relay->ReadNext();  // its answer: the bundle reached the decode worker
   } else {
     ContinueAfterFirstToken();
   }
@@ -386,6 +457,8 @@ void GenerateStream::OnWriteDone(bool ok) {
     FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
     DecodeRelay* relay = ops_.last_relay();
     if (relay != nullptr) relay->Abandon();  // a no-op on an earlier attempt's
+    // A streaming prefill whose first token was being written.
+    if (attempt_.prefill_relay != nullptr) attempt_.prefill_relay->Abandon();
     return;
   }
   if (then) then();

@@ -27,6 +27,7 @@
 #include "services/router/generate_admission.h"
 #include "services/router/in_flight_ops.h"
 #include "services/router/pair_search.h"
+#include "services/router/prefill_relay.h"
 #include "services/router/request_checks.h"
 #include "services/router/request_ledger.h"
 #include "services/router/request_trace.h"
@@ -53,7 +54,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   // Where the chain is. Each step's completion checks that it is where it should be.
   enum class Phase {
     kChoosing,    // PairSearch: a pair for the attempt, waiting for workers or room if need be
-    kPrefilling,  // the Prefill call
+    kPrefilling,  // the Prefill call (and, when it streams, its first token to the client)
     kDecoding,    // the Decode stream (and the prefill's first token to the client)
     kFinished,    // Finish called or the finish message being written
   };
@@ -66,6 +67,11 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
     std::unique_ptr<WorkerRegistry::InFlight> decode_load, prefill_load;
     v1::PrefillRequest prefill_request;
     v1::PrefillResponse prefill_response;
+    // A PrefillStream call (the prefill worker answers one): its first token goes to the client
+    // while the bundle ships (`first_sent_early`), its whole answer follows (`prefill_answered`).
+    PrefillRelay* prefill_relay = nullptr;
+    bool first_sent_early = false;
+    bool prefill_answered = false;
     std::vector<v1::GeneratedToken> first_tokens;  // the prefill's, to the client
     v1::FinishReason decode_reason = v1::FINISH_REASON_UNSPECIFIED;
     bool prefill_ends_at_first_token = false;  // a local prefill: its time ends there
@@ -77,6 +83,9 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void StartAttempt(bool retry);
   void OnPairFound(const WorkerPair& pair);
   void StartRemotePrefill();
+  void StartPrefillStream();
+  void OnPrefillMessage(const v1::PrefillResponse& message);  // then reads on or stops
+  void OnPrefillStreamDone(const grpc::Status& status);
   void OnPrefillDone(const grpc::Status& status, bool decode_blamed);
   void ContinueAfterFirstToken();
   void StartDecode(v1::DecodeRequest request);
@@ -113,7 +122,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   ChoiceSet choices_;  // what was sent to the client
   bool multi() const { return choices_.multi(); }
   // Sends the prefill's first tokens from the `i`th on (ChoiceSet::FirstTokensToSend), then
-  // completes the request or goes on to decode.
+  // completes the request, reads the streaming prefill's answer, or goes on to decode.
   void EmitFirstTokens(size_t i);
   // The finish of the request's choices (usage.generated_tokens counting them all).
   v1::Finish Finished(v1::FinishReason reason);

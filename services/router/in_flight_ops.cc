@@ -18,6 +18,13 @@ DecodeRelay* InFlightOps::Keep(std::unique_ptr<DecodeRelay> relay) {
   return relays_.back().get();
 }
 
+PrefillRelay* InFlightOps::Keep(std::unique_ptr<PrefillRelay> relay) {
+  absl::MutexLock lock(&mu_);
+  ++ops_;
+  prefill_relays_.push_back(std::move(relay));
+  return prefill_relays_.back().get();
+}
+
 grpc::Alarm* InFlightOps::Keep(std::unique_ptr<grpc::Alarm> alarm) {
   absl::MutexLock lock(&mu_);
   ++ops_;
@@ -44,16 +51,19 @@ bool InFlightOps::CallDone() {
 void InFlightOps::Cancel() {
   std::vector<grpc::ClientContext*> contexts;
   std::vector<DecodeRelay*> relays;
+  std::vector<PrefillRelay*> prefill_relays;
   std::vector<grpc::Alarm*> alarms;
   {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
     for (auto& c : contexts_) contexts.push_back(c.get());
     for (auto& r : relays_) relays.push_back(r.get());
+    for (auto& r : prefill_relays_) prefill_relays.push_back(r.get());
     for (auto& a : alarms_) alarms.push_back(a.get());
   }
   for (grpc::ClientContext* c : contexts) c->TryCancel();
   for (DecodeRelay* r : relays) r->Cancel();
+  for (PrefillRelay* r : prefill_relays) r->Cancel();
   for (grpc::Alarm* a : alarms) a->Cancel();
 }
 

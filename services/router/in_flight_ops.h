@@ -1,4 +1,4 @@
-// InFlightOps: what a GenerateStream has in flight — worker calls, decode relays, timers and
+// InFlightOps: what a GenerateStream has in flight — worker calls, relays, timers and
 // the load queue's wait — and so when the stream may delete itself: only once gRPC is done with
 // the call and every op has ended, whichever comes last. Contexts, relays and alarms are kept
 // until the end, so a cancellation from another thread never races their destruction.
@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "services/router/decode_relay.h"
+#include "services/router/prefill_relay.h"
 
 namespace yoco {
 
@@ -21,6 +22,7 @@ class InFlightOps {
   // Each Keep counts an op that ends with End. The pointer lives as long as this object.
   grpc::ClientContext* Keep(std::unique_ptr<grpc::ClientContext> context);
   DecodeRelay* Keep(std::unique_ptr<DecodeRelay> relay);
+  PrefillRelay* Keep(std::unique_ptr<PrefillRelay> relay);
   grpc::Alarm* Keep(std::unique_ptr<grpc::Alarm> alarm);
   void Begin();  // an op with nothing to keep
   // An op ended. True when the owner must now delete itself (the call was done).
@@ -37,6 +39,7 @@ class InFlightOps {
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<DecodeRelay>> relays_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<PrefillRelay>> prefill_relays_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<grpc::Alarm>> alarms_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   int ops_ ABSL_GUARDED_BY(mu_) = 0;

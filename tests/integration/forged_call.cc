@@ -123,6 +123,17 @@ int Outsider(const std::string& prefill_address, const std::string& decode_addre
     yoco::v1::PrefillResponse response;
     return prefill->Prefill(c, request, &response);
   });
+  int first_tokens = 0;
+  call("PrefillWorker.PrefillStream", [&](grpc::ClientContext* c) {
+    yoco::v1::PrefillRequest request;
+    request.add_prompt(0);
+    request.add_prompt(5);
+    request.set_max_new_tokens(1);
+    auto stream = prefill->PrefillStream(c, request);
+    yoco::v1::PrefillResponse message;
+    while (stream->Read(&message)) ++first_tokens;
+    return stream->Finish();
+  });
   call("PrefillWorker.Score", [&](grpc::ClientContext* c) {
     yoco::v1::WorkerScoreRequest request;
     request.add_tokens(0);
@@ -202,6 +213,10 @@ int Outsider(const std::string& prefill_address, const std::string& decode_addre
   }
   if (progress != 0) {
     std::cout << "STREAMED " << progress << " pre-cache progress messages\n";
+    ++failures;
+  }
+  if (first_tokens != 0) {
+    std::cout << "STREAMED " << first_tokens << " prefill answers\n";
     ++failures;
   }
   if (events != 0) {

@@ -21,6 +21,7 @@
 
 #include "lib/engine/sampler.h"
 #include "lib/log/log.h"
+#include "lib/rpc/failed_peer.h"
 #include "lib/rpc/invalid_field.h"
 #include "lib/rpc/request_id.h"
 #include "lib/text/byte_tokenizer.h"
@@ -69,11 +70,33 @@ class FakePrefill final : public v1::PrefillWorker::Service {
   std::vector<size_t> prompt_sizes;                 // guarded by mu
   std::vector<v1::Scheduling> schedulings;          // guarded by mu
   std::atomic<uint64_t> fingerprint{kFingerprint};  // the model version it reports
+  // Advertised: the router then calls PrefillStream, which writes the first token, runs
+  // `after_first_token` (the bundle's transfer: a status other than OK ends the call), then
+  // writes the answer.
+  bool streams_first_token = false;
+  std::function<grpc::Status(grpc::ServerContext*)> after_first_token;
+  std::atomic<int> stream_calls{0};
 
   grpc::Status GetWorkerInfo(grpc::ServerContext*, const v1::GetWorkerInfoRequest*,
                              v1::WorkerInfo* info) override {
     info->set_worker_id("prefill");
     info->set_model_fingerprint(fingerprint);
+    info->set_streams_first_token(streams_first_token);
+    return grpc::Status::OK;
+  }
+  grpc::Status PrefillStream(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                             grpc::ServerWriter<v1::PrefillResponse>* writer) override {
+    ++stream_calls;
+    v1::PrefillResponse answer;
+    if (grpc::Status st = Prefill(context, request, &answer); !st.ok()) return st;
+    v1::PrefillResponse first;
+    first.set_first_token_only(true);
+    first.set_first_token(answer.first_token());
+    writer->Write(first);
+    if (after_first_token) {
+      if (grpc::Status st = after_first_token(context); !st.ok()) return st;
+    }
+    writer->Write(answer);
     return grpc::Status::OK;
   }
   grpc::Status ListCache(grpc::ServerContext*, const v1::ListCacheRequest*,
@@ -261,6 +284,7 @@ class GenerateStreamTest : public ::testing::Test {
     auto reader = stub_->Generate(&context, request);
     v1::GenerateResponse response;
     while (reader->Read(&response)) {
+      if (response.has_token() && on_token_) on_token_(response.token().id());
       if (response.has_token()) result.ids.push_back(response.token().id());
       if (response.has_finish()) result.finish = response.finish();
     }
@@ -289,10 +313,11 @@ class GenerateStreamTest : public ::testing::Test {
   prometheus::Registry registry_;
   RouterMetrics metrics_{registry_};
   Bundles bundles_;
-  std::atomic<bool> decode_died_{false};  // AddDecodesOneDyingAfterToken3's
-  std::string request_id_;                // sent with each Generate
-  uint64_t model_version_ = 0;            // likewise
-  std::optional<int32_t> priority_;       // likewise
+  std::atomic<bool> decode_died_{false};   // AddDecodesOneDyingAfterToken3's
+  std::string request_id_;                 // sent with each Generate
+  uint64_t model_version_ = 0;             // likewise
+  std::optional<int32_t> priority_;        // likewise
+  std::function<void(int32_t)> on_token_;  // Generate's, as each token arrives
   const std::vector<int32_t> prompt_ = {kBosId, 'h' + kTokenizerIdOffset, 'i' + kTokenizerIdOffset};
   std::vector<std::unique_ptr<FakePrefill>> prefills_;
   std::vector<std::unique_ptr<FakeDecode>> decodes_;
@@ -329,6 +354,54 @@ TEST_F(GenerateStreamTest, DecodeDiesAfterTokenKAndTheStreamContinuesExactly) {
   std::lock_guard<std::mutex> lock(prefills_[0]->mu);
   EXPECT_EQ(prefills_[0]->prompt_sizes, (std::vector<size_t>{3, 7}));
   EXPECT_EQ(decodes_[0]->calls + decodes_[1]->calls, 2);
+}
+
+// A prefill worker that streams its first token: the client has it before the bundle's transfer
+// (after_first_token) ends, and the stream goes on from the answer exactly.
+TEST_F(GenerateStreamTest, TheFirstTokenReachesTheClientWhileTheBundleShips) {
+  std::atomic<bool> client_has_first{false}, had_it{false};
+  FakePrefill& prefill = AddPrefill();
+  prefill.streams_first_token = true;
+  prefill.after_first_token = [&](grpc::ServerContext*) {
+    for (int i = 0; i < 1000 && !client_has_first; ++i)
+      std::this_thread::sleep_for(milliseconds(10));
+    had_it = client_has_first.load();
+    return grpc::Status::OK;
+  };
+  AddDecode();
+  StartRouter();
+  on_token_ = [&](int32_t) { client_has_first = true; };
+  const Result r = Generate(12);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 12));
+  EXPECT_TRUE(had_it) << "the transfer ended before the client had the first token";
+  EXPECT_EQ(prefill.stream_calls, 1);
+  EXPECT_EQ(metrics_.retries.Value(), 0);
+}
+
+// The bundle is lost after the client had the first token (the decode worker died): the retry
+// prefills the prompt plus that token on another pair, and the client gets each token once.
+TEST_F(GenerateStreamTest, ABundleLostAfterTheFirstTokenRetriesFromIt) {
+  std::atomic<bool> lost{false};
+  FakePrefill& prefill = AddPrefill();
+  prefill.streams_first_token = true;
+  prefill.after_first_token = [&](grpc::ServerContext* context) {
+    if (lost.exchange(true)) return grpc::Status::OK;
+    context->AddTrailingMetadata(kFailedPeerMetadata, kFailedPeerDecode);
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the decode worker did not take the bundle");
+  };
+  AddDecode();
+  AddDecode();
+  StartRouter();
+  const Result r = Generate(12);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, Reference(prompt_, 12));
+  EXPECT_EQ(r.finish.usage().generated_tokens(), 12u);
+  EXPECT_EQ(metrics_.retries.Value(), 1);
+  EXPECT_EQ(metrics_.decode_worker_failures.Value(), 1);
+  EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 0);
+  std::lock_guard<std::mutex> lock(prefill.mu);
+  EXPECT_EQ(prefill.prompt_sizes, (std::vector<size_t>{3, 4}));
 }
 
 TEST_F(GenerateStreamTest, ARetriedRequestIsOneTraceWithSpansForEachAttempt) {

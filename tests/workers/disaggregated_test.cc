@@ -102,6 +102,47 @@ TEST(DisaggregatedTest, PrefillToDecodeOverUcxGivesTheInProcessTokens) {
       absl::StatusCode::kDeadlineExceeded);
 }
 
+// A caller that streams the first token (PrefillStream) is told it once the prefill has it and
+// before the bundle goes: the decode worker has received nothing yet. A request that ends on its
+// first token ships nothing and is told nothing early.
+TEST(DisaggregatedTest, TheFirstTokenIsToldBeforeTheBundleShips) {
+  auto model = testing::MakeModel(testing::SmallConfig(), 44, "first_token_early");
+  ASSERT_NE(model, nullptr);
+  auto prefill = StartPrefill(model);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  auto decode = StartDecode(model);
+  ASSERT_TRUE(decode.ok()) << decode.status();
+
+  SamplingParams sampling;
+  sampling.logprobs = 2;
+  PrefillCall call =
+      Call(RandomTokens(300, model->config().vocab_size, 5), sampling, (*decode)->address());
+  call.max_new_tokens = 8;
+  std::vector<PrefillResult> told;
+  uint64_t received_when_told = 1;
+  call.on_first_token = [&](const PrefillResult& first) {
+    told.push_back(first);
+    received_when_told = (*decode)->transfer_metrics().transfers_received;
+  };
+  auto shipped = (*prefill)->Prefill(call);
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  ASSERT_TRUE(shipped->shipped);
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(received_when_told, 0u);
+  EXPECT_EQ(told[0].first_token, shipped->first_token);
+  ASSERT_TRUE(told[0].first_logprobs.has_value());
+  EXPECT_EQ(told[0].first_logprobs, shipped->first_logprobs);
+  EXPECT_EQ(told[0].transfer_id, 0u);  // nothing had gone
+  EXPECT_EQ((*decode)->transfer_metrics().transfers_received, 1u);
+
+  call.max_new_tokens = 1;
+  told.clear();
+  auto ended = (*prefill)->Prefill(call);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_FALSE(ended->shipped);
+  EXPECT_TRUE(told.empty());
+}
+
 TEST(DisaggregatedTest, BundleFromAnotherModelIsRefused) {
   auto ours = testing::MakeModel(testing::SmallConfig(), 42, "refuse_ours");
   auto theirs = testing::MakeModel(testing::SmallConfig(), 43, "refuse_theirs");
