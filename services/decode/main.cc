@@ -8,6 +8,7 @@
 #include "lib/metrics/metrics_server.h"
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/graceful_shutdown.h"
+#include "lib/rpc/heap_retention.h"
 #include "lib/rpc/service_flags.h"
 #include "lib/workers/decode_worker.h"
 #include "services/decode/decode_service.h"
@@ -43,6 +44,7 @@ ABSL_FLAG(bool, batch_invariant, true,
           "whose rounding depends on the batch's size (CPU backend; the README gives the cost)");
 
 int main(int argc, char** argv) {
+  yoco::RetainFreedHeapMemory();
   yoco::BlockTerminationSignals();
   yoco::ParseServiceFlags(argc, argv,
                           "the decode worker (continuous batching, token "

@@ -11,6 +11,7 @@
 #include "lib/metrics/snapshot_store_export.h"
 #include "lib/metrics/transfer_metrics_export.h"
 #include "lib/rpc/graceful_shutdown.h"
+#include "lib/rpc/heap_retention.h"
 #include "lib/rpc/service_flags.h"
 #include "lib/workers/prefill_worker.h"
 #include "services/prefill/prefill_service.h"
@@ -44,6 +45,7 @@ ABSL_FLAG(int, snapshot_every_blocks, 16,
           "full block)");
 
 int main(int argc, char** argv) {
+  yoco::RetainFreedHeapMemory();
   yoco::BlockTerminationSignals();
   yoco::ParseServiceFlags(argc, argv,
                           "the prefill worker (prefix cache, state bundles over "

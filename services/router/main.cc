@@ -12,6 +12,7 @@
 #include "lib/openai/chat_template.h"
 #include "lib/rpc/graceful_shutdown.h"
 #include "lib/rpc/grpc_server.h"
+#include "lib/rpc/heap_retention.h"
 #include "lib/rpc/service_flags.h"
 #include "lib/rpc/tls_flags.h"
 #include "lib/text/byte_tokenizer.h"
@@ -125,6 +126,7 @@ std::string ServedModelName() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  yoco::RetainFreedHeapMemory();
   yoco::BlockTerminationSignals();
   yoco::ParseServiceFlags(argc, argv,
                           "the public gRPC API in front of prefill and decode "
