@@ -276,6 +276,8 @@ class GenerateStreamTest : public ::testing::Test {
     request.set_request_id(request_id_);
     request.set_model_version(model_version_);
     if (priority_.has_value()) request.set_priority(*priority_);
+    for (const std::string& stop : stop_strings_)
+      request.mutable_sampling()->add_stop_strings(stop);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
     std::thread side;
@@ -318,6 +320,7 @@ class GenerateStreamTest : public ::testing::Test {
   uint64_t model_version_ = 0;             // likewise
   std::optional<int32_t> priority_;        // likewise
   std::function<void(int32_t)> on_token_;  // Generate's, as each token arrives
+  std::vector<std::string> stop_strings_;  // sent with each Generate
   const std::vector<int32_t> prompt_ = {kBosId, 'h' + kTokenizerIdOffset, 'i' + kTokenizerIdOffset};
   std::vector<std::unique_ptr<FakePrefill>> prefills_;
   std::vector<std::unique_ptr<FakeDecode>> decodes_;
@@ -402,6 +405,32 @@ TEST_F(GenerateStreamTest, ABundleLostAfterTheFirstTokenRetriesFromIt) {
   EXPECT_EQ(metrics_.prefill_worker_failures.Value(), 0);
   std::lock_guard<std::mutex> lock(prefill.mu);
   EXPECT_EQ(prefill.prompt_sizes, (std::vector<size_t>{3, 4}));
+}
+
+// A stop string the streamed first token completes ends the request there: the router lets the
+// prefill call go (no decode call comes for its bundle) and the stream ends.
+TEST_F(GenerateStreamTest, AStopStringOnAStreamedFirstTokenEndsItAndLetsThePrefillGo) {
+  std::atomic<bool> let_go{false};
+  FakePrefill& prefill = AddPrefill();
+  prefill.streams_first_token = true;
+  prefill.after_first_token = [&](grpc::ServerContext* context) {
+    for (int i = 0; i < 500 && !context->IsCancelled(); ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    let_go = context->IsCancelled();
+    return grpc::Status::OK;
+  };
+  FakeDecode& decode = AddDecode();
+  StartRouter();
+  const int32_t first = Reference(prompt_, 1)[0];
+  stop_strings_ = {std::string(1, static_cast<char>(first - kTokenizerIdOffset))};
+  const Result r = Generate(12);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, std::vector<int32_t>{first});
+  EXPECT_EQ(r.finish.reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(decode.calls, 0);
+  for (int i = 0; i < 200 && !let_go; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(let_go) << "the router kept the prefill call open after the request ended";
 }
 
 TEST_F(GenerateStreamTest, ARetriedRequestIsOneTraceWithSpansForEachAttempt) {
