@@ -16,7 +16,7 @@ status=0
 cat "$out/run.log"
 if [ "$status" != 0 ]; then
   echo "FAIL the three runs (exit $status)"
-  tail -5 "$out"/*.log
+  tail -n 40 "$out"/*.log
   exit 1
 fi
 if [ -n "${MIN_ACCURACY:-}" ]; then
