@@ -15,6 +15,14 @@
 namespace yoco {
 namespace {
 
+// Whether a failed prefill call's trailers say the decode worker was the cause (the bundle did
+// not reach it).
+bool DecodeBlamed(const grpc::Status& status, const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto blamed = trailers.find(kFailedPeerMetadata);
+  return !status.ok() && blamed != trailers.end() && blamed->second == kFailedPeerDecode;
+}
+
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -154,10 +162,7 @@ void GenerateStream::StartRemotePrefill() {
       .async()
       ->Prefill(context, &attempt_.prefill_request, &attempt_.prefill_response,
                 [this, context](grpc::Status status) {
-                  const auto& trailers = context->GetServerTrailingMetadata();
-                  const auto blamed = trailers.find(kFailedPeerMetadata);
-                  OnPrefillDone(status, !status.ok() && blamed != trailers.end() &&
-                                            blamed->second == kFailedPeerDecode);
+                  OnPrefillDone(status, DecodeBlamed(status, *context));
                   EndOp();
                 });
 }
@@ -205,15 +210,12 @@ void GenerateStream::OnPrefillStreamDone(const grpc::Status& status) {
     EndOp();
     return;
   }
-  const auto& trailers = attempt_.prefill_relay->context()->GetServerTrailingMetadata();
-  const auto blamed = trailers.find(kFailedPeerMetadata);
   if (status.ok() && !attempt_.prefill_answered) {
     OnPrefillDone(grpc::Status(grpc::StatusCode::INTERNAL,
                                "the prefill worker's stream ended without its answer"),
                   false);
   } else {
-    OnPrefillDone(status,
-                  !status.ok() && blamed != trailers.end() && blamed->second == kFailedPeerDecode);
+    OnPrefillDone(status, DecodeBlamed(status, *attempt_.prefill_relay->context()));
   }
   EndOp();
 }
