@@ -401,6 +401,39 @@ void WeightedSumTile512(const T* v, int64_t ld, int64_t rows, const float* const
 }
 #endif
 
+#if defined(__AVX512F__)
+// acc[j][0..64) = Σ_i p[j][i] v_i[0..64) over a whole range of len value rows, kValueBlock rows
+// from each of blocks[0..] (stride ld): WeightedSumTile512 block after block from zeroed sums,
+// the same operations in the same order (the same bits), with the sums in registers from the
+// range's first row to its last. Block by block the sums went to memory and back for every 32
+// rows, and a shared range's sums (1 KB a member) do not stay in L1: a fifth of its V pass.
+template <int kRows, typename T>
+void RangeWeightedSumTile512(const T* const* blocks, int64_t ld, int64_t len, const float* const* p,
+                             float* const* acc) {
+  __m512 a[kRows][4];
+  for (int j = 0; j < kRows; ++j)
+    for (int c = 0; c < 4; ++c) a[j][c] = _mm512_setzero_ps();
+  for (int64_t i0 = 0; i0 < len; i0 += kValueBlock) {
+    const T* v = blocks[i0 / kValueBlock];
+    const int64_t rows = std::min(kValueBlock, len - i0);
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* vi = v + i * ld;
+      const __m512 v0 = Load16(vi), v1 = Load16(vi + 16);
+      const __m512 v2 = Load16(vi + 32), v3 = Load16(vi + 48);
+      for (int j = 0; j < kRows; ++j) {
+        const __m512 w = _mm512_set1_ps(p[j][i0 + i]);
+        a[j][0] = _mm512_fmadd_ps(w, v0, a[j][0]);
+        a[j][1] = _mm512_fmadd_ps(w, v1, a[j][1]);
+        a[j][2] = _mm512_fmadd_ps(w, v2, a[j][2]);
+        a[j][3] = _mm512_fmadd_ps(w, v3, a[j][3]);
+      }
+    }
+  }
+  for (int j = 0; j < kRows; ++j)
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[j] + 16 * c, a[j][c]);
+}
+#endif
+
 // The vector tile a block of values is summed with: its columns and the most rows of weights
 // one call takes (accumulators and four value vectors in the 32 zmm or 16 ymm registers).
 // Columns 0: no tile fits the head dim, a scalar loop instead.
@@ -516,6 +549,58 @@ void WeightedSumBlock(const GqaShape& shape, const RowBlocks<T>& values, bool st
         }
       }
     }
+  }
+}
+
+// acc[m]_h = Σ_i p[m]_h[i] v_{begin+i}[kv(h)] over the whole range [begin, begin + len) in
+// strips, for every head of `count` queries reading it: as zeroed sums and WeightedSumBlock
+// block after block (the same bits), each tile's sums kept in registers over the whole range
+// when the head dim takes 64-column tiles. The range's values are best in L2 already: each
+// KV head's rows are read once per tile of rows.
+template <typename T>
+void WeightedSumRange(const GqaShape& shape, const RowBlocks<T>& values, int64_t begin, int64_t len,
+                      const float* const* p, float* const* acc, int64_t count) {
+  const int d = shape.head_dim;
+  [[maybe_unused]] const int group = shape.q_heads / shape.kv_heads;
+  [[maybe_unused]] const int64_t ld = int64_t{shape.kv_heads} * d;
+#if defined(__AVX512F__)
+  constexpr int64_t kMaxBlocks = kKeysPerRange / kValueBlock;
+  if (ValueTileFor(d).columns == 64) {
+    const int64_t rows = count * group;
+    for (int kvh = 0; kvh < shape.kv_heads; ++kvh) {
+      for (int64_t c0 = 0; c0 < d; c0 += 64) {
+        const T* blocks[kMaxBlocks];
+        int64_t slice_ld = 0;
+        for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
+          const ValueSlice<T> vs =
+              SliceOf(values.Row(begin + b0), /*strips=*/true, ld, int64_t{kvh} * d + c0);
+          blocks[b0 / kValueBlock] = vs.v;
+          slice_ld = vs.ld;
+        }
+        for (int64_t r0 = 0; r0 < rows; r0 += kValueRows512) {
+          const int n = static_cast<int>(std::min<int64_t>(kValueRows512, rows - r0));
+          const float* pr[kValueRows512];
+          float* ar[kValueRows512];
+          for (int t = 0; t < n; ++t) {
+            const int64_t m = (r0 + t) / group;
+            const int h = kvh * group + static_cast<int>((r0 + t) % group);
+            pr[t] = p[m] + h * len;
+            ar[t] = acc[m] + int64_t{h} * d + c0;
+          }
+          WithRowCount<kValueRows512>(n, [&](auto k) {
+            RangeWeightedSumTile512<decltype(k)::value>(blocks, slice_ld, len, pr, ar);
+          });
+        }
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t m = 0; m < count; ++m) {
+    for (int64_t i = 0; i < int64_t{shape.q_heads} * d; ++i) acc[m][i] = 0.0f;
+  }
+  for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
+    WeightedSumBlock(shape, values, /*strips=*/true, begin, len, b0, p, acc, count);
   }
 }
 
@@ -707,15 +792,12 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
       // A block's arithmetic for every member takes far longer than reading the block, but the
       // read comes all at once at its first member's first rows, where the hardware prefetcher
       // has not run ahead of a stream this slow: the next block is asked for while this one is
-      // computed (then the range's first values).
+      // computed.
       const int64_t key_block_bytes = kKeyLaneRows * row_floats * int64_t{sizeof(T)};
-      const int64_t value_block_bytes = kValueBlock * row_floats * int64_t{sizeof(T)};
       for (int64_t i0 = 0; i0 < len; i0 += kKeyLaneRows) {
         if (i0 + kKeyLaneRows < len) {
           PrefetchBytes(reinterpret_cast<const char*>(keys.Row(begin + i0 + kKeyLaneRows)),
                         key_block_bytes);
-        } else {
-          PrefetchBytes(reinterpret_cast<const char*>(values.Row(begin)), value_block_bytes);
         }
         LaneBlockScoresAllHeads(shape, q, m_count, keys.Row(begin + i0), i0, len, scale,
                                 member_scores);
@@ -728,16 +810,8 @@ void DecodeAttention(const GqaShape& shape, const DecodeQuery* queries, int64_t 
           stats[2 * h] = mx;
           stats[2 * h + 1] = ExpShiftSum(sh, len, mx);
         }
-        for (int64_t i = 0; i < int64_t{H} * d; ++i) member_sums[m][i] = 0.0f;
       }
-      for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
-        if (b0 + kValueBlock < len) {
-          PrefetchBytes(reinterpret_cast<const char*>(values.Row(begin + b0 + kValueBlock)),
-                        value_block_bytes);
-        }
-        WeightedSumBlock(shape, values, /*strips=*/true, begin, len, b0, member_scores, member_sums,
-                         m_count);
-      }
+      WeightedSumRange(shape, values, begin, len, member_scores, member_sums, m_count);
     };
     if (lq.blocks_bf16) {
       run(static_cast<uint16_t*>(nullptr));

@@ -360,8 +360,11 @@ TEST(DecodeAttentionPagedTest, QueriesSharingBlocksGiveTheirBitsAlone) {
       struct Query {
         int64_t shared, n;
       };
-      const std::vector<Query> plan = {{1024, 1500}, {1024, 1030}, {1024, 2100}, {256, 700},
-                                       {0, 900},     {1024, 1024}, {512, 1500}};
+      // The last two end inside the document's blocks at the same row: they share a range of
+      // 488 rows (not a whole number of blocks of keys or of values).
+      const std::vector<Query> plan = {{1024, 1500}, {1024, 1030}, {1024, 2100},
+                                       {256, 700},   {0, 900},     {1024, 1024},
+                                       {512, 1500},  {1024, 1000}, {1024, 1000}};
       std::vector<std::vector<float>> own_k, own_v;  // per query: all its rows (fp32 or bf16 bits)
       std::vector<std::vector<uint16_t>> own_k16, own_v16;
       const std::vector<float> doc_k = RandomFloats(2100 * KV, 90),
@@ -375,8 +378,9 @@ TEST(DecodeAttentionPagedTest, QueriesSharingBlocksGiveTheirBitsAlone) {
       for (size_t i = 0; i < plan.size(); ++i) {
         const int64_t n = plan[i].n;
         std::vector<float> k = RandomFloats(n * KV, 100 + i), v = RandomFloats(n * KV, 200 + i);
-        std::copy(doc_k.begin(), doc_k.begin() + plan[i].shared * KV, k.begin());
-        std::copy(doc_v.begin(), doc_v.begin() + plan[i].shared * KV, v.begin());
+        const int64_t from_doc = std::min(plan[i].shared, n);
+        std::copy(doc_k.begin(), doc_k.begin() + from_doc * KV, k.begin());
+        std::copy(doc_v.begin(), doc_v.begin() + from_doc * KV, v.begin());
         std::vector<uint16_t> k16, v16;
         cpu::DecodeQuery q{nullptr, k.data(), v.data(), n, nullptr};
         if (bf16) ReadBf16Rows(&k, &v, &k16, &v16, &q);
@@ -399,7 +403,7 @@ TEST(DecodeAttentionPagedTest, QueriesSharingBlocksGiveTheirBitsAlone) {
       }
       // The shared rows' blocks are the first query's (same memory), as chunks of one document.
       for (size_t i = 1; i < plan.size(); ++i) {
-        for (int64_t b = 0; b < plan[i].shared / B; ++b) {
+        for (int64_t b = 0; b < std::min(plan[i].shared, plan[i].n + B - 1) / B; ++b) {
           key_tables[i][b] = key_tables[0][b];
           value_tables[i][b] = value_tables[0][b];
         }
