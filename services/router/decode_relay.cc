@@ -1,5 +1,3 @@
-// The hold is taken before the call starts and released once, by whichever comes first: the
-// stream's end or the reader's Abandon.
 #include "services/router/decode_relay.h"
 
 #include <limits>
@@ -29,19 +27,17 @@ v1::DecodeRequest WithCallId(v1::DecodeRequest request) {
 DecodeRelay::DecodeRelay(v1::DecodeRequest request,
                          std::function<void(const v1::DecodeEvent&)> on_event,
                          std::function<void(const grpc::Status&)> on_done)
-    : request_(WithCallId(std::move(request))),
-      on_event_(std::move(on_event)),
-      on_done_(std::move(on_done)) {}
+    : HeldStreamReader(std::make_unique<grpc::ClientContext>(), std::move(on_event),
+                       std::move(on_done)),
+      request_(WithCallId(std::move(request))) {}
 
 void DecodeRelay::Start(v1::DecodeWorker::StubInterface& stub,
                         std::chrono::system_clock::time_point deadline, const TraceContext& trace) {
   stub_ = &stub;
-  context_.set_deadline(deadline);
-  InjectTrace(trace, &context_);
-  stub.async()->Decode(&context_, &request_, this);
-  AddHold();
-  StartRead(&event_);
-  StartCall();
+  context()->set_deadline(deadline);
+  InjectTrace(trace, context());
+  stub.async()->Decode(context(), &request_, this);
+  StartReading();
 }
 
 void DecodeRelay::EndChoice(uint32_t choice) {
@@ -58,26 +54,6 @@ void DecodeRelay::EndChoice(uint32_t choice) {
   call->request.set_choice(choice);
   stub_->async()->EndChoice(&call->context, &call->request, &call->response,
                             [call](grpc::Status) {});
-}
-
-void DecodeRelay::Abandon() {
-  context_.TryCancel();
-  Release();
-}
-
-void DecodeRelay::OnReadDone(bool ok) {
-  if (ok) {
-    on_event_(event_);
-  } else {
-    Release();
-  }
-}
-
-void DecodeRelay::Release() {
-  if (held_) {
-    held_ = false;
-    RemoveHold();
-  }
 }
 
 }  // namespace yoco
