@@ -377,42 +377,19 @@ void WeightedSumTile(const T* v, int64_t ld, int64_t rows, const float* const* p
 #endif
 
 #if defined(__AVX512F__)
-// As WeightedSumTile, 64 columns in zmm registers.
+// As WeightedSumTile, 64 columns in zmm registers, over len value rows: kValueBlock rows from
+// each of blocks[0..] (stride ld), the sums starting from acc when `add`, from zero otherwise.
+// Each sum runs over i in order, so a range's blocks in one call give the bits of one call per
+// block from zeroed sums; in one call the sums stay in registers from the range's first row to
+// its last (block by block they went to memory and back every 32 rows, and a shared range's
+// sums, 1 KB a member, do not stay in L1: a fifth of its V pass).
 template <int kRows, typename T>
-void WeightedSumTile512(const T* v, int64_t ld, int64_t rows, const float* const* p,
-                        float* const* acc) {
+void WeightedSumTile512(const T* const* blocks, int64_t ld, int64_t len, const float* const* p,
+                        float* const* acc, bool add) {
   __m512 a[kRows][4];
   for (int j = 0; j < kRows; ++j)
-    for (int c = 0; c < 4; ++c) a[j][c] = _mm512_loadu_ps(acc[j] + 16 * c);
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* vi = v + i * ld;
-    const __m512 v0 = Load16(vi), v1 = Load16(vi + 16);
-    const __m512 v2 = Load16(vi + 32), v3 = Load16(vi + 48);
-    for (int j = 0; j < kRows; ++j) {
-      const __m512 w = _mm512_set1_ps(p[j][i]);
-      a[j][0] = _mm512_fmadd_ps(w, v0, a[j][0]);
-      a[j][1] = _mm512_fmadd_ps(w, v1, a[j][1]);
-      a[j][2] = _mm512_fmadd_ps(w, v2, a[j][2]);
-      a[j][3] = _mm512_fmadd_ps(w, v3, a[j][3]);
-    }
-  }
-  for (int j = 0; j < kRows; ++j)
-    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[j] + 16 * c, a[j][c]);
-}
-#endif
-
-#if defined(__AVX512F__)
-// acc[j][0..64) = Σ_i p[j][i] v_i[0..64) over a whole range of len value rows, kValueBlock rows
-// from each of blocks[0..] (stride ld): WeightedSumTile512 block after block from zeroed sums,
-// the same operations in the same order (the same bits), with the sums in registers from the
-// range's first row to its last. Block by block the sums went to memory and back for every 32
-// rows, and a shared range's sums (1 KB a member) do not stay in L1: a fifth of its V pass.
-template <int kRows, typename T>
-void RangeWeightedSumTile512(const T* const* blocks, int64_t ld, int64_t len, const float* const* p,
-                             float* const* acc) {
-  __m512 a[kRows][4];
-  for (int j = 0; j < kRows; ++j)
-    for (int c = 0; c < 4; ++c) a[j][c] = _mm512_setzero_ps();
+    for (int c = 0; c < 4; ++c)
+      a[j][c] = add ? _mm512_loadu_ps(acc[j] + 16 * c) : _mm512_setzero_ps();
   for (int64_t i0 = 0; i0 < len; i0 += kValueBlock) {
     const T* v = blocks[i0 / kValueBlock];
     const int64_t rows = std::min(kValueBlock, len - i0);
@@ -463,8 +440,9 @@ void WeightedSumRows(const ValueTile& tile, const T* v, int64_t ld, int64_t rows
     [[maybe_unused]] float* const* aj = acc + j0;
 #if defined(__AVX512F__)
     if (tile.columns == 64) {
-      WithRowCount<kValueRows512>(
-          n, [&](auto k) { WeightedSumTile512<decltype(k)::value>(v, ld, rows, pj, aj); });
+      WithRowCount<kValueRows512>(n, [&](auto k) {
+        WeightedSumTile512<decltype(k)::value>(&v, ld, rows, pj, aj, /*add=*/true);
+      });
       continue;
     }
 #endif
@@ -588,7 +566,7 @@ void WeightedSumRange(const GqaShape& shape, const RowBlocks<T>& values, int64_t
             ar[t] = acc[m] + int64_t{h} * d + c0;
           }
           WithRowCount<kValueRows512>(n, [&](auto k) {
-            RangeWeightedSumTile512<decltype(k)::value>(blocks, slice_ld, len, pr, ar);
+            WeightedSumTile512<decltype(k)::value>(blocks, slice_ld, len, pr, ar, /*add=*/false);
           });
         }
       }
