@@ -616,7 +616,10 @@ bool MaySharePages(const DecodeQuery& q) {
 
 // Groups the ranges that read the same chunks: group_of[r] is r's group (-1: none), and group
 // g's ranges are group_ranges[group_begin[g], group_begin[g + 1]), the first one's query
-// leading.
+// leading. Queries share chunks from their first on (questions on one pre-cached document: a
+// shared chunk's prefix is shared too), so the candidates are the queries with the same first
+// key chunk, walked range by range while two or more of them still read the same chunks. (It
+// sorted every range by its first chunk before: 1.1 ms a layer for 32 queries x 256K keys.)
 void FindSharedRanges(const DecodeQuery* queries, int64_t count,
                       const std::vector<int64_t>& first_range, DecodeAttentionScratch* scratch) {
   const int64_t ranges = first_range[count];
@@ -627,46 +630,55 @@ void FindSharedRanges(const DecodeQuery* queries, int64_t count,
   }
   scratch->group_ranges.clear();
   scratch->group_begin.assign(1, 0);
-  int64_t sharing = 0;
-  for (int64_t s = 0; s < count; ++s) sharing += MaySharePages(queries[s]) ? 1 : 0;
-  if (sharing < 2) return;
-  // Every range by its first key chunk, sorted: candidates to share sit next to each other.
-  // (Kept in the scratch: no allocation per step once it has grown.)
-  std::vector<std::pair<const void*, int64_t>>& by_chunk = scratch->range_chunks;
-  by_chunk.clear();
+  // The queries that may share, by their first key chunk (kept in the scratch: no allocation per
+  // step once it has grown).
+  std::vector<std::pair<const void*, int64_t>>& by_first = scratch->query_chunks;
+  by_first.clear();
   for (int64_t s = 0; s < count; ++s) {
-    const DecodeQuery& q = queries[s];
-    if (!MaySharePages(q)) continue;
-    for (int64_t r = first_range[s]; r < first_range[s + 1]; ++r) {
-      const int64_t begin = (r - first_range[s]) * kKeysPerRange;
-      by_chunk.emplace_back(q.key_blocks[begin / q.block_rows], r);
-    }
+    if (MaySharePages(queries[s])) by_first.emplace_back(queries[s].key_blocks[0], s);
   }
-  std::sort(by_chunk.begin(), by_chunk.end());
-  std::vector<int64_t> members;
-  for (size_t run = 0, run_end = 0; run < by_chunk.size(); run = run_end) {
-    while (run_end < by_chunk.size() && by_chunk[run_end].first == by_chunk[run].first) ++run_end;
-    for (size_t i = run; i + 1 < run_end; ++i) {
-      if (scratch->group_of[by_chunk[i].second] >= 0) continue;
-      const int64_t lead = by_chunk[i].second;
-      const int64_t ls = scratch->range_query[lead];
-      const int64_t begin = (lead - first_range[ls]) * kKeysPerRange;
-      members.assign(1, lead);
-      for (size_t j = i + 1; j < run_end; ++j) {
-        const int64_t r = by_chunk[j].second;
-        const int64_t s = scratch->range_query[r];
-        if (scratch->group_of[r] < 0 && (r - first_range[s]) * kKeysPerRange == begin &&
-            SameRange(queries[ls], queries[s], begin)) {
-          members.push_back(r);
+  if (by_first.size() < 2) return;
+  std::sort(by_first.begin(), by_first.end());
+  std::vector<int64_t>& active = scratch->active_queries;
+  std::vector<int64_t>& rest = scratch->other_queries;
+  for (size_t run = 0, run_end = 0; run < by_first.size(); run = run_end) {
+    while (run_end < by_first.size() && by_first[run_end].first == by_first[run].first) ++run_end;
+    active.clear();
+    for (size_t i = run; i < run_end; ++i) active.push_back(by_first[i].second);
+    // Range by range: the queries reading the lead's chunks form a group and go on; a query
+    // that reads chunks of its own here (its question, or a document of its own from here on)
+    // leads the others like it, and one alone drops out.
+    for (int64_t begin = 0; active.size() >= 2; begin += kKeysPerRange) {
+      rest.clear();
+      for (int64_t s : active) {
+        if (queries[s].n > begin) rest.push_back(s);
+      }
+      active.clear();
+      while (rest.size() >= 2) {
+        const int64_t lead = rest[0];
+        const int64_t first_member = static_cast<int64_t>(active.size());
+        active.push_back(lead);
+        size_t kept = 0;
+        for (size_t i = 1; i < rest.size(); ++i) {
+          if (SameRange(queries[lead], queries[rest[i]], begin)) {
+            active.push_back(rest[i]);
+          } else {
+            rest[kept++] = rest[i];
+          }
         }
+        rest.resize(kept);
+        if (static_cast<int64_t>(active.size()) - first_member < 2) {
+          active.pop_back();
+          continue;
+        }
+        const int64_t g = static_cast<int64_t>(scratch->group_begin.size()) - 1;
+        for (size_t m = first_member; m < active.size(); ++m) {
+          const int64_t r = first_range[active[m]] + begin / kKeysPerRange;
+          scratch->group_of[r] = g;
+          scratch->group_ranges.push_back(r);
+        }
+        scratch->group_begin.push_back(static_cast<int64_t>(scratch->group_ranges.size()));
       }
-      if (members.size() < 2) continue;
-      const int64_t g = static_cast<int64_t>(scratch->group_begin.size()) - 1;
-      for (int64_t r : members) {
-        scratch->group_of[r] = g;
-        scratch->group_ranges.push_back(r);
-      }
-      scratch->group_begin.push_back(static_cast<int64_t>(scratch->group_ranges.size()));
     }
   }
 }

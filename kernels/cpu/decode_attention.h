@@ -77,7 +77,8 @@ struct DecodeAttentionScratch {
   // group_of[range] (-1: none); group g's ranges are group_ranges[group_begin[g] ..
   // group_begin[g + 1]).
   std::vector<int64_t> group_of, group_ranges, group_begin;
-  std::vector<std::pair<const void*, int64_t>> range_chunks;  // (first key block, range)
+  std::vector<std::pair<const void*, int64_t>> query_chunks;  // (first key block, query)
+  std::vector<int64_t> active_queries, other_queries;         // FindSharedRanges' work lists
   // Per thread, a shared range's members: their queries, then their scores and sums.
   std::vector<const float*> member_q;
   std::vector<float*> member_rows;

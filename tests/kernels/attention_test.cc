@@ -420,6 +420,27 @@ TEST(DecodeAttentionPagedTest, QueriesSharingBlocksGiveTheirBitsAlone) {
       cpu::DecodeAttentionScratch scratch;
       cpu::DecodeAttention(shape, queries.data(), static_cast<int64_t>(queries.size()), &scratch);
       EXPECT_GT(scratch.group_begin.size(), 1u) << "no range was read for several queries";
+      // Every range that another query reads through the same blocks (as many rows, the same
+      // K and V blocks), and only those, is read in a group.
+      constexpr int64_t kRange = 512;  // the kernel's keys per range
+      for (size_t i = 0; i < plan.size(); ++i) {
+        for (int64_t begin = 0; begin < plan[i].n; begin += kRange) {
+          const int64_t end = std::min(plan[i].n, begin + kRange);
+          bool shareable = false;
+          for (size_t j = 0; j < plan.size() && !shareable; ++j) {
+            if (j == i || std::min(plan[j].n, begin + kRange) != end || plan[j].n <= begin)
+              continue;
+            shareable = true;
+            for (int64_t b = begin / B; b <= (end - 1) / B; ++b) {
+              shareable = shareable && key_tables[i][b] == key_tables[j][b] &&
+                          value_tables[i][b] == value_tables[j][b];
+            }
+          }
+          const int64_t r = scratch.first_range[i] + begin / kRange;
+          EXPECT_EQ(shareable, scratch.group_of[r] >= 0)
+              << "query " << i << ", rows from " << begin;
+        }
+      }
       for (size_t i = 0; i < plan.size(); ++i) {
         cpu::DecodeQuery q = queries[i];
         q.out = alone[i].data();
